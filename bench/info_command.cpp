@@ -1,0 +1,89 @@
+#include "info_command.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+
+#include "json_output.h"
+#include "model_loading.h"
+#include "opara/graph_analysis.h"
+
+namespace opara::bench {
+namespace {
+
+struct InfoOptions {
+  std::string model;
+  std::string json;
+};
+
+void run_info(const InfoOptions& options) {
+  const LoadedModel model = load_model(options.model);
+  const Graph& graph = model.graph;
+  std::size_t data_edges = 0;
+  std::size_t kernels = 0;
+  std::size_t writers = 0;
+  std::size_t not_capturable = 0;
+  std::map<std::string, std::size_t> kinds;
+  for (const Edge& edge : graph.edges()) data_edges += edge.kind == EdgeKind::kData;
+  for (const Node& node : graph.nodes()) {
+    kernels += node.has(kLaunchesKernel);
+    writers += node.has(kWritesInput);
+    not_capturable += node.has(kNotCapturable);
+    ++kinds[node.kind];
+  }
+  const std::size_t graph_width = width(graph);
+  const CriticalPath path = critical_path(graph);
+  const std::size_t reduced = transitive_reduction(graph).size();
+
+  fmt::print("model          {}\n", model.path);
+  fmt::print("format         {}\n", model.format == ModelFormat::kTorchScript ? "TorchScript" : "torch.export");
+  fmt::print("import         {:.1f} ms\n", model.import_ms);
+  fmt::print("inputs         {}\n", graph.inputs().size());
+  fmt::print("outputs        {}\n", graph.outputs().size());
+  fmt::print("nodes          {} ({} launch kernels, estimate)\n", graph.size(), kernels);
+  fmt::print("edges          {} ({} data, {} ordering; {} after transitive reduction)\n", graph.edges().size(),
+             data_edges, graph.edges().size() - data_edges, reduced);
+  fmt::print("in-place ops   {}\n", writers);
+  fmt::print("host syncs     {} (cannot be captured in a CUDA graph)\n", not_capturable);
+  fmt::print("width          {}\n", graph_width);
+  fmt::print("critical path  {} nodes\n\n", path.nodes.size());
+  std::vector<std::pair<std::string, std::size_t>> sorted(kinds.begin(), kinds.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  fmt::print("{:<36} {:>6}\n", "op kind", "count");
+  for (const auto& [kind, count] : sorted) fmt::print("{:<36} {:>6}\n", kind, count);
+
+  if (!options.json.empty()) {
+    nlohmann::json json = {
+        {"model", model.path},
+        {"format", model.format == ModelFormat::kTorchScript ? "torchscript" : "export"},
+        {"import_ms", model.import_ms},
+        {"inputs", graph.inputs().size()},
+        {"outputs", graph.outputs().size()},
+        {"nodes", graph.size()},
+        {"kernel_nodes", kernels},
+        {"edges", graph.edges().size()},
+        {"data_edges", data_edges},
+        {"ordering_edges", graph.edges().size() - data_edges},
+        {"reduced_edges", reduced},
+        {"inplace_nodes", writers},
+        {"not_capturable_nodes", not_capturable},
+        {"width", graph_width},
+        {"critical_path", path.nodes.size()},
+        {"op_kinds", kinds},
+    };
+    write_json(json, options.json);
+  }
+}
+
+}  // namespace
+
+void add_info_command(CLI::App& app) {
+  auto options = std::make_shared<InfoOptions>();
+  CLI::App* info = app.add_subcommand("info", "Describe a model's operator graph");
+  info->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
+  info->add_option("--json", options->json, "also write the figures as JSON to this file ('-' for stdout)");
+  info->callback([options] { run_info(*options); });
+}
+
+}  // namespace opara::bench

@@ -1,0 +1,40 @@
+// opara-bench: inspect, plan and time models under opara's execution modes.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <exception>
+
+#include "info_command.h"
+#include "opara/error.h"
+#include "run_command.h"
+
+namespace {
+
+constexpr int kUsageError = 2;  // bad flags or values, as the shell convention has it
+constexpr int kFailure = 1;     // the model or the run failed
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"opara-bench: parallel multi-stream CUDA Graph inference for LibTorch models"};
+  app.require_subcommand(1);
+  opara::bench::add_info_command(app);
+  opara::bench::add_run_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForAllHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::ParseError& error) {
+    fmt::print(stderr, "opara-bench: {}\nRun with --help for usage.\n", error.what());
+    return kUsageError;
+  } catch (const opara::Error& error) {
+    fmt::print(stderr, "opara-bench: {}\n", error.what());
+    return kFailure;
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "opara-bench: unexpected error: {}\n", error.what());
+    return kFailure;
+  }
+  return 0;
+}

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opara/graph.h"
+#include "opara/load.h"
+#include "opara/model_inputs.h"
+
+namespace opara::bench {
+
+// What --model and --input-shape resolve to.
+struct LoadedModel {
+  std::string path;
+  ModelFormat format = ModelFormat::kTorchScript;
+  Graph graph;
+  double import_ms = 0;
+  std::optional<ModelSpec> spec;  // from the sidecar JSON, when there is one
+};
+
+// --model takes a path, or a model name looked up as <models dir>/<name>_b1.pt (the models dir
+// is $OPARA_MODELS or ./torchscript_models).
+std::string resolve_model_path(const std::string& model);
+
+LoadedModel load_model(const std::string& model);
+
+// The inputs to run on and, when known, the model's own outputs for them: the exporter's
+// reference inputs by default, random ones from --input-shape (or the sidecar with --seed).
+struct RunInputs {
+  std::vector<at::Tensor> inputs;
+  std::optional<std::vector<at::Tensor>> expected;
+  std::string origin;  // where the inputs and expected outputs came from, for the report
+};
+
+RunInputs prepare_inputs(const LoadedModel& model, const std::string& input_shape, std::optional<std::uint64_t> seed);
+
+}  // namespace opara::bench

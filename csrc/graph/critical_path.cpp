@@ -1,0 +1,38 @@
+// Longest path in a DAG: one pass in topological order (node ids are one) keeping, per node, the
+// heaviest path that ends there and the predecessor it came through.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "opara/graph_analysis.h"
+
+namespace opara {
+
+CriticalPath critical_path(const Graph& graph, const std::vector<double>& weights) {
+  if (!weights.empty() && weights.size() != graph.size()) {
+    throw std::invalid_argument(
+        fmt::format("critical_path: {} weights given for a graph of {} nodes", weights.size(), graph.size()));
+  }
+  CriticalPath result;
+  if (graph.size() == 0) return result;
+  std::vector<double> ends_at(graph.size(), 0);
+  std::vector<NodeId> came_from(graph.size(), kNoNode);
+  for (const Node& node : graph.nodes()) {
+    double best = 0;
+    for (NodeId pred : node.predecessors) {
+      if (came_from[node.id] == kNoNode || ends_at[pred] > best) {
+        best = ends_at[pred];
+        came_from[node.id] = pred;
+      }
+    }
+    ends_at[node.id] = best + (weights.empty() ? 1.0 : weights[node.id]);
+  }
+  auto last = static_cast<NodeId>(std::max_element(ends_at.begin(), ends_at.end()) - ends_at.begin());
+  result.length = ends_at[last];
+  for (NodeId at = last; at != kNoNode; at = came_from[at]) result.nodes.push_back(at);
+  std::reverse(result.nodes.begin(), result.nodes.end());
+  return result;
+}
+
+}  // namespace opara

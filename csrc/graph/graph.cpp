@@ -1,0 +1,105 @@
+#include "opara/graph.h"
+
+#include <algorithm>
+#include <cassert>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace opara {
+namespace {
+
+// Inserts `id` keeping `list` sorted by node id, which for successors is program order.
+void insert_sorted(std::vector<NodeId>& list, NodeId id) {
+  list.insert(std::upper_bound(list.begin(), list.end(), id), id);
+}
+
+}  // namespace
+
+ValueId Graph::add_input(std::string name, std::string type) {
+  const auto id = static_cast<ValueId>(values_.size());
+  values_.push_back(Value{id, std::move(name), std::move(type), kNoNode, {}});
+  inputs_.push_back(id);
+  return id;
+}
+
+NodeId Graph::add_node(std::string kind, std::vector<ValueId> inputs, std::vector<std::string> output_types,
+                       std::uint32_t flags, std::shared_ptr<const NodeOp> op) {
+  const auto id = static_cast<NodeId>(nodes_.size());
+  Node node;
+  node.id = id;
+  node.kind = std::move(kind);
+  node.flags = flags;
+  node.op = std::move(op);
+  for (ValueId input : inputs) {
+    if (input < 0 || input >= static_cast<ValueId>(values_.size())) {
+      throw std::out_of_range(fmt::format("opara bug: node {} ({}) reads value {} that does not exist", id,
+                                          node.kind, input));
+    }
+  }
+  node.inputs = std::move(inputs);
+  for (auto& type : output_types) {
+    const auto value = static_cast<ValueId>(values_.size());
+    values_.push_back(Value{value, fmt::format("%{}", value), std::move(type), id, {}});
+    node.outputs.push_back(value);
+  }
+  nodes_.push_back(std::move(node));
+  for (ValueId input : nodes_.back().inputs) {
+    auto& users = values_[input].users;
+    if (users.empty() || users.back() != id) users.push_back(id);
+    const NodeId producer = values_[input].producer;
+    if (producer != kNoNode && !has_edge(producer, id)) add_edge(producer, id, EdgeKind::kData);
+  }
+  return id;
+}
+
+void Graph::add_order_edge(NodeId from, NodeId to) {
+  if (from < 0 || to >= static_cast<NodeId>(nodes_.size()) || from >= to) {
+    throw std::invalid_argument(
+        fmt::format("opara bug: ordering edge {} -> {} must go forward between existing nodes", from, to));
+  }
+  if (!has_edge(from, to)) add_edge(from, to, EdgeKind::kOrder);
+}
+
+void Graph::add_edge(NodeId from, NodeId to, EdgeKind kind) {
+  edges_.push_back(Edge{from, to, kind});
+  insert_sorted(nodes_[from].successors, to);
+  // Data edges arrive in argument order; ordering edges follow them.
+  nodes_[to].predecessors.push_back(from);
+}
+
+void Graph::add_output(ValueId value) { outputs_.push_back(this->value(value).id); }
+
+void Graph::set_value_name(ValueId value, std::string name) { values_.at(value).name = std::move(name); }
+
+void Graph::set_source(NodeId node, std::string source, std::string constants) {
+  nodes_.at(node).source = std::move(source);
+  nodes_.at(node).constants = std::move(constants);
+}
+
+const Node& Graph::node(NodeId id) const {
+  if (id < 0 || id >= static_cast<NodeId>(nodes_.size())) {
+    throw std::out_of_range(fmt::format("opara bug: no node {} in a graph of {} nodes", id, nodes_.size()));
+  }
+  return nodes_[id];
+}
+
+const Value& Graph::value(ValueId id) const {
+  if (id < 0 || id >= static_cast<ValueId>(values_.size())) {
+    throw std::out_of_range(fmt::format("opara bug: no value {} in a graph of {} values", id, values_.size()));
+  }
+  return values_[id];
+}
+
+bool Graph::has_edge(NodeId from, NodeId to) const {
+  const auto& successors = nodes_.at(from).successors;
+  return std::binary_search(successors.begin(), successors.end(), to);
+}
+
+std::string Graph::describe(NodeId id) const {
+  const Node& n = node(id);
+  if (n.source.empty()) return fmt::format("node {} ({})", id, n.kind);
+  return fmt::format("node {} ({} at {})", id, n.kind, n.source);
+}
+
+}  // namespace opara

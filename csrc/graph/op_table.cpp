@@ -1,0 +1,52 @@
+#include "op_table.h"
+
+#include <algorithm>
+#include <array>
+
+namespace opara {
+namespace {
+
+// Operators that do no device work: containers, metadata and shape queries. Views are found from
+// the schema instead (their result aliases an input).
+constexpr std::array kNoKernel = {
+    std::string_view{"prim::ListConstruct"}, std::string_view{"prim::ListUnpack"},
+    std::string_view{"prim::TupleConstruct"}, std::string_view{"prim::TupleUnpack"},
+    std::string_view{"prim::TupleIndex"},     std::string_view{"prim::DictConstruct"},
+    std::string_view{"prim::device"},         std::string_view{"prim::dtype"},
+    std::string_view{"prim::layout"},         std::string_view{"prim::NumToTensor"},
+    std::string_view{"aten::size"},           std::string_view{"aten::sym_size"},
+    std::string_view{"aten::sym_numel"},      std::string_view{"aten::sym_stride"},
+    std::string_view{"aten::dim"},            std::string_view{"aten::len"},
+    std::string_view{"aten::__getitem__"},    std::string_view{"aten::numel"},
+    std::string_view{"aten::stride"},         std::string_view{"aten::_assert_tensor_metadata"},
+    std::string_view{"aten::_assert_scalar"}, std::string_view{"aten::sym_constrain_range_for_size"},
+};
+
+// Operators that wait for the device to hand a value to the host, or whose output shape depends
+// on the data: they cannot be captured in a CUDA graph and become host steps.
+constexpr std::array kNotCapturable = {
+    std::string_view{"aten::item"},          std::string_view{"aten::_local_scalar_dense"},
+    std::string_view{"aten::nonzero"},       std::string_view{"aten::tolist"},
+    std::string_view{"aten::Int"},           std::string_view{"aten::Float"},
+    std::string_view{"aten::Bool"},          std::string_view{"aten::IntImplicit"},
+    std::string_view{"aten::FloatImplicit"}, std::string_view{"aten::ScalarImplicit"},
+    std::string_view{"aten::cpu"},           std::string_view{"aten::equal"},
+    std::string_view{"aten::is_nonzero"},    std::string_view{"aten::allclose"},
+    std::string_view{"aten::masked_select"}, std::string_view{"aten::unique_dim"},
+    std::string_view{"aten::_unique2"},      std::string_view{"aten::unique_consecutive"},
+    std::string_view{"aten::bincount"},      std::string_view{"aten::repeat_interleave"},
+    std::string_view{"prim::Print"},         std::string_view{"aten::_assert_async"},
+};
+
+template <std::size_t N>
+bool contains(const std::array<std::string_view, N>& table, std::string_view kind) {
+  return std::find(table.begin(), table.end(), kind) != table.end();
+}
+
+}  // namespace
+
+OpTraits op_traits(std::string_view kind) {
+  return OpTraits{!contains(kNoKernel, kind), contains(kNotCapturable, kind)};
+}
+
+}  // namespace opara

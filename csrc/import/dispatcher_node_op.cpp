@@ -1,0 +1,59 @@
+#include "dispatcher_node_op.h"
+
+#include <ATen/ATen.h>
+
+
+namespace opara {
+
+DispatcherNodeOp::DispatcherNodeOp(c10::OperatorHandle op, std::vector<ArgumentSlot> arguments,
+                                   std::vector<ResultUse> results)
+    : op_(std::move(op)), arguments_(std::move(arguments)), results_(std::move(results)) {}
+
+void DispatcherNodeOp::run(std::vector<c10::IValue>& stack) const {
+  std::vector<c10::IValue> call;
+  call.reserve(arguments_.size());
+  for (const ArgumentSlot& slot : arguments_) {
+    switch (slot.kind) {
+      case ArgumentSlot::Kind::kConstant:
+        call.push_back(slot.constant);
+        break;
+      case ArgumentSlot::Kind::kValue:
+        call.push_back(stack[slot.positions[0]]);
+        break;
+      case ArgumentSlot::Kind::kTensorList: {
+        c10::List<at::Tensor> list;
+        list.reserve(slot.positions.size());
+        for (int position : slot.positions) list.push_back(stack[position].toTensor());
+        call.emplace_back(std::move(list));
+        break;
+      }
+      case ArgumentSlot::Kind::kOptionalTensorList: {
+        c10::List<std::optional<at::Tensor>> list;
+        for (int position : slot.positions) {
+          list.push_back(position < 0 ? std::nullopt : std::optional<at::Tensor>(stack[position].toTensor()));
+        }
+        call.emplace_back(std::move(list));
+        break;
+      }
+    }
+  }
+  op_.callBoxed(call);
+  stack.clear();
+  for (std::size_t i = 0; i < results_.size(); ++i) {
+    if (results_[i] == ResultUse::kValue) {
+      stack.push_back(std::move(call[i]));
+    } else if (results_[i] == ResultUse::kUnpackList) {
+      for (const c10::IValue& element : call[i].toListRef()) stack.push_back(element);
+    }
+  }
+}
+
+std::shared_ptr<const NodeOp> DispatcherNodeOp::to(c10::Device device) const {
+  auto arguments = arguments_;
+  for (ArgumentSlot& slot : arguments) {
+    if (slot.kind == ArgumentSlot::Kind::kConstant) slot.constant = move_tensors(slot.constant, device);
+  }
+  return std::make_shared<DispatcherNodeOp>(op_, std::move(arguments), results_);
+}
+
+}  // namespace opara

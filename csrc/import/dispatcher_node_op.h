@@ -1,0 +1,38 @@
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <memory>
+#include <vector>
+
+#include "../runtime/node_op.h"
+
+namespace opara {
+
+// One schema argument of a dispatcher call: a constant, or built from the node's runtime inputs.
+struct ArgumentSlot {
+  enum class Kind { kConstant, kValue, kTensorList, kOptionalTensorList };
+  Kind kind = Kind::kConstant;
+  c10::IValue constant;
+  // Positions in the node's runtime inputs; -1 in an optional list stands for None.
+  std::vector<int> positions;
+};
+
+// How a schema result becomes node outputs.
+enum class ResultUse { kValue, kUnpackList, kDrop };
+
+// An exported-program node as a NodeOp: a boxed call through the dispatcher.
+class DispatcherNodeOp final : public NodeOp {
+ public:
+  DispatcherNodeOp(c10::OperatorHandle op, std::vector<ArgumentSlot> arguments, std::vector<ResultUse> results);
+
+  void run(std::vector<c10::IValue>& stack) const override;
+  [[nodiscard]] std::shared_ptr<const NodeOp> to(c10::Device device) const override;
+
+ private:
+  c10::OperatorHandle op_;
+  std::vector<ArgumentSlot> arguments_;
+  std::vector<ResultUse> results_;
+};
+
+}  // namespace opara

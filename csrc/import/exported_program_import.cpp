@@ -1,0 +1,535 @@
+// torch.export import. The archive holds models/<name>.json (an ExportedProgram) and
+// data/weights|constants/<name>_*_config.json naming raw storage records. Each FX node's target
+// ("torch.ops.aten.conv2d.default") is found in the dispatcher; its named arguments are matched
+// to the schema, missing ones take the schema's defaults.
+#include "exported_program_import.h"
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/utils/generated_serialization_types.h>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <unordered_map>
+
+#include "../graph/op_table.h"
+#include "dispatcher_node_op.h"
+#include "import_errors.h"
+#include "schema_alias_edges.h"
+
+namespace opara {
+namespace {
+
+namespace ep = torch::_export;
+
+// The serialization schema numbers dtypes its own way (torch/_export/serde/schema.py).
+c10::ScalarType to_scalar_type(ep::ScalarType type) {
+  switch (type) {
+    case ep::ScalarType::BYTE: return c10::kByte;
+    case ep::ScalarType::CHAR: return c10::kChar;
+    case ep::ScalarType::SHORT: return c10::kShort;
+    case ep::ScalarType::INT: return c10::kInt;
+    case ep::ScalarType::LONG: return c10::kLong;
+    case ep::ScalarType::HALF: return c10::kHalf;
+    case ep::ScalarType::FLOAT: return c10::kFloat;
+    case ep::ScalarType::DOUBLE: return c10::kDouble;
+    case ep::ScalarType::COMPLEXHALF: return c10::kComplexHalf;
+    case ep::ScalarType::COMPLEXFLOAT: return c10::kComplexFloat;
+    case ep::ScalarType::COMPLEXDOUBLE: return c10::kComplexDouble;
+    case ep::ScalarType::BOOL: return c10::kBool;
+    case ep::ScalarType::BFLOAT16: return c10::kBFloat16;
+    case ep::ScalarType::UINT16: return c10::kUInt16;
+    case ep::ScalarType::FLOAT8E4M3FN: return c10::kFloat8_e4m3fn;
+    case ep::ScalarType::FLOAT8E5M2: return c10::kFloat8_e5m2;
+    case ep::ScalarType::FLOAT8E4M3FNUZ: return c10::kFloat8_e4m3fnuz;
+    case ep::ScalarType::FLOAT8E5M2FNUZ: return c10::kFloat8_e5m2fnuz;
+    default: throw Error(fmt::format("unknown dtype code {}", static_cast<int>(type)));
+  }
+}
+
+c10::MemoryFormat to_memory_format(ep::MemoryFormat format) {
+  switch (format) {
+    case ep::MemoryFormat::ChannelsLast: return c10::MemoryFormat::ChannelsLast;
+    case ep::MemoryFormat::ChannelsLast3d: return c10::MemoryFormat::ChannelsLast3d;
+    case ep::MemoryFormat::PreserveFormat: return c10::MemoryFormat::Preserve;
+    default: return c10::MemoryFormat::Contiguous;
+  }
+}
+
+c10::Layout to_layout(ep::Layout layout) {
+  switch (layout) {
+    case ep::Layout::SparseCoo: return c10::kSparse;
+    case ep::Layout::SparseCsr: return c10::kSparseCsr;
+    case ep::Layout::SparseCsc: return c10::kSparseCsc;
+    case ep::Layout::SparseBsr: return c10::kSparseBsr;
+    case ep::Layout::SparseBsc: return c10::kSparseBsc;
+    case ep::Layout::_mkldnn: return c10::kMkldnn;
+    default: return c10::kStrided;
+  }
+}
+
+std::vector<int64_t> static_ints(const std::vector<ep::SymInt>& values) {
+  std::vector<int64_t> ints;
+  for (const ep::SymInt& value : values) {
+    if (value.tag() != ep::SymInt::Tag::AS_INT) throw Error("a symbolic size");
+    ints.push_back(value.get_as_int());
+  }
+  return ints;
+}
+
+class ExportedProgramImporter {
+ public:
+  explicit ExportedProgramImporter(std::string path) : path_(std::move(path)) {}
+
+  Graph run() {
+    open_archive();
+    const ep::ExportedProgram program = read_program();
+    const ep::GraphModule& module = program.get_graph_module();
+    read_payload(fmt::format("data/weights/{}_weights_config.json", model_name_), "data/weights/");
+    read_payload(fmt::format("data/constants/{}_constants_config.json", model_name_), "data/constants/");
+    graph_.source_path = path_;
+    add_inputs(module.get_signature());
+    for (const ep::Node& node : module.get_graph().get_nodes()) add_node(node);
+    add_outputs(module.get_signature());
+    add_schema_alias_edges(graph_, aliasing_);
+    return std::move(graph_);
+  }
+
+ private:
+  void open_archive() {
+    try {
+      reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path_);
+    } catch (const std::exception& error) {
+      fail_import(path_, "not a readable .pt2 archive ({}). The file may be truncated: write it again with "
+                  "torch.export.save", first_line(error));
+    }
+    for (const std::string& record : reader_->getAllRecords()) {
+      const std::string prefix = "models/";
+      if (record.rfind(prefix, 0) == 0 && record.size() > 5 && record.substr(record.size() - 5) == ".json") {
+        model_name_ = record.substr(prefix.size(), record.size() - prefix.size() - 5);
+        return;
+      }
+    }
+    fail_import(path_, "a zip archive without models/*.json, so not a torch.export program. Write it with "
+                "torch.export.save(torch.export.export(model, inputs), path)");
+  }
+
+  std::string read_text(const std::string& record) {
+    auto [data, size] = reader_->getRecord(record);
+    return std::string(static_cast<const char*>(data.get()), size);
+  }
+
+  ep::ExportedProgram read_program() {
+    const std::string record = fmt::format("models/{}.json", model_name_);
+    try {
+      const auto json = nlohmann::json::parse(read_text(record));
+      const auto major = json.at("schema_version").at("major").get<int>();
+      if (major != kSchemaMajor) {
+        fail_import(path_, "written with export schema version {}, this LibTorch reads version {}. Export the "
+                    "model again with torch 2.11", major, kSchemaMajor);
+      }
+      return json.get<ep::ExportedProgram>();
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& error) {
+      fail_import(path_, "{} is not a valid exported program ({}). Write the file again with torch.export.save",
+                  record, first_line(error));
+    }
+  }
+
+  // Reads every tensor a payload config names, as raw storage bytes viewed with its metadata.
+  void read_payload(const std::string& config_record, const std::string& folder) {
+    if (!reader_->hasRecord(config_record)) return;
+    ep::PayloadConfig config;
+    try {
+      config = nlohmann::json::parse(read_text(config_record)).get<ep::PayloadConfig>();
+    } catch (const std::exception& error) {
+      fail_import(path_, "{} is malformed ({})", config_record, first_line(error));
+    }
+    for (const auto& [name, meta] : config.get_config()) {
+      const std::string record = folder + meta.get_path_name();
+      if (!reader_->hasRecord(record)) fail_import(path_, "the weight {} is missing ({})", name, record);
+      auto [data, size] = reader_->getRecord(record);
+      if (meta.get_use_pickle() || !meta.get_tensor_meta()) {
+        fail_import(path_, "{} is stored pickled, which opara does not read. Export the model again with "
+                    "torch.export.save in torch 2.11", name);
+      }
+      const ep::TensorMeta& tensor_meta = *meta.get_tensor_meta();
+      c10::Storage storage(c10::Storage::use_byte_size_t(), size, std::move(data), nullptr, false);
+      try {
+        at::Tensor tensor = at::empty({0}, at::TensorOptions().dtype(to_scalar_type(tensor_meta.get_dtype())));
+        const auto offset = tensor_meta.get_storage_offset();
+        tensor.set_(storage, offset.tag() == ep::SymInt::Tag::AS_INT ? offset.get_as_int() : 0,
+                    static_ints(tensor_meta.get_sizes()), static_ints(tensor_meta.get_strides()));
+        weights_[name] = tensor;
+      } catch (const std::exception& error) {
+        fail_import(path_, "the weight {} does not fit its metadata ({}); the archive is damaged", name,
+                    first_line(error));
+      }
+    }
+  }
+
+  at::Tensor weight(const std::string& name) {
+    auto found = weights_.find(name);
+    if (found == weights_.end()) fail_import(path_, "the archive lacks the tensor {} that the program uses", name);
+    return found->second;
+  }
+
+  void add_inputs(const ep::GraphSignature& signature) {
+    using Tag = ep::InputSpec::Tag;
+    for (const ep::InputSpec& spec : signature.get_input_specs()) {
+      switch (spec.tag()) {
+        case Tag::PARAMETER:
+          constants_[spec.get_parameter().get_arg().get_name()] = weight(spec.get_parameter().get_parameter_name());
+          break;
+        case Tag::BUFFER:
+          constants_[spec.get_buffer().get_arg().get_name()] = weight(spec.get_buffer().get_buffer_name());
+          break;
+        case Tag::TENSOR_CONSTANT:
+          constants_[spec.get_tensor_constant().get_arg().get_name()] =
+              weight(spec.get_tensor_constant().get_tensor_constant_name());
+          break;
+        case Tag::USER_INPUT: {
+          const ep::Argument& arg = spec.get_user_input().get_arg();
+          if (arg.tag() != ep::Argument::Tag::AS_TENSOR) {
+            fail_import(path_, "a non-tensor model input; opara takes tensors only. Export with every input a tensor");
+          }
+          const std::string& name = arg.get_as_tensor().get_name();
+          values_[name] = graph_.add_input(name, "Tensor");
+          break;
+        }
+        default:
+          fail_import(path_, "an input kind opara does not run (custom object or token). Export the model "
+                      "without custom classes or effectful ops");
+      }
+    }
+  }
+
+  void add_outputs(const ep::GraphSignature& signature) {
+    for (const ep::OutputSpec& spec : signature.get_output_specs()) {
+      if (spec.tag() != ep::OutputSpec::Tag::USER_OUTPUT) {
+        fail_import(path_, "the program updates state (a buffer or input mutation) on each call; opara runs "
+                    "stateless inference graphs. Export in eval() mode without state updates");
+      }
+      const ep::Argument& arg = spec.get_user_output().get_arg();
+      if (arg.tag() != ep::Argument::Tag::AS_TENSOR) {
+        fail_import(path_, "a non-tensor model output; opara returns tensors only");
+      }
+      const std::string& name = arg.get_as_tensor().get_name();
+      auto found = values_.find(name);
+      if (found != values_.end()) {
+        graph_.add_output(found->second);
+      } else {
+        fail_import(path_, "the output {} is a parameter or constant, not computed; opara cannot return it", name);
+      }
+    }
+  }
+
+  c10::OperatorHandle find_operator(const std::string& target, const std::string& where) {
+    const std::string prefix = "torch.ops.";
+    if (target.rfind(prefix, 0) != 0 || target.rfind("torch.ops.higher_order.", 0) == 0) {
+      fail_import(path_, "{}: {} is not an operator opara can call (higher-order ops such as cond and "
+                  "while_loop, and Python functions, are not supported). Export without data-dependent "
+                  "control flow", where, target);
+    }
+    const std::string rest = target.substr(prefix.size());
+    const auto first = rest.find('.');
+    const auto last = rest.rfind('.');
+    if (first == std::string::npos || first == last) fail_import(path_, "{}: malformed target {}", where, target);
+    const std::string name = rest.substr(0, first) + "::" + rest.substr(first + 1, last - first - 1);
+    std::string overload = rest.substr(last + 1);
+    if (overload == "default") overload.clear();
+    auto op = c10::Dispatcher::singleton().findSchema({name, overload});
+    if (!op) {
+      fail_import(path_, "{}: the operator {} is not registered in this LibTorch. Load the library that "
+                  "defines it first, or export without it", where, target);
+    }
+    return *op;
+  }
+
+  // Turns one serialized argument into a slot of the call; runtime values are appended to
+  // `inputs` (the node's inputs), constants folded in.
+  ArgumentSlot to_slot(const ep::Argument& arg, std::vector<ValueId>& inputs) {
+    using Tag = ep::Argument::Tag;
+    ArgumentSlot slot;
+    auto tensor_position = [&](const std::string& name) -> std::optional<int> {
+      if (auto found = values_.find(name); found != values_.end()) {
+        inputs.push_back(found->second);
+        return static_cast<int>(inputs.size()) - 1;
+      }
+      return std::nullopt;
+    };
+    auto runtime_or_constant = [&](const std::string& name) {
+      if (auto position = tensor_position(name)) {
+        slot.kind = ArgumentSlot::Kind::kValue;
+        slot.positions = {*position};
+      } else {
+        slot.constant = constant(name);
+      }
+    };
+    switch (arg.tag()) {
+      case Tag::AS_NONE: break;
+      case Tag::AS_TENSOR: runtime_or_constant(arg.get_as_tensor().get_name()); break;
+      case Tag::AS_TENSORS:
+        slot.kind = ArgumentSlot::Kind::kTensorList;
+        for (const auto& tensor : arg.get_as_tensors()) slot.positions.push_back(list_position(tensor.get_name(), inputs));
+        break;
+      case Tag::AS_OPTIONAL_TENSORS:
+        slot.kind = ArgumentSlot::Kind::kOptionalTensorList;
+        for (const auto& tensor : arg.get_as_optional_tensors()) {
+          slot.positions.push_back(tensor.tag() == ep::OptionalTensorArgument::Tag::AS_NONE
+                                       ? -1
+                                       : list_position(tensor.get_as_tensor().get_name(), inputs));
+        }
+        break;
+      case Tag::AS_OPTIONAL_TENSOR:
+        if (arg.get_as_optional_tensor().tag() == ep::OptionalTensorArgument::Tag::AS_TENSOR) {
+          runtime_or_constant(arg.get_as_optional_tensor().get_as_tensor().get_name());
+        }
+        break;
+      case Tag::AS_INT: slot.constant = arg.get_as_int(); break;
+      case Tag::AS_INTS: slot.constant = arg.get_as_ints(); break;
+      case Tag::AS_FLOAT: slot.constant = arg.get_as_float().get(); break;
+      case Tag::AS_FLOATS: {
+        std::vector<double> floats;
+        for (const auto& value : arg.get_as_floats()) floats.push_back(value.get());
+        slot.constant = floats;
+        break;
+      }
+      case Tag::AS_BOOL: slot.constant = arg.get_as_bool(); break;
+      case Tag::AS_BOOLS: {
+        c10::List<bool> bools;
+        for (bool value : arg.get_as_bools()) bools.push_back(value);
+        slot.constant = bools;
+        break;
+      }
+      case Tag::AS_STRING: slot.constant = arg.get_as_string(); break;
+      case Tag::AS_STRINGS: slot.constant = arg.get_as_strings(); break;
+      case Tag::AS_SCALAR_TYPE: slot.constant = to_scalar_type(arg.get_as_scalar_type()); break;
+      case Tag::AS_MEMORY_FORMAT: slot.constant = to_memory_format(arg.get_as_memory_format()); break;
+      case Tag::AS_LAYOUT: slot.constant = to_layout(arg.get_as_layout()); break;
+      case Tag::AS_DEVICE: {
+        const ep::Device& device = arg.get_as_device();
+        std::string text = device.get_type();
+        if (device.get_index()) text += fmt::format(":{}", *device.get_index());
+        slot.constant = c10::Device(text);
+        break;
+      }
+      case Tag::AS_SYM_INT:
+        if (arg.get_as_sym_int().tag() != ep::SymIntArgument::Tag::AS_INT) throw Error("a symbolic (dynamic) size");
+        slot.constant = arg.get_as_sym_int().get_as_int();
+        break;
+      case Tag::AS_SYM_INTS: {
+        std::vector<int64_t> ints;
+        for (const auto& value : arg.get_as_sym_ints()) {
+          if (value.tag() != ep::SymIntArgument::Tag::AS_INT) throw Error("a symbolic (dynamic) size");
+          ints.push_back(value.get_as_int());
+        }
+        slot.constant = ints;
+        break;
+      }
+      default: throw Error(fmt::format("an argument of kind {} (graphs, symbolic values, custom objects)",
+                                       static_cast<int>(arg.tag())));
+    }
+    return slot;
+  }
+
+  int list_position(const std::string& name, std::vector<ValueId>& inputs) {
+    if (auto found = values_.find(name); found != values_.end()) {
+      inputs.push_back(found->second);
+      return static_cast<int>(inputs.size()) - 1;
+    }
+    throw Error(fmt::format("a parameter ({}) inside a tensor list", name));
+  }
+
+  at::Tensor constant(const std::string& name) {
+    auto found = constants_.find(name);
+    if (found == constants_.end()) throw Error(fmt::format("the tensor {} that no earlier node defines", name));
+    return found->second;
+  }
+
+  void add_node(const ep::Node& node) {
+    const std::string& target = node.get_target();
+    std::string where = fmt::format("node {} ({})", graph_.size(), target);
+    if (auto stack = node.get_metadata().find("stack_trace"); stack != node.get_metadata().end()) {
+      source_ = last_frame(stack->second);
+      where += " at " + source_;
+    } else {
+      source_.clear();
+    }
+    const c10::OperatorHandle op = find_operator(target, where);
+    const c10::FunctionSchema& schema = op.schema();
+    std::unordered_map<std::string, const ep::Argument*> given;
+    for (const ep::NamedArgument& named : node.get_inputs()) given[named.get_name()] = &named.get_arg();
+
+    std::vector<ValueId> inputs;
+    std::vector<ArgumentSlot> slots;
+    std::string constants;
+    NodeAliasing aliasing;
+    std::vector<std::pair<std::size_t, std::size_t>> runtime_range;  // per schema argument, in `inputs`
+    for (const c10::Argument& formal : schema.arguments()) {
+      ArgumentSlot slot;
+      const std::size_t first_input = inputs.size();
+      if (auto found = given.find(formal.name()); found != given.end()) {
+        try {
+          slot = to_slot(*found->second, inputs);
+        } catch (const Error& error) {
+          fail_import(path_, "{}: argument {} is {}, which opara cannot run. Export with static shapes and "
+                      "plain tensor arguments", where, formal.name(), error.what());
+        }
+        given.erase(found);
+        wrap_number_for_tensor_argument(formal, slot);
+      } else if (formal.default_value()) {
+        slot.constant = *formal.default_value();
+      } else {
+        fail_import(path_, "{}: the required argument {} is missing; the program does not match this "
+                    "LibTorch's schema {}", where, formal.name(), c10::toString(schema));
+      }
+      if (slot.kind == ArgumentSlot::Kind::kConstant && !slot.constant.isNone() && found_in_node(node, formal.name())) {
+        constants += fmt::format("{}{}={}", constants.empty() ? "" : ", ", formal.name(), summary(slot.constant));
+      }
+      if (formal.alias_info() && formal.alias_info()->isWrite() && slot.kind == ArgumentSlot::Kind::kValue) {
+        aliasing.writes.push_back(inputs[slot.positions[0]]);
+      } else if (formal.alias_info() && formal.alias_info()->isWrite() && slot.kind == ArgumentSlot::Kind::kConstant &&
+                 slot.constant.isTensor()) {
+        fail_import(path_, "{} writes the parameter {} in place; opara runs graphs whose weights do not "
+                    "change", where, formal.name());
+      }
+      slots.push_back(std::move(slot));
+      runtime_range.emplace_back(first_input, inputs.size());
+    }
+    if (!given.empty()) {
+      fail_import(path_, "{}: argument {} is not in this LibTorch's schema {}. Export the model with torch 2.11",
+                  where, given.begin()->first, c10::toString(schema));
+    }
+
+    std::vector<ResultUse> results;
+    std::vector<std::string> output_names;
+    std::vector<std::string> output_types;
+    std::vector<int> output_result;  // which schema result each node output comes from
+    const auto& outputs = node.get_outputs();
+    for (std::size_t i = 0; i < schema.returns().size(); ++i) {
+      if (i >= outputs.size()) {
+        results.push_back(ResultUse::kDrop);
+        continue;
+      }
+      const ep::Argument& out = outputs[i];
+      using Tag = ep::Argument::Tag;
+      if (out.tag() == Tag::AS_TENSOR) {
+        results.push_back(ResultUse::kValue);
+        output_names.push_back(out.get_as_tensor().get_name());
+        output_types.emplace_back("Tensor");
+        output_result.push_back(static_cast<int>(i));
+      } else if (out.tag() == Tag::AS_TENSORS) {
+        results.push_back(ResultUse::kUnpackList);
+        for (const auto& tensor : out.get_as_tensors()) {
+          output_names.push_back(tensor.get_name());
+          output_types.emplace_back("Tensor");
+          output_result.push_back(static_cast<int>(i));
+        }
+      } else if (out.tag() == Tag::AS_NONE) {
+        results.push_back(ResultUse::kDrop);
+      } else if (out.tag() == Tag::AS_SYM_INT && out.get_as_sym_int().tag() == ep::SymIntArgument::Tag::AS_NAME) {
+        results.push_back(ResultUse::kValue);
+        output_names.push_back(out.get_as_sym_int().get_as_name());
+        output_types.emplace_back("SymInt");
+        output_result.push_back(static_cast<int>(i));
+      } else {
+        fail_import(path_, "{}: result {} has a kind opara cannot bind ({})", where, i, static_cast<int>(out.tag()));
+      }
+    }
+
+    const NodeId id = graph_.add_node(schema.operator_name().name, inputs, output_types, flags_of(schema),
+                                      std::make_shared<DispatcherNodeOp>(op, std::move(slots), std::move(results)));
+    graph_.set_source(id, source_, std::move(constants));
+    const auto& values = graph_.node(id).outputs;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      values_[output_names[i]] = values[i];
+      graph_.set_value_name(values[i], output_names[i]);
+      // A result annotated Tensor(a) is a view of the argument annotated with the same set.
+      const c10::Argument& result = schema.returns()[output_result[i]];
+      if (!result.alias_info()) continue;
+      for (std::size_t a = 0; a < schema.arguments().size(); ++a) {
+        const auto& formal = schema.arguments()[a];
+        if (formal.alias_info() && formal.alias_info()->beforeSets() == result.alias_info()->beforeSets()) {
+          for (std::size_t k = runtime_range[a].first; k < runtime_range[a].second; ++k) {
+            aliasing.views.emplace_back(values[i], inputs[k]);
+          }
+        }
+      }
+    }
+    aliasing_.push_back(std::move(aliasing));
+  }
+
+  // FX passes Python numbers where a schema wants a Tensor (aten.mul.Tensor(x, 2.0)); like
+  // Python's argument parser, make them wrapped-number tensors, which type promotion ranks
+  // below every real tensor.
+  static void wrap_number_for_tensor_argument(const c10::Argument& formal, ArgumentSlot& slot) {
+    auto type = formal.type();
+    if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+    if (type->kind() != c10::TypeKind::TensorType || slot.kind != ArgumentSlot::Kind::kConstant) return;
+    if (!slot.constant.isDouble() && !slot.constant.isInt() && !slot.constant.isBool()) return;
+    at::Tensor wrapped = at::scalar_to_tensor(slot.constant.toScalar());
+    wrapped.unsafeGetTensorImpl()->set_wrapped_number(true);
+    slot.constant = wrapped;
+  }
+
+  static bool found_in_node(const ep::Node& node, const std::string& name) {
+    for (const auto& named : node.get_inputs()) {
+      if (named.get_name() == name) return true;
+    }
+    return false;
+  }
+
+  static std::string summary(const c10::IValue& value) {
+    if (value.isTensor()) return fmt::format("Tensor{}", c10::str(value.toTensor().sizes()));
+    std::string text = c10::str(value);
+    return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+  }
+
+  // The innermost "File ..., line N" of an FX stack trace: the model's own line.
+  static std::string last_frame(const std::string& stack) {
+    const auto file = stack.rfind("File \"");
+    if (file == std::string::npos) return {};
+    const auto end = stack.find('"', file + 6);
+    const auto line = stack.find("line ", end);
+    const auto line_end = stack.find(',', line);
+    if (end == std::string::npos || line == std::string::npos) return {};
+    return fmt::format("{}:{}", stack.substr(file + 6, end - file - 6), stack.substr(line + 5, line_end - line - 5));
+  }
+
+  static std::uint32_t flags_of(const c10::FunctionSchema& schema) {
+    const OpTraits traits = op_traits(schema.operator_name().name);
+    std::uint32_t flags = traits.not_capturable ? std::uint32_t{kNotCapturable} : 0u;
+    bool new_tensor = false;
+    for (const auto& result : schema.returns()) {
+      if (result.alias_info() && !result.alias_info()->isWrite()) {
+        flags |= kView;
+      } else if (!result.alias_info() && result.type()->kind() != c10::TypeKind::IntType &&
+                 result.type()->kind() != c10::TypeKind::SymIntType) {
+        new_tensor = true;
+      }
+    }
+    if (schema.is_mutable()) flags |= kWritesInput;
+    if (traits.launches_kernel && (schema.is_mutable() || new_tensor)) flags |= kLaunchesKernel;
+    return flags;
+  }
+
+  static constexpr int kSchemaMajor = 8;
+
+  std::string path_;
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
+  std::string model_name_;
+  std::string source_;
+  std::unordered_map<std::string, at::Tensor> weights_;    // by state-dict name
+  std::unordered_map<std::string, at::Tensor> constants_;  // by graph placeholder name
+  std::unordered_map<std::string, ValueId> values_;        // by graph value name
+  std::vector<NodeAliasing> aliasing_;                     // by NodeId
+  Graph graph_;
+};
+
+}  // namespace
+
+Graph import_exported_program(const std::string& path) { return ExportedProgramImporter(path).run(); }
+
+}  // namespace opara

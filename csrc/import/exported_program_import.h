@@ -1,0 +1,16 @@
+#pragma once
+
+#include <string>
+
+#include "opara/graph.h"
+
+namespace opara {
+
+// Reads a torch.export archive (.pt2, written by torch.export.save): the serialized
+// ExportedProgram (LibTorch's own schema types, torch/csrc/utils/generated_serialization_types.h)
+// and its weights, through LibTorch's zip reader. One Graph node per FX call, executed through
+// the dispatcher; parameters, buffers and constants are folded in. Ordering edges come from the
+// schemas' alias annotations: the exported graph keeps in-place ops (relu_, add_, copy_).
+Graph import_exported_program(const std::string& path);
+
+}  // namespace opara

@@ -1,0 +1,56 @@
+#include "opara/load.h"
+
+#include <caffe2/serialize/inline_container.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "exported_program_import.h"
+#include "import_errors.h"
+#include "torchscript_import.h"
+
+namespace opara {
+namespace {
+
+void check_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const auto status = fs::status(path, error);
+  if (!fs::exists(status)) fail_import(path, "no such file. Export the models with scripts/export_models.py");
+  if (fs::is_directory(status)) fail_import(path, "is a directory; give the path of a .pt or .pt2 file");
+  if (!fs::is_regular_file(status)) fail_import(path, "is not a regular file");
+  if (fs::file_size(path, error) == 0) fail_import(path, "the file is empty. Export the model again");
+  if (!std::ifstream(path).good()) fail_import(path, "cannot be opened for reading; check its permissions");
+}
+
+}  // namespace
+
+// Both formats are zip archives: a torch.export one holds models/<name>.json, a TorchScript one
+// holds code/ and constants.pkl.
+ModelFormat detect_format(const std::string& path) {
+  check_file(path);
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
+  try {
+    reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+  } catch (const std::exception& error) {
+    fail_import(path, "not a PyTorch model archive ({}). The file is damaged or truncated, or not a model: "
+                "export it with torch.jit.save or torch.export.save", first_line(error));
+  }
+  bool has_code = false;
+  for (const std::string& record : reader->getAllRecords()) {
+    if (record.rfind("models/", 0) == 0) return ModelFormat::kExportedProgram;
+    has_code = has_code || record.rfind("code/", 0) == 0;
+  }
+  if (has_code && reader->hasRecord("constants.pkl")) return ModelFormat::kTorchScript;
+  if (reader->hasRecord("data.pkl")) {
+    fail_import(path, "a torch.save file (tensors or a state dict), not a model. Save the model with "
+                "torch.jit.save(torch.jit.trace(model, inputs)) or torch.export.save");
+  }
+  fail_import(path, "a zip archive that holds no TorchScript code and no exported program");
+}
+
+Graph load(const std::string& path) {
+  return detect_format(path) == ModelFormat::kTorchScript ? import_torchscript(path) : import_exported_program(path);
+}
+
+}  // namespace opara

@@ -1,0 +1,232 @@
+// TorchScript import: load -> freeze_module -> Inline -> dead-code elimination -> Graph.
+//
+// freeze_module only turns attributes into constants; torch::jit::freeze would also fold
+// batch norms into convolutions, which changes the numerics, and our reference is the module's
+// own forward, bit for bit.
+#include "torchscript_import.h"
+
+#include <torch/csrc/jit/ir/alias_analysis.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/freeze_module.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/serialization/import.h>
+
+#include <unordered_map>
+
+#include "../graph/op_table.h"
+#include "container_ops.h"
+#include "import_errors.h"
+#include "script_node_op.h"
+
+namespace opara {
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+std::string source_of(const Node* node) {
+  if (auto location = node->sourceRange().file_line_col()) {
+    const auto& [file, line, column] = *location;
+    return fmt::format("{}:{}", file, line);
+  }
+  const std::string scope = node->scopeName();
+  return scope;
+}
+
+// "aten::relu_ at model.py:12", or the kind alone when the location is unknown.
+std::string located(const Node* node) {
+  const std::string where = source_of(node);
+  const std::string kind = node->kind().toQualString();
+  return where.empty() ? kind : kind + " at " + where;
+}
+
+std::string short_repr(const c10::IValue& value) {
+  if (value.isTensor()) {
+    const at::Tensor& tensor = value.toTensor();
+    return fmt::format("Tensor{}", c10::str(tensor.sizes()));
+  }
+  std::string text = c10::str(value);
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return text;
+}
+
+// Flags from the op's schema (views, in-place writes) and the op table.
+std::uint32_t flags_of(const Node* node) {
+  const OpTraits traits = op_traits(node->kind().toQualString());
+  std::uint32_t flags = traits.not_capturable ? std::uint32_t{kNotCapturable} : 0u;
+  bool new_tensor = false;
+  bool writes = false;
+  if (const c10::FunctionSchema* schema = node->maybeSchema()) {
+    writes = schema->is_mutable();
+    for (const auto& result : schema->returns()) {
+      const bool tensor_like = result.type()->kind() == c10::TypeKind::TensorType;
+      if (result.alias_info() && !result.alias_info()->isWrite()) {
+        flags |= kView;
+      } else if (tensor_like && !result.alias_info()) {
+        new_tensor = true;
+      }
+    }
+  } else {
+    for (const Value* output : node->outputs()) new_tensor |= output->type()->kind() == c10::TypeKind::TensorType;
+  }
+  if (writes) flags |= kWritesInput;
+  if (traits.launches_kernel && (writes || new_tensor)) flags |= kLaunchesKernel;
+  return flags;
+}
+
+class TorchScriptImporter {
+ public:
+  explicit TorchScriptImporter(std::string path) : path_(std::move(path)) {}
+
+  Graph run() {
+    torch::jit::Module module = load_module();
+    module.eval();
+    torch::jit::Module frozen = freeze(module);
+    script_graph_ = frozen.get_method("forward").graph();
+    torch::jit::Inline(*script_graph_);
+    torch::jit::EliminateDeadCode(script_graph_);
+    graph_.source_path = path_;
+    add_inputs();
+    for (Node* node : script_graph_->nodes()) add_node(node);
+    add_outputs();
+    add_alias_edges();
+    return std::move(graph_);
+  }
+
+ private:
+  torch::jit::Module load_module() {
+    try {
+      return torch::jit::load(path_);
+    } catch (const std::exception& error) {
+      fail_import(path_, "not a loadable TorchScript archive ({}). Re-export it with torch.jit.trace or "
+                  "torch.jit.script and torch.jit.save, using torch 2.11", first_line(error));
+    }
+  }
+
+  torch::jit::Module freeze(const torch::jit::Module& module) {
+    if (!module.find_method("forward")) fail_import(path_, "the module has no forward() method");
+    try {
+      return torch::jit::freeze_module(module);
+    } catch (const std::exception& error) {
+      fail_import(path_, "freezing the module failed ({}). opara needs a module whose attributes do not "
+                  "change in forward()", first_line(error));
+    }
+  }
+
+  void add_inputs() {
+    const auto inputs = script_graph_->inputs();
+    if (!inputs.empty() && inputs[0]->hasUses()) {
+      const Node* user = inputs[0]->uses().front().user;
+      fail_import(path_, "{} still reads the module after freezing. opara needs forward() to use only "
+                  "parameters and constants of the module", located(user));
+    }
+    for (std::size_t i = 1; i < inputs.size(); ++i) {
+      values_[inputs[i]] = graph_.add_input(inputs[i]->debugName(), inputs[i]->type()->str());
+    }
+  }
+
+  void add_node(Node* node) {
+    const auto kind = node->kind();
+    if (kind == c10::prim::Constant) return;  // folded into the nodes that read it
+    const std::string where = source_of(node);
+    if (kind == c10::prim::If || kind == c10::prim::Loop) {
+      fail_import(path_, "{}: data-dependent control flow survives freezing. opara runs straight-line "
+                  "graphs: trace the model (torch.jit.trace records the path taken) or move the branch out "
+                  "of forward()", located(node));
+    }
+    if (!node->blocks().empty() || kind == c10::prim::CallMethod || kind == c10::prim::CallFunction ||
+        kind == c10::prim::GetAttr || kind == c10::prim::SetAttr) {
+      fail_import(path_, "{} cannot be executed node by node. Trace the model with torch.jit.trace so "
+                  "that it holds only operators", located(node));
+    }
+    std::optional<torch::jit::Operation> operation;
+    try {
+      operation = container_operation(node);
+      if (!operation) operation.emplace(node->getOperation());
+    } catch (const std::exception& error) {
+      fail_import(path_, "{} has no implementation in this LibTorch ({}). Load the library that "
+                  "defines it before loading the model, or export without it", located(node), first_line(error));
+    }
+    std::vector<std::optional<c10::IValue>> arguments;
+    std::vector<ValueId> inputs;
+    std::string constants;
+    for (std::size_t i = 0; i < node->inputs().size(); ++i) {
+      Value* input = node->inputs()[i];
+      if (auto constant = torch::jit::toIValue(input); constant && input->node()->kind() == c10::prim::Constant) {
+        constants += fmt::format("{}{}={}", constants.empty() ? "" : ", ", i, short_repr(*constant));
+        arguments.emplace_back(std::move(*constant));
+      } else {
+        inputs.push_back(values_.at(input));
+        arguments.emplace_back(std::nullopt);
+      }
+    }
+    std::vector<std::string> output_types;
+    for (const Value* output : node->outputs()) output_types.push_back(output->type()->str());
+    auto op = std::make_shared<ScriptNodeOp>(script_graph_, std::move(*operation), std::move(arguments));
+    const NodeId id = graph_.add_node(kind.toQualString(), std::move(inputs), std::move(output_types),
+                                      flags_of(node), std::move(op));
+    graph_.set_source(id, where, std::move(constants));
+    script_nodes_.push_back(node);
+    for (std::size_t i = 0; i < node->outputs().size(); ++i) {
+      const ValueId value = graph_.node(id).outputs[i];
+      graph_.set_value_name(value, node->outputs()[i]->debugName());
+      values_[node->outputs()[i]] = value;
+    }
+  }
+
+  // A constant returned straight from forward() gets a node of its own, so that every output
+  // is a value some node or input defines.
+  void add_outputs() {
+    for (Value* output : script_graph_->outputs()) {
+      if (output->node()->kind() == c10::prim::Constant && !values_.count(output)) {
+        auto constant = *torch::jit::toIValue(output);
+        auto op = std::make_shared<ScriptNodeOp>(
+            script_graph_, [constant](torch::jit::Stack& stack) { stack.push_back(constant); },
+            std::vector<std::optional<c10::IValue>>{});
+        const NodeId id = graph_.add_node("prim::Constant", {}, {output->type()->str()}, 0, std::move(op));
+        values_[output] = graph_.node(id).outputs[0];
+        script_nodes_.push_back(output->node());
+      }
+      graph_.add_output(values_.at(output));
+    }
+  }
+
+  // Note [Ordering edges]: a node that writes memory must stay after every earlier node that
+  // reads or writes memory it may alias, and before every later one. Alias analysis answers
+  // "may w write what x touches?" for each writer w; the edge follows program order.
+  void add_alias_edges() {
+    torch::jit::AliasDb alias_db(script_graph_, /*isFrozen=*/true);
+    std::vector<NodeId> writers;
+    for (NodeId id = 0; id < static_cast<NodeId>(script_nodes_.size()); ++id) {
+      Node* node = script_nodes_[id];
+      if (node->kind() != c10::prim::Constant && alias_db.isMutable(node)) writers.push_back(id);
+    }
+    for (NodeId writer : writers) {
+      for (NodeId other = 0; other < static_cast<NodeId>(script_nodes_.size()); ++other) {
+        if (other == writer) continue;
+        Node* node = script_nodes_[other];
+        torch::jit::ValueSet touched(node->inputs().begin(), node->inputs().end());
+        touched.insert(node->outputs().begin(), node->outputs().end());
+        if (!alias_db.writesToAlias(script_nodes_[writer], touched)) continue;
+        if (other < writer) {
+          graph_.add_order_edge(other, writer);
+        } else {
+          graph_.add_order_edge(writer, other);
+        }
+      }
+    }
+  }
+
+  std::string path_;
+  std::shared_ptr<torch::jit::Graph> script_graph_;
+  Graph graph_;
+  std::unordered_map<const Value*, ValueId> values_;
+  std::vector<Node*> script_nodes_;  // by NodeId
+};
+
+}  // namespace
+
+Graph import_torchscript(const std::string& path) { return TorchScriptImporter(path).run(); }
+
+}  // namespace opara

@@ -1,0 +1,33 @@
+#include "node_op.h"
+
+#include <ATen/ATen.h>
+
+namespace opara {
+
+c10::IValue move_tensors(const c10::IValue& value, c10::Device device) {
+  if (value.isTensor()) {
+    // Wrapped numbers (Python scalars made tensors) stay CPU scalars: moving would drop the flag
+    // that keeps them from taking part in type promotion as real tensors.
+    const at::Tensor& tensor = value.toTensor();
+    return tensor.unsafeGetTensorImpl()->is_wrapped_number() ? value : c10::IValue(tensor.to(device));
+  }
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor& tensor : value.toTensorVector()) list.push_back(tensor.to(device));
+    return list;
+  }
+  if (value.isList()) {
+    auto list = value.toList();
+    c10::impl::GenericList moved(list.elementType());
+    for (const c10::IValue& element : list) moved.push_back(move_tensors(element, device));
+    return moved;
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> elements;
+    for (const c10::IValue& element : value.toTupleRef().elements()) elements.push_back(move_tensors(element, device));
+    return c10::ivalue::Tuple::create(std::move(elements));
+  }
+  return value;
+}
+
+}  // namespace opara

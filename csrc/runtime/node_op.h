@@ -1,0 +1,28 @@
+#pragma once
+
+#include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <vector>
+
+namespace opara {
+
+// How one node of a Graph executes. The importers create one per node, with the node's constant
+// arguments folded in, so that executors only pass values of the graph.
+class NodeOp {
+ public:
+  virtual ~NodeOp() = default;
+
+  // On entry `stack` holds the node's runtime inputs (Node::inputs, in order); on return, its
+  // outputs (Node::outputs, in order).
+  virtual void run(std::vector<c10::IValue>& stack) const = 0;
+
+  // The same operation with its constant tensors on `device`.
+  [[nodiscard]] virtual std::shared_ptr<const NodeOp> to(c10::Device device) const = 0;
+};
+
+// Moves every tensor inside `value` (lists and tuples included) to `device`.
+c10::IValue move_tensors(const c10::IValue& value, c10::Device device);
+
+}  // namespace opara

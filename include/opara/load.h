@@ -1,0 +1,22 @@
+#pragma once
+
+#include <string>
+
+#include "opara/export.h"
+#include "opara/graph.h"
+
+namespace opara {
+
+enum class ModelFormat { kTorchScript, kExportedProgram };
+
+// Tells the two archive formats apart by content. Throws opara::Error like load() for a file
+// that is neither.
+OPARA_API ModelFormat detect_format(const std::string& path);
+
+// Reads a model file into its operator Graph: a TorchScript archive (torch.jit.save, usually
+// .pt) or a torch.export archive (torch.export.save, usually .pt2), told apart by content.
+// Throws opara::Error naming the file, the node and what to do when the file is missing, not a
+// model, damaged, or holds something opara cannot execute.
+OPARA_API Graph load(const std::string& path);
+
+}  // namespace opara

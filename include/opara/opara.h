@@ -1,0 +1,11 @@
+#pragma once
+
+// The whole public C++ API of opara.
+#include "opara/eager_executor.h"
+#include "opara/error.h"
+#include "opara/graph.h"
+#include "opara/graph_analysis.h"
+#include "opara/load.h"
+#include "opara/model_inputs.h"
+#include "opara/outputs.h"
+#include "opara/reference_forward.h"

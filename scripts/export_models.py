@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""Exports opara's test models with random weights (fixed seed), on the CPU, in both formats.
+
+For each model and batch size it writes into the output folder:
+  <name>_b<batch>.pt      TorchScript (traced, eval mode)
+  <name>_b<batch>.pt2     torch.export.save of the exported program
+  <name>_b<batch>.json    the inputs (name, shape, dtype, value range) and where the model came from
+  <name>_b<batch>.ref.pt  reference inputs and the outputs of both formats' own forward on them
+
+Nothing is downloaded: every model is built from code and a config written here.
+"""
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from opara_models import synthetic  # noqa: E402
+
+SEED = 0
+SEQUENCE_LENGTH = 32
+
+
+def image_input(batch, size):
+    return [{"name": "x", "shape": [batch, 3, size, size], "dtype": "float32"}]
+
+
+def token_inputs(batch, vocab, names):
+    specs = [{"name": "input_ids", "shape": [batch, SEQUENCE_LENGTH], "dtype": "int64", "range": [0, vocab]}]
+    for name in names:
+        if name == "attention_mask":
+            specs.append({"name": name, "shape": [batch, SEQUENCE_LENGTH], "dtype": "int64", "range": [1, 2]})
+        else:  # decoder token ids
+            specs.append({"name": name, "shape": [batch, SEQUENCE_LENGTH], "dtype": "int64", "range": [0, vocab]})
+    return specs
+
+
+def build_googlenet(batch):
+    import torchvision
+
+    model = torchvision.models.googlenet(weights=None, aux_logits=False, init_weights=True)
+    return model, image_input(batch, 224), "torchvision.models.googlenet(weights=None, aux_logits=False)"
+
+
+def build_inception_v3(batch):
+    import torchvision
+
+    model = torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=True)
+    return model, image_input(batch, 299), "torchvision.models.inception_v3(weights=None, aux_logits=False)"
+
+
+def build_resnet50(batch):
+    import torchvision
+
+    return torchvision.models.resnet50(weights=None), image_input(batch, 224), "torchvision.models.resnet50(weights=None)"
+
+
+class TupleOutput(torch.nn.Module):
+    """Calls a transformers model with positional tensors and returns a plain tuple of tensors."""
+
+    def __init__(self, model, names, outputs):
+        super().__init__()
+        self.model = model
+        self.names = names
+        self.outputs = outputs
+
+    def forward(self, *tensors):
+        result = self.model(**dict(zip(self.names, tensors)), return_dict=True)
+        return tuple(result[name] for name in self.outputs)
+
+
+def build_bert_base(batch):
+    import transformers
+
+    config = transformers.BertConfig()  # bert-base defaults: 12 layers, hidden 768, 12 heads
+    model = transformers.BertModel(config, add_pooling_layer=True)
+    names = ["input_ids", "attention_mask"]
+    wrapped = TupleOutput(model, names, ["last_hidden_state", "pooler_output"])
+    source = f"transformers {transformers.__version__} BertModel(BertConfig()), sequence length {SEQUENCE_LENGTH}"
+    return wrapped, token_inputs(batch, config.vocab_size, names[1:]), source
+
+
+def t5_small_config():
+    import transformers
+
+    # The published t5-small configuration, written out so that nothing is fetched.
+    return transformers.T5Config(
+        vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_decoder_layers=6,
+        num_heads=8, relative_attention_num_buckets=32, relative_attention_max_distance=128,
+        dropout_rate=0.1, layer_norm_epsilon=1e-6, feed_forward_proj="relu", is_encoder_decoder=True,
+        use_cache=False, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+    )
+
+
+def build_t5_small(batch):
+    import transformers
+
+    config = t5_small_config()
+    model = transformers.T5Model(config)
+    names = ["input_ids", "decoder_input_ids"]
+    wrapped = TupleOutput(model, names, ["last_hidden_state", "encoder_last_hidden_state"])
+    source = f"transformers {transformers.__version__} T5Model(t5-small config), sequence length {SEQUENCE_LENGTH}"
+    return wrapped, token_inputs(batch, config.vocab_size, names[1:]), source
+
+
+def build_branchy(batch):
+    return synthetic.Branchy(), image_input(batch, 32), "scripts/opara_models/synthetic.py Branchy"
+
+
+def build_chain(batch):
+    return synthetic.Chain(), image_input(batch, 32), "scripts/opara_models/synthetic.py Chain"
+
+
+def build_inplace(batch):
+    return synthetic.Inplace(), image_input(batch, 16), "scripts/opara_models/synthetic.py Inplace"
+
+
+BUILDERS = {
+    "googlenet": build_googlenet,
+    "inception_v3": build_inception_v3,
+    "resnet50": build_resnet50,
+    "bert_base": build_bert_base,
+    "t5_small": build_t5_small,
+    "branchy": build_branchy,
+    "chain": build_chain,
+    "inplace": build_inplace,
+}
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "int64": torch.int64, "int32": torch.int32}
+
+
+def make_inputs(specs, seed):
+    """The same recipe as opara's C++ make_inputs: one generator seeded once, inputs in order."""
+    generator = torch.Generator().manual_seed(seed)
+    tensors = []
+    for spec in specs:
+        dtype = DTYPES[spec["dtype"]]
+        if dtype.is_floating_point:
+            tensors.append(torch.randn(spec["shape"], generator=generator, dtype=dtype))
+        else:
+            low, high = spec["range"]
+            tensors.append(torch.randint(low, high, spec["shape"], generator=generator, dtype=dtype))
+    return tensors
+
+
+def flatten(value):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in flatten(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in flatten(item)]
+    raise TypeError(f"model output of type {type(value).__name__} is not a tensor or a container of tensors")
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def export_one(name, batch, out_dir):
+    torch.manual_seed(SEED)
+    model, specs, source = BUILDERS[name](batch)
+    model.eval()
+    inputs = make_inputs(specs, SEED)
+    stem = out_dir / f"{name}_b{batch}"
+    started = time.perf_counter()
+    with torch.no_grad():
+        eager = flatten(model(*inputs))
+        traced = torch.jit.trace(model, tuple(inputs), check_trace=False, strict=False)
+        traced.save(str(stem) + ".pt")
+        exported = torch.export.export(model, tuple(inputs), strict=False)
+        torch.export.save(exported, str(stem) + ".pt2")
+        from_script = flatten(torch.jit.load(str(stem) + ".pt")(*inputs))
+        from_export = flatten(torch.export.load(str(stem) + ".pt2").module()(*inputs))
+    torch.save({"inputs": inputs, "outputs_pt": from_script, "outputs_pt2": from_export}, str(stem) + ".ref.pt")
+    for label, outputs in (("TorchScript", from_script), ("torch.export", from_export)):
+        worst = max((a - b).abs().max().item() for a, b in zip(eager, outputs))
+        if worst > 1e-3:
+            raise RuntimeError(f"{name}: the {label} export differs from the eager model by {worst}")
+    sidecar = {
+        "model": name,
+        "batch": batch,
+        "source": source,
+        "seed": SEED,
+        "torch": torch.__version__,
+        "inputs": specs,
+        "outputs": [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")} for t in eager],
+        "reference": f"{stem.name}.ref.pt",
+        "sha256": {"pt": sha256(str(stem) + ".pt"), "pt2": sha256(str(stem) + ".pt2")},
+    }
+    (out_dir / f"{stem.name}.json").write_text(json.dumps(sidecar, indent=2) + "\n")
+    print(f"{stem.name}: .pt, .pt2, .json, .ref.pt in {time.perf_counter() - started:.1f} s")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=list(BUILDERS), choices=list(BUILDERS), metavar="NAME",
+                        help=f"models to export (default: all of {', '.join(BUILDERS)})")
+    parser.add_argument("--batch", nargs="+", type=int, default=[1], help="batch sizes (default 1)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "torchscript_models")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch.set_grad_enabled(False)
+    for name in args.models:
+        for batch in args.batch:
+            if batch < 1:
+                parser.error(f"--batch must be positive, got {batch}")
+            export_one(name, batch, args.out)
+
+
+if __name__ == "__main__":
+    main()

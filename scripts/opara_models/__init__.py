@@ -1,0 +1,1 @@
+"""The models opara is developed and benchmarked on, built with random weights."""

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs everything opara needs on a fresh Debian machine; idempotent, so a second run is quick.
+#   - Debian packages for the C++ build (apt-get, only those missing)
+#   - a Python virtual environment outside the work tree ($OPARA_VENV, default
+#     ~/.cache/opara/venv) with the pinned requirements.txt (torch 2.11.0 brings LibTorch)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+DEBIAN_PACKAGES=(cmake ninja-build ccache g++ python3-venv libfmt-dev libcli11-dev libgtest-dev
+  libgmock-dev libbenchmark-dev nlohmann-json3-dev)
+
+missing=()
+for pkg in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  say "installing Debian packages: ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  say "Debian packages present"
+fi
+
+if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  say "note: no CUDA toolkit found; opara builds its CPU parts only (CUPTI profiling needs CUDA 13)"
+fi
+
+if [ ! -x "$OPARA_PYTHON" ]; then
+  say "creating the virtual environment $OPARA_VENV"
+  mkdir -p "$(dirname "$OPARA_VENV")"
+  python3 -m venv "$OPARA_VENV"
+fi
+
+# The stamp holds the hash of requirements.txt: pip runs only when the pins change.
+stamp="$OPARA_VENV/.opara-requirements"
+want="$(sha256sum "$OPARA_ROOT/requirements.txt" | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing the pinned Python requirements (torch 2.11.0 is large; the first time takes minutes)"
+  "$OPARA_PYTHON" -m pip install -q --upgrade pip
+  "$OPARA_PYTHON" -m pip install -q -r "$OPARA_ROOT/requirements.txt"
+  echo "$want" >"$stamp"
+else
+  say "Python requirements present in $OPARA_VENV"
+fi
+say "torch $("$OPARA_PYTHON" -c 'import torch; print(torch.__version__)')"

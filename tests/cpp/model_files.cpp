@@ -1,0 +1,32 @@
+#include "model_files.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace opara::testing {
+
+std::string model_path(const std::string& name, const std::string& extension) {
+  const char* folder = std::getenv("OPARA_MODELS");
+  return (std::filesystem::path(folder ? folder : "torchscript_models") / (name + "_b1." + extension)).string();
+}
+
+bool model_exported(const std::string& name) {
+  for (const char* extension : {"pt", "pt2", "json", "ref.pt"}) {
+    if (!std::filesystem::exists(model_path(name, extension))) return false;
+  }
+  return true;
+}
+
+const std::vector<std::string>& all_models() {
+  static const std::vector<std::string> models = {"googlenet", "inception_v3", "resnet50", "bert_base",
+                                                  "t5_small",  "branchy",      "chain",    "inplace"};
+  return models;
+}
+
+std::string scratch_path(const std::string& file_name) {
+  const auto folder = std::filesystem::temp_directory_path() / "opara_tests";
+  std::filesystem::create_directories(folder);
+  return (folder / file_name).string();
+}
+
+}  // namespace opara::testing

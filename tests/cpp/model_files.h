@@ -1,0 +1,29 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace opara::testing {
+
+// The exported test models ($OPARA_MODELS, default torchscript_models/): "<folder>/<name>_b1.<ext>".
+std::string model_path(const std::string& name, const std::string& extension);
+
+// True when the model's files (both formats, sidecar, reference) are all there.
+bool model_exported(const std::string& name);
+
+// Every model scripts/export_models.py writes.
+const std::vector<std::string>& all_models();
+
+// A scratch folder for files a test writes.
+std::string scratch_path(const std::string& file_name);
+
+}  // namespace opara::testing
+
+// Skips the test, saying how to make the model, when it has not been exported.
+#define OPARA_REQUIRE_MODEL(name)                                                                       \
+  do {                                                                                                  \
+    if (!::opara::testing::model_exported(name)) {                                                      \
+      GTEST_SKIP() << "model " << (name) << " is not exported: run scripts/export_models.py (" \
+                   << ::opara::testing::model_path(name, "pt") << ")";                                   \
+    }                                                                                                   \
+  } while (false)
