@@ -60,18 +60,28 @@ def build_resnet50(batch):
     return torchvision.models.resnet50(weights=None), image_input(batch, 224), "torchvision.models.resnet50(weights=None)"
 
 
-class TupleOutput(torch.nn.Module):
-    """Calls a transformers model with positional tensors and returns a plain tuple of tensors."""
+class BertOutputs(torch.nn.Module):
+    """BertModel with named tensor inputs and a plain tuple of output tensors."""
 
-    def __init__(self, model, names, outputs):
+    def __init__(self, model):
         super().__init__()
         self.model = model
-        self.names = names
-        self.outputs = outputs
 
-    def forward(self, *tensors):
-        result = self.model(**dict(zip(self.names, tensors)), return_dict=True)
-        return tuple(result[name] for name in self.outputs)
+    def forward(self, input_ids, attention_mask):
+        result = self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+        return result["last_hidden_state"], result["pooler_output"]
+
+
+class T5Outputs(torch.nn.Module):
+    """T5Model (encoder and decoder) with named tensor inputs and a plain tuple of outputs."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, decoder_input_ids):
+        result = self.model(input_ids=input_ids, decoder_input_ids=decoder_input_ids, return_dict=True)
+        return result["last_hidden_state"], result["encoder_last_hidden_state"]
 
 
 def build_bert_base(batch):
@@ -79,10 +89,8 @@ def build_bert_base(batch):
 
     config = transformers.BertConfig()  # bert-base defaults: 12 layers, hidden 768, 12 heads
     model = transformers.BertModel(config, add_pooling_layer=True)
-    names = ["input_ids", "attention_mask"]
-    wrapped = TupleOutput(model, names, ["last_hidden_state", "pooler_output"])
     source = f"transformers {transformers.__version__} BertModel(BertConfig()), sequence length {SEQUENCE_LENGTH}"
-    return wrapped, token_inputs(batch, config.vocab_size, names[1:]), source
+    return BertOutputs(model), token_inputs(batch, config.vocab_size, ["attention_mask"]), source
 
 
 def t5_small_config():
@@ -102,10 +110,8 @@ def build_t5_small(batch):
 
     config = t5_small_config()
     model = transformers.T5Model(config)
-    names = ["input_ids", "decoder_input_ids"]
-    wrapped = TupleOutput(model, names, ["last_hidden_state", "encoder_last_hidden_state"])
     source = f"transformers {transformers.__version__} T5Model(t5-small config), sequence length {SEQUENCE_LENGTH}"
-    return wrapped, token_inputs(batch, config.vocab_size, names[1:]), source
+    return T5Outputs(model), token_inputs(batch, config.vocab_size, ["decoder_input_ids"]), source
 
 
 def build_branchy(batch):

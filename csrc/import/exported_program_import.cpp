@@ -487,15 +487,19 @@ class ExportedProgramImporter {
     return text.size() > 40 ? text.substr(0, 37) + "..." : text;
   }
 
-  // The innermost "File ..., line N" of an FX stack trace: the model's own line.
+  // The innermost "File "...", line N" of an FX stack trace that is a real file (FX's generated
+  // code is named "<eval_with_key>"): the model's own line.
   static std::string last_frame(const std::string& stack) {
-    const auto file = stack.rfind("File \"");
-    if (file == std::string::npos) return {};
-    const auto end = stack.find('"', file + 6);
-    const auto line = stack.find("line ", end);
-    const auto line_end = stack.find(',', line);
-    if (end == std::string::npos || line == std::string::npos) return {};
-    return fmt::format("{}:{}", stack.substr(file + 6, end - file - 6), stack.substr(line + 5, line_end - line - 5));
+    std::string found;
+    for (std::size_t at = stack.find("File \""); at != std::string::npos; at = stack.find("File \"", at + 1)) {
+      const auto end = stack.find('"', at + 6);
+      const auto line = stack.find("line ", end);
+      if (end == std::string::npos || line == std::string::npos) break;
+      const std::string file = stack.substr(at + 6, end - at - 6);
+      const auto digits = stack.find_first_not_of("0123456789", line + 5);
+      if (!file.empty() && file[0] != '<') found = fmt::format("{}:{}", file, stack.substr(line + 5, digits - line - 5));
+    }
+    return found;
   }
 
   static std::uint32_t flags_of(const c10::FunctionSchema& schema) {

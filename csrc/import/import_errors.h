@@ -9,7 +9,7 @@
 
 namespace opara {
 
-// The first line of what an exception says, without the C++ backtrace c10::Error appends.
+// The first non-blank line of what an exception says, without the C++ backtrace c10::Error appends.
 std::string first_line(const std::exception& error);
 
 // "<file>: <node>: <problem>. <what to do>": the shape of every import error.

@@ -7,7 +7,7 @@ namespace opara::testing {
 
 std::string model_path(const std::string& name, const std::string& extension) {
   const char* folder = std::getenv("OPARA_MODELS");
-  return (std::filesystem::path(folder ? folder : "torchscript_models") / (name + "_b1." + extension)).string();
+  return (std::filesystem::path(folder ? folder : OPARA_TEST_MODELS_DIR) / (name + "_b1." + extension)).string();
 }
 
 bool model_exported(const std::string& name) {
@@ -21,6 +21,10 @@ const std::vector<std::string>& all_models() {
   static const std::vector<std::string> models = {"googlenet", "inception_v3", "resnet50", "bert_base",
                                                   "t5_small",  "branchy",      "chain",    "inplace"};
   return models;
+}
+
+std::string fixture_path(const std::string& file_name) {
+  return (std::filesystem::path(OPARA_TEST_DATA_DIR) / file_name).string();
 }
 
 std::string scratch_path(const std::string& file_name) {

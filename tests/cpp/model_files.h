@@ -5,7 +5,7 @@
 
 namespace opara::testing {
 
-// The exported test models ($OPARA_MODELS, default torchscript_models/): "<folder>/<name>_b1.<ext>".
+// The exported test models ($OPARA_MODELS, default the repo's torchscript_models/): "<folder>/<name>_b1.<ext>".
 std::string model_path(const std::string& name, const std::string& extension);
 
 // True when the model's files (both formats, sidecar, reference) are all there.
@@ -13,6 +13,9 @@ bool model_exported(const std::string& name);
 
 // Every model scripts/export_models.py writes.
 const std::vector<std::string>& all_models();
+
+// A small committed fixture in tests/data (made by tests/data/make_fixtures.py).
+std::string fixture_path(const std::string& file_name);
 
 // A scratch folder for files a test writes.
 std::string scratch_path(const std::string& file_name);
