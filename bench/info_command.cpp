@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <map>
 #include <memory>
 
@@ -36,23 +37,24 @@ void run_info(const InfoOptions& options) {
   const CriticalPath path = critical_path(graph);
   const std::size_t reduced = transitive_reduction(graph).size();
 
-  fmt::print("model          {}\n", model.path);
-  fmt::print("format         {}\n", model.format == ModelFormat::kTorchScript ? "TorchScript" : "torch.export");
-  fmt::print("import         {:.1f} ms\n", model.import_ms);
-  fmt::print("inputs         {}\n", graph.inputs().size());
-  fmt::print("outputs        {}\n", graph.outputs().size());
-  fmt::print("nodes          {} ({} launch kernels, estimate)\n", graph.size(), kernels);
-  fmt::print("edges          {} ({} data, {} ordering; {} after transitive reduction)\n", graph.edges().size(),
+  // With --json - the JSON alone goes to stdout; the table then goes to stderr.
+  std::FILE* table = options.json == "-" ? stderr : stdout;
+  fmt::print(table, "model          {}\n", model.path);
+  fmt::print(table, "format         {}\n", model.format == ModelFormat::kTorchScript ? "TorchScript" : "torch.export");
+  fmt::print(table, "import         {:.1f} ms\n", model.import_ms);
+  fmt::print(table, "inputs         {}\n", graph.inputs().size());
+  fmt::print(table, "outputs        {}\n", graph.outputs().size());
+  fmt::print(table, "nodes          {} ({} launch kernels, estimate)\n", graph.size(), kernels);
+  fmt::print(table, "edges          {} ({} data, {} ordering; {} after transitive reduction)\n", graph.edges().size(),
              data_edges, graph.edges().size() - data_edges, reduced);
-  fmt::print("in-place ops   {}\n", writers);
-  fmt::print("host syncs     {} (cannot be captured in a CUDA graph)\n", not_capturable);
-  fmt::print("width          {}\n", graph_width);
-  fmt::print("critical path  {} nodes\n\n", path.nodes.size());
+  fmt::print(table, "in-place ops   {}\n", writers);
+  fmt::print(table, "host syncs     {} (cannot be captured in a CUDA graph)\n", not_capturable);
+  fmt::print(table, "width          {}\n", graph_width);
+  fmt::print(table, "critical path  {} nodes\n\n", path.nodes.size());
   std::vector<std::pair<std::string, std::size_t>> sorted(kinds.begin(), kinds.end());
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  fmt::print("{:<36} {:>6}\n", "op kind", "count");
-  for (const auto& [kind, count] : sorted) fmt::print("{:<36} {:>6}\n", kind, count);
-
+  fmt::print(table, "{:<36} {:>6}\n", "op kind", "count");
+  for (const auto& [kind, count] : sorted) fmt::print(table, "{:<36} {:>6}\n", kind, count);
   if (!options.json.empty()) {
     nlohmann::json json = {
         {"model", model.path},

@@ -5,6 +5,7 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <memory>
 
@@ -52,10 +53,14 @@ void run_modes(const RunOptions& options) {
   }
   const LoadedModel model = load_model(options.model);
   const RunInputs inputs = prepare_inputs(model, options.input_shape, options.seed);
-  fmt::print("model   {} ({} nodes, imported in {:.1f} ms)\n", model.path, model.graph.size(), model.import_ms);
-  fmt::print("device  {}\ninputs  {}\n", device.str(), inputs.origin);
-  if (!torch::cuda::is_available()) fmt::print("note    no GPU here: the CUDA graph modes ({}) need a GPU\n", "sequential, nimble, opara");
-  fmt::print("\n{:<10} {:>10} {:>10} {:>14} {:>8}\n", "mode", "median ms", "p90 ms", "max |diff|", "bitwise");
+  // With --json - the JSON alone goes to stdout; the table then goes to stderr.
+  std::FILE* table = options.json == "-" ? stderr : stdout;
+  fmt::print(table, "model   {} ({} nodes, imported in {:.1f} ms)\n", model.path, model.graph.size(), model.import_ms);
+  fmt::print(table, "device  {}\ninputs  {}\n", device.str(), inputs.origin);
+  if (!torch::cuda::is_available()) {
+    fmt::print(table, "note    no GPU here: the CUDA graph modes (sequential, nimble, opara) need a GPU\n");
+  }
+  fmt::print(table, "\n{:<10} {:>10} {:>10} {:>14} {:>8}\n", "mode", "median ms", "p90 ms", "max |diff|", "bitwise");
 
   nlohmann::json report = {{"model", model.path}, {"device", device.str()}, {"import_ms", model.import_ms},
                            {"iters", options.iters}, {"warmup", options.warmup}, {"inputs", inputs.origin}};
@@ -80,7 +85,7 @@ void run_modes(const RunOptions& options) {
     }
     const double median = percentile(samples, 0.5);
     const double p90 = percentile(samples, 0.9);
-    fmt::print("{:<10} {:>10.3f} {:>10.3f} {:>14} {:>8}\n", mode, median, p90,
+    fmt::print(table, "{:<10} {:>10.3f} {:>10.3f} {:>14} {:>8}\n", mode, median, p90,
                difference ? fmt::format("{:.3g}", *difference) : "n/a",
                identical ? (*identical ? "yes" : "no") : "n/a");
     nlohmann::json entry = {{"mode", mode}, {"median_ms", median}, {"p90_ms", p90},

@@ -21,14 +21,26 @@ opara_build() {
   cmake --build "$OPARA_BUILD" -j "$(nproc)" >&2
 }
 
-# Exports one model in both formats unless all its files are already there.
-opara_export_model() {
-  local name="$1" batch="${2:-1}"
-  local stem="$OPARA_MODELS/${name}_b${batch}"
-  if [ -f "$stem.pt" ] && [ -f "$stem.pt2" ] && [ -f "$stem.json" ] && [ -f "$stem.ref.pt" ]; then
-    return 0
+OPARA_ALL_MODELS=(googlenet inception_v3 resnet50 bert_base t5_small branchy chain inplace)
+
+# Exports the models whose files are missing, or all of them when the exporter, the model code
+# or the pinned requirements changed since the last export (a stamp records their hash).
+opara_export_models() {
+  local models=("$@") missing=() stamp="$OPARA_MODELS/.export-stamp" want
+  want="$(cat "$OPARA_ROOT/scripts/export_models.py" "$OPARA_ROOT"/scripts/opara_models/*.py \
+    "$OPARA_ROOT/requirements.txt" | sha256sum | cut -d' ' -f1)"
+  mkdir -p "$OPARA_MODELS"
+  [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] || rm -f "$OPARA_MODELS"/*_b1.*
+  for name in "${models[@]}"; do
+    local stem="$OPARA_MODELS/${name}_b1"
+    for ext in pt pt2 json ref.pt; do
+      if [ ! -f "$stem.$ext" ]; then missing+=("$name"); break; fi
+    done
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "exporting ${missing[*]} into $OPARA_MODELS (random weights, CPU)"
+    "$OPARA_PYTHON" -W ignore "$OPARA_ROOT/scripts/export_models.py" --models "${missing[@]}" \
+      --out "$OPARA_MODELS" >&2
   fi
-  say "exporting $name (batch $batch) into $OPARA_MODELS"
-  "$OPARA_PYTHON" "$OPARA_ROOT/scripts/export_models.py" --models "$name" --batch "$batch" \
-    --out "$OPARA_MODELS" >&2
+  echo "$want" >"$stamp"
 }

@@ -128,7 +128,11 @@ class TorchScriptImporter {
 
   void add_node(Node* node) {
     const auto kind = node->kind();
-    if (kind == c10::prim::Constant) return;  // folded into the nodes that read it
+    if (kind == c10::prim::Constant) {  // folded into the nodes that read it
+      constants_[node->output()] = *torch::jit::toIValue(node->output());
+      return;
+    }
+    if (fold_constant_container(node)) return;
     const std::string where = source_of(node);
     if (kind == c10::prim::If || kind == c10::prim::Loop) {
       fail_import(path_, "{}: data-dependent control flow survives freezing. opara runs straight-line "
@@ -153,9 +157,9 @@ class TorchScriptImporter {
     std::string constants;
     for (std::size_t i = 0; i < node->inputs().size(); ++i) {
       Value* input = node->inputs()[i];
-      if (auto constant = torch::jit::toIValue(input); constant && input->node()->kind() == c10::prim::Constant) {
-        constants += fmt::format("{}{}={}", constants.empty() ? "" : ", ", i, short_repr(*constant));
-        arguments.emplace_back(std::move(*constant));
+      if (auto constant = constants_.find(input); constant != constants_.end()) {
+        constants += fmt::format("{}{}={}", constants.empty() ? "" : ", ", i, short_repr(constant->second));
+        arguments.emplace_back(constant->second);
       } else {
         inputs.push_back(values_.at(input));
         arguments.emplace_back(std::nullopt);
@@ -175,16 +179,32 @@ class TorchScriptImporter {
     }
   }
 
+  // A list or tuple built only of constants (conv strides, view sizes) is itself a constant: fold
+  // it too, so that it costs no node and no edge.
+  bool fold_constant_container(Node* node) {
+    if (node->kind() != c10::prim::ListConstruct && node->kind() != c10::prim::TupleConstruct) return false;
+    torch::jit::Stack stack;
+    for (Value* input : node->inputs()) {
+      auto constant = constants_.find(input);
+      if (constant == constants_.end()) return false;
+      stack.push_back(constant->second);
+    }
+    (*container_operation(node))(stack);
+    constants_[node->output()] = stack.back();
+    return true;
+  }
+
   // A constant returned straight from forward() gets a node of its own, so that every output
   // is a value some node or input defines.
   void add_outputs() {
     for (Value* output : script_graph_->outputs()) {
-      if (output->node()->kind() == c10::prim::Constant && !values_.count(output)) {
-        auto constant = *torch::jit::toIValue(output);
+      if (constants_.count(output) && !values_.count(output)) {
+        auto constant = constants_.at(output);
         auto op = std::make_shared<ScriptNodeOp>(
             script_graph_, [constant](torch::jit::Stack& stack) { stack.push_back(constant); },
             std::vector<std::optional<c10::IValue>>{});
         const NodeId id = graph_.add_node("prim::Constant", {}, {output->type()->str()}, 0, std::move(op));
+        graph_.set_source(id, "", short_repr(constant));
         values_[output] = graph_.node(id).outputs[0];
         script_nodes_.push_back(output->node());
       }
@@ -222,6 +242,7 @@ class TorchScriptImporter {
   std::shared_ptr<torch::jit::Graph> script_graph_;
   Graph graph_;
   std::unordered_map<const Value*, ValueId> values_;
+  std::unordered_map<const Value*, c10::IValue> constants_;  // prim::Constant and folded containers
   std::vector<Node*> script_nodes_;  // by NodeId
 };
 

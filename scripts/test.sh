@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Every test: set up, build once (ccache), export the test models if missing, then ctest
+# (GoogleTest and the command line) and pytest. GPU tests skip themselves without a GPU.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+started=$SECONDS
+"$OPARA_ROOT/scripts/setup.sh"
+opara_build
+opara_export_models "${OPARA_ALL_MODELS[@]}"
+export OPARA_MODELS OPARA_BENCH="$OPARA_BUILD/bin/opara-bench"
+
+say "ctest"
+ctest --test-dir "$OPARA_BUILD" --output-on-failure -j "$(nproc)"
+say "pytest"
+"$OPARA_PYTHON" -m pytest -q "$OPARA_ROOT/tests/python"
+say "all tests passed in $((SECONDS - started)) s"

@@ -1,0 +1,33 @@
+"""Shared fixtures: where opara-bench and the exported models are."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = Path(os.environ.get("OPARA_MODELS", ROOT / "torchscript_models"))
+BENCH = Path(os.environ.get("OPARA_BENCH", ROOT / "build" / "bin" / "opara-bench"))
+ALL_MODELS = ["googlenet", "inception_v3", "resnet50", "bert_base", "t5_small", "branchy", "chain", "inplace"]
+
+
+def model_file(name, extension):
+    path = MODELS / f"{name}_b1.{extension}"
+    if not path.exists():
+        pytest.skip(f"{path} is not exported: run scripts/export_models.py")
+    return path
+
+
+@pytest.fixture(scope="session")
+def bench():
+    if not BENCH.exists():
+        pytest.skip(f"{BENCH} is not built: run scripts/test.sh")
+
+    def run(*args, check=True):
+        result = subprocess.run([str(BENCH), *map(str, args)], capture_output=True, text=True, timeout=600)
+        if check and result.returncode != 0:
+            raise AssertionError(f"opara-bench {' '.join(map(str, args))} exited {result.returncode}:\n{result.stderr}")
+        return result
+
+    return run

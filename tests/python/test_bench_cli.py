@@ -1,0 +1,116 @@
+"""opara-bench as a user meets it: info and run on every model in both formats, JSON that
+parses with the documented keys, and clear failures for bad flags and bad files."""
+
+import json
+
+import pytest
+
+from conftest import ALL_MODELS, model_file
+
+INFO_KEYS = {"model", "format", "import_ms", "inputs", "outputs", "nodes", "kernel_nodes", "edges", "data_edges",
+             "ordering_edges", "reduced_edges", "inplace_nodes", "not_capturable_nodes", "width", "critical_path",
+             "op_kinds"}
+
+
+@pytest.mark.parametrize("extension", ["pt", "pt2"])
+@pytest.mark.parametrize("name", ALL_MODELS)
+def test_info_describes_the_graph(bench, name, extension):
+    info = json.loads(bench("info", "--model", model_file(name, extension), "--json", "-").stdout)
+    assert INFO_KEYS <= info.keys()
+    assert info["format"] == ("torchscript" if extension == "pt" else "export")
+    assert info["edges"] == info["data_edges"] + info["ordering_edges"]
+    assert 1 <= info["width"] <= info["nodes"]
+    assert 1 <= info["critical_path"] <= info["nodes"]
+    assert info["reduced_edges"] <= info["edges"]
+    assert sum(info["op_kinds"].values()) == info["nodes"]
+
+
+def test_chain_has_no_parallelism_and_branchy_has_some(bench):
+    for extension in ("pt", "pt2"):
+        chain = json.loads(bench("info", "--model", model_file("chain", extension), "--json", "-").stdout)
+        branchy = json.loads(bench("info", "--model", model_file("branchy", extension), "--json", "-").stdout)
+        assert chain["width"] == 1
+        assert branchy["width"] >= 4
+
+
+def test_inplace_model_gets_ordering_edges(bench):
+    for extension in ("pt", "pt2"):
+        info = json.loads(bench("info", "--model", model_file("inplace", extension), "--json", "-").stdout)
+        assert info["inplace_nodes"] >= 5
+        assert info["ordering_edges"] > 0
+
+
+@pytest.mark.parametrize("extension", ["pt", "pt2"])
+@pytest.mark.parametrize("name", ALL_MODELS)
+def test_run_on_cpu_matches_the_model_bitwise(bench, name, extension, tmp_path):
+    report = tmp_path / "run.json"
+    result = bench("run", "--model", model_file(name, extension), "--device", "cpu", "--modes", "eager",
+                   "--iters", "2", "--warmup", "1", "--json", report)
+    run = json.loads(report.read_text())
+    assert run["device"] == "cpu"
+    (mode,) = run["modes"]
+    assert mode["mode"] == "eager"
+    assert mode["bitwise_equal"] is True
+    assert mode["max_abs_diff"] == 0
+    assert 0 < mode["median_ms"] <= mode["p90_ms"]
+    assert "eager" in result.stdout
+
+
+def test_run_with_input_shape_compares_against_the_live_forward(bench):
+    result = bench("run", "--model", model_file("chain", "pt"), "--input-shape", "x:2x3x32x32", "--iters", "1",
+                   "--json", "-")
+    (mode,) = json.loads(result.stdout)["modes"]
+    assert mode["bitwise_equal"] is True
+
+
+def test_model_name_resolves_in_the_models_folder(bench):
+    result = bench("info", "--model", "inplace")
+    assert "inplace_b1.pt" in result.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["info", "--model", "x.pt", "--no-such-flag"],
+    ["run", "--model", "x.pt", "--iters", "zero"],
+    ["run", "--model", "x.pt", "--iters", "-3"],
+    ["run", "--model", "x.pt", "--device", "tpu"],
+    ["info"],
+    ["frobnicate"],
+    [],
+])
+def test_bad_flags_exit_2_with_a_message(bench, args):
+    result = bench(*args, check=False)
+    assert result.returncode == 2
+    assert "opara-bench:" in result.stderr
+
+
+@pytest.mark.parametrize("subcommand", ["info", "run"])
+def test_help_for_every_subcommand(bench, subcommand):
+    result = bench(subcommand, "--help")
+    assert "--model" in result.stdout
+
+
+def test_bad_files_fail_with_the_file_named(bench, tmp_path):
+    empty = tmp_path / "empty.pt"
+    empty.write_bytes(b"")
+    junk = tmp_path / "junk.pt2"
+    junk.write_bytes(bytes(range(256)) * 8)
+    for path, text in [(tmp_path / "missing.pt", "no such file"), (tmp_path, "is a directory"),
+                       (empty, "empty"), (junk, "not a PyTorch model archive")]:
+        result = bench("info", "--model", path, check=False)
+        assert result.returncode == 1, result.stderr
+        assert str(path) in result.stderr and text in result.stderr
+
+
+def test_unknown_mode_is_refused(bench):
+    result = bench("run", "--model", model_file("chain", "pt"), "--modes", "warp", check=False)
+    assert result.returncode == 1
+    assert "mode 'warp'" in result.stderr
+
+
+def test_cuda_without_a_gpu_says_so(bench):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the CUDA path is tested elsewhere")
+    result = bench("run", "--model", model_file("chain", "pt"), "--device", "cuda", check=False)
+    assert result.returncode == 1
+    assert "no CUDA GPU" in result.stderr
