@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 
 #include "json_output.h"
 #include "model_loading.h"
+#include "opara/error.h"
 #include "opara/graph_analysis.h"
 
 namespace opara::bench {
@@ -16,6 +18,7 @@ namespace {
 struct InfoOptions {
   std::string model;
   std::string json;
+  std::string dot;
 };
 
 void run_info(const InfoOptions& options) {
@@ -55,6 +58,11 @@ void run_info(const InfoOptions& options) {
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   fmt::print(table, "{:<36} {:>6}\n", "op kind", "count");
   for (const auto& [kind, count] : sorted) fmt::print(table, "{:<36} {:>6}\n", kind, count);
+  if (!options.dot.empty()) {
+    std::ofstream file(options.dot);
+    if (!file) throw Error(fmt::format("{}: cannot write the DOT file here", options.dot));
+    file << to_dot(graph);
+  }
   if (!options.json.empty()) {
     nlohmann::json json = {
         {"model", model.path},
@@ -85,6 +93,7 @@ void add_info_command(CLI::App& app) {
   CLI::App* info = app.add_subcommand("info", "Describe a model's operator graph");
   info->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
   info->add_option("--json", options->json, "also write the figures as JSON to this file ('-' for stdout)");
+  info->add_option("--dot", options->dot, "write the graph as Graphviz DOT to this file (ordering edges dashed)");
   info->callback([options] { run_info(*options); });
 }
 

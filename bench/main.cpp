@@ -1,6 +1,6 @@
 // opara-bench: inspect, plan and time models under opara's execution modes.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <exception>
 

@@ -47,9 +47,10 @@ RunInputs prepare_inputs(const LoadedModel& model, const std::string& input_shap
   } else if (model.spec) {
     specs = model.spec->inputs;
   } else {
-    throw Error(fmt::format("{}: no sidecar {} describes the inputs; give them with --input-shape, e.g. "
-                            "--input-shape x:1x3x224x224",
-                            model.path, sidecar_path(model.path)));
+    throw Error(
+        fmt::format("{}: no sidecar {} describes the inputs; give them with --input-shape, e.g. "
+                    "--input-shape x:1x3x224x224",
+                    model.path, sidecar_path(model.path)));
   }
   run.inputs = make_inputs(specs, seed.value_or(model.spec ? model.spec->seed : 0));
   if (script) {

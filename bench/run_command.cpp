@@ -5,8 +5,8 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 
 #include "json_output.h"
@@ -42,9 +42,10 @@ double percentile(std::vector<double> samples, double fraction) {
 void run_modes(const RunOptions& options) {
   for (const std::string& mode : options.modes) {
     if (std::find(kAvailableModes.begin(), kAvailableModes.end(), mode) == kAvailableModes.end()) {
-      throw Error(fmt::format("mode '{}' is not available in this build; available: eager (the CUDA graph "
-                              "modes sequential, nimble and opara arrive with the CUDA graph runtime)",
-                              mode));
+      throw Error(
+          fmt::format("mode '{}' is not available in this build; available: eager (the CUDA graph "
+                      "modes sequential, nimble and opara arrive with the CUDA graph runtime)",
+                      mode));
     }
   }
   const c10::Device device(options.device);
@@ -62,7 +63,7 @@ void run_modes(const RunOptions& options) {
   }
   fmt::print(table, "\n{:<10} {:>10} {:>10} {:>14} {:>8}\n", "mode", "median ms", "p90 ms", "max |diff|", "bitwise");
 
-  nlohmann::json report = {{"model", model.path}, {"device", device.str()}, {"import_ms", model.import_ms},
+  nlohmann::json report = {{"model", model.path},    {"device", device.str()},   {"import_ms", model.import_ms},
                            {"iters", options.iters}, {"warmup", options.warmup}, {"inputs", inputs.origin}};
   for (const std::string& mode : options.modes) {
     EagerExecutor executor(model.graph, device);
@@ -88,8 +89,8 @@ void run_modes(const RunOptions& options) {
     fmt::print(table, "{:<10} {:>10.3f} {:>10.3f} {:>14} {:>8}\n", mode, median, p90,
                difference ? fmt::format("{:.3g}", *difference) : "n/a",
                identical ? (*identical ? "yes" : "no") : "n/a");
-    nlohmann::json entry = {{"mode", mode}, {"median_ms", median}, {"p90_ms", p90},
-                            {"peak_live_values", executor.peak_live_values()}};
+    nlohmann::json entry = {
+        {"mode", mode}, {"median_ms", median}, {"p90_ms", p90}, {"peak_live_values", executor.peak_live_values()}};
     entry["max_abs_diff"] = difference ? nlohmann::json(*difference) : nlohmann::json(nullptr);
     entry["bitwise_equal"] = identical ? nlohmann::json(*identical) : nlohmann::json(nullptr);
     report["modes"].push_back(entry);

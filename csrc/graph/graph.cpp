@@ -33,8 +33,8 @@ NodeId Graph::add_node(std::string kind, std::vector<ValueId> inputs, std::vecto
   node.op = std::move(op);
   for (ValueId input : inputs) {
     if (input < 0 || input >= static_cast<ValueId>(values_.size())) {
-      throw std::out_of_range(fmt::format("opara bug: node {} ({}) reads value {} that does not exist", id,
-                                          node.kind, input));
+      throw std::out_of_range(
+          fmt::format("opara bug: node {} ({}) reads value {} that does not exist", id, node.kind, input));
     }
   }
   node.inputs = std::move(inputs);
@@ -68,9 +68,13 @@ void Graph::add_edge(NodeId from, NodeId to, EdgeKind kind) {
   nodes_[to].predecessors.push_back(from);
 }
 
-void Graph::add_output(ValueId value) { outputs_.push_back(this->value(value).id); }
+void Graph::add_output(ValueId value) {
+  outputs_.push_back(this->value(value).id);
+}
 
-void Graph::set_value_name(ValueId value, std::string name) { values_.at(value).name = std::move(name); }
+void Graph::set_value_name(ValueId value, std::string name) {
+  values_.at(value).name = std::move(name);
+}
 
 void Graph::set_source(NodeId node, std::string source, std::string constants) {
   nodes_.at(node).source = std::move(source);

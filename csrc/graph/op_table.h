@@ -7,8 +7,8 @@ namespace opara {
 // What the schema of an operator cannot say about it, kept as data in one place
 // (op_table.cpp). Importers combine it with the schema's alias annotations.
 struct OpTraits {
-  bool launches_kernel = true;   // false for containers, metadata and shape queries
-  bool not_capturable = false;   // synchronises with the host (.item(), nonzero, ...)
+  bool launches_kernel = true;  // false for containers, metadata and shape queries
+  bool not_capturable = false;  // synchronises with the host (.item(), nonzero, ...)
 };
 
 [[nodiscard]] OpTraits op_traits(std::string_view kind);

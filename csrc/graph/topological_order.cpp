@@ -1,6 +1,5 @@
 // Topological orders of a Graph: the program order, random orders for testing, and a checker.
 #include <algorithm>
-#include <queue>
 #include <random>
 
 #include "opara/graph_analysis.h"
@@ -8,45 +7,19 @@
 namespace opara {
 namespace {
 
-std::vector<int> in_degrees(const Graph& graph) {
-  std::vector<int> degree(graph.size(), 0);
-  for (const Node& node : graph.nodes()) degree[node.id] = static_cast<int>(node.predecessors.size());
-  return degree;
-}
-
-}  // namespace
-
-std::vector<NodeId> topological_order(const Graph& graph) {
-  std::vector<int> degree = in_degrees(graph);
-  std::priority_queue<NodeId, std::vector<NodeId>, std::greater<>> ready;
-  for (const Node& node : graph.nodes()) {
-    if (degree[node.id] == 0) ready.push(node.id);
-  }
-  std::vector<NodeId> order;
-  order.reserve(graph.size());
-  while (!ready.empty()) {
-    const NodeId id = ready.top();
-    ready.pop();
-    order.push_back(id);
-    for (NodeId next : graph.node(id).successors) {
-      if (--degree[next] == 0) ready.push(next);
-    }
-  }
-  return order;
-}
-
-std::vector<NodeId> random_topological_order(const Graph& graph, std::uint64_t seed) {
-  std::mt19937_64 random(seed);
-  std::vector<int> degree = in_degrees(graph);
+// Kahn's algorithm; `pick` chooses which ready node goes next and returns its index in `ready`.
+template <typename Pick>
+std::vector<NodeId> kahn(const Graph& graph, Pick pick) {
+  std::vector<std::size_t> degree(graph.size(), 0);
   std::vector<NodeId> ready;
   for (const Node& node : graph.nodes()) {
+    degree[node.id] = node.predecessors.size();
     if (degree[node.id] == 0) ready.push_back(node.id);
   }
   std::vector<NodeId> order;
   order.reserve(graph.size());
   while (!ready.empty()) {
-    std::uniform_int_distribution<std::size_t> pick(0, ready.size() - 1);
-    std::swap(ready[pick(random)], ready.back());
+    std::swap(ready[pick(ready)], ready.back());
     const NodeId id = ready.back();
     ready.pop_back();
     order.push_back(id);
@@ -55,6 +28,21 @@ std::vector<NodeId> random_topological_order(const Graph& graph, std::uint64_t s
     }
   }
   return order;
+}
+
+}  // namespace
+
+std::vector<NodeId> topological_order(const Graph& graph) {
+  return kahn(graph, [](const std::vector<NodeId>& ready) {
+    return static_cast<std::size_t>(std::min_element(ready.begin(), ready.end()) - ready.begin());
+  });
+}
+
+std::vector<NodeId> random_topological_order(const Graph& graph, std::uint64_t seed) {
+  std::mt19937_64 random(seed);
+  return kahn(graph, [&random](const std::vector<NodeId>& ready) {
+    return std::uniform_int_distribution<std::size_t>(0, ready.size() - 1)(random);
+  });
 }
 
 bool is_topological_order(const Graph& graph, const std::vector<NodeId>& order) {

@@ -31,9 +31,8 @@ std::optional<torch::jit::Operation> container_operation(const torch::jit::Node*
       });
     }
     case c10::prim::TupleConstruct:
-      return torch::jit::Operation([inputs](Stack& stack) {
-        stack.emplace_back(c10::ivalue::Tuple::create(pop_all(stack, inputs)));
-      });
+      return torch::jit::Operation(
+          [inputs](Stack& stack) { stack.emplace_back(c10::ivalue::Tuple::create(pop_all(stack, inputs))); });
     case c10::prim::ListUnpack:
       return torch::jit::Operation([outputs](Stack& stack) {
         const auto list = stack.back().toList();
@@ -67,8 +66,7 @@ std::optional<torch::jit::Operation> container_operation(const torch::jit::Node*
         stack.emplace_back(std::move(dict));
       });
     }
-    default:
-      return std::nullopt;
+    default: return std::nullopt;
   }
 }
 

@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 
-
 namespace opara {
 
 DispatcherNodeOp::DispatcherNodeOp(c10::OperatorHandle op, std::vector<ArgumentSlot> arguments,
@@ -14,12 +13,8 @@ void DispatcherNodeOp::run(std::vector<c10::IValue>& stack) const {
   call.reserve(arguments_.size());
   for (const ArgumentSlot& slot : arguments_) {
     switch (slot.kind) {
-      case ArgumentSlot::Kind::kConstant:
-        call.push_back(slot.constant);
-        break;
-      case ArgumentSlot::Kind::kValue:
-        call.push_back(stack[slot.positions[0]]);
-        break;
+      case ArgumentSlot::Kind::kConstant: call.push_back(slot.constant); break;
+      case ArgumentSlot::Kind::kValue: call.push_back(stack[slot.positions[0]]); break;
       case ArgumentSlot::Kind::kTensorList: {
         c10::List<at::Tensor> list;
         list.reserve(slot.positions.size());

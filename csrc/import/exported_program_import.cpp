@@ -12,9 +12,10 @@
 
 #include <unordered_map>
 
-#include "../graph/op_table.h"
+#include "archive.h"
 #include "dispatcher_node_op.h"
 #include "import_errors.h"
+#include "node_properties.h"
 #include "schema_alias_edges.h"
 
 namespace opara {
@@ -82,7 +83,8 @@ class ExportedProgramImporter {
   explicit ExportedProgramImporter(std::string path) : path_(std::move(path)) {}
 
   Graph run() {
-    open_archive();
+    reader_ = open_archive(path_);
+    find_model_name();
     const ep::ExportedProgram program = read_program();
     const ep::GraphModule& module = program.get_graph_module();
     read_payload(fmt::format("data/weights/{}_weights_config.json", model_name_), "data/weights/");
@@ -96,13 +98,8 @@ class ExportedProgramImporter {
   }
 
  private:
-  void open_archive() {
-    try {
-      reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path_);
-    } catch (const std::exception& error) {
-      fail_import(path_, "not a readable .pt2 archive ({}). The file may be truncated: write it again with "
-                  "torch.export.save", first_line(error));
-    }
+  // The program is models/<name>.json; its weights configs are named after <name>.
+  void find_model_name() {
     for (const std::string& record : reader_->getAllRecords()) {
       const std::string prefix = "models/";
       if (record.rfind(prefix, 0) == 0 && record.size() > 5 && record.substr(record.size() - 5) == ".json") {
@@ -110,7 +107,8 @@ class ExportedProgramImporter {
         return;
       }
     }
-    fail_import(path_, "a zip archive without models/*.json, so not a torch.export program. Write it with "
+    fail_import(path_,
+                "a zip archive without models/*.json, so not a torch.export program. Write it with "
                 "torch.export.save(torch.export.export(model, inputs), path)");
   }
 
@@ -125,15 +123,17 @@ class ExportedProgramImporter {
       const auto json = nlohmann::json::parse(read_text(record));
       const auto major = json.at("schema_version").at("major").get<int>();
       if (major != kSchemaMajor) {
-        fail_import(path_, "written with export schema version {}, this LibTorch reads version {}. Export the "
-                    "model again with torch 2.11", major, kSchemaMajor);
+        fail_import(path_,
+                    "written with export schema version {}, this LibTorch reads version {}. Export the "
+                    "model again with torch 2.11",
+                    major, kSchemaMajor);
       }
       return json.get<ep::ExportedProgram>();
     } catch (const Error&) {
       throw;
     } catch (const std::exception& error) {
-      fail_import(path_, "{} is not a valid exported program ({}). Write the file again with torch.export.save",
-                  record, first_line(error));
+      fail_import(path_, "{} is not a valid exported program ({}). Write the file again with torch.export.save", record,
+                  first_line(error));
     }
   }
 
@@ -151,8 +151,10 @@ class ExportedProgramImporter {
       if (!reader_->hasRecord(record)) fail_import(path_, "the weight {} is missing ({})", name, record);
       auto [data, size] = reader_->getRecord(record);
       if (meta.get_use_pickle() || !meta.get_tensor_meta()) {
-        fail_import(path_, "{} is stored pickled, which opara does not read. Export the model again with "
-                    "torch.export.save in torch 2.11", name);
+        fail_import(path_,
+                    "{} is stored pickled, which opara does not read. Export the model again with "
+                    "torch.export.save in torch 2.11",
+                    name);
       }
       const ep::TensorMeta& tensor_meta = *meta.get_tensor_meta();
       c10::Storage storage(c10::Storage::use_byte_size_t(), size, std::move(data), nullptr, false);
@@ -199,7 +201,8 @@ class ExportedProgramImporter {
           break;
         }
         default:
-          fail_import(path_, "an input kind opara does not run (custom object or token). Export the model "
+          fail_import(path_,
+                      "an input kind opara does not run (custom object or token). Export the model "
                       "without custom classes or effectful ops");
       }
     }
@@ -208,7 +211,8 @@ class ExportedProgramImporter {
   void add_outputs(const ep::GraphSignature& signature) {
     for (const ep::OutputSpec& spec : signature.get_output_specs()) {
       if (spec.tag() != ep::OutputSpec::Tag::USER_OUTPUT) {
-        fail_import(path_, "the program updates state (a buffer or input mutation) on each call; opara runs "
+        fail_import(path_,
+                    "the program updates state (a buffer or input mutation) on each call; opara runs "
                     "stateless inference graphs. Export in eval() mode without state updates");
       }
       const ep::Argument& arg = spec.get_user_output().get_arg();
@@ -228,9 +232,11 @@ class ExportedProgramImporter {
   c10::OperatorHandle find_operator(const std::string& target, const std::string& where) {
     const std::string prefix = "torch.ops.";
     if (target.rfind(prefix, 0) != 0 || target.rfind("torch.ops.higher_order.", 0) == 0) {
-      fail_import(path_, "{}: {} is not an operator opara can call (higher-order ops such as cond and "
+      fail_import(path_,
+                  "{}: {} is not an operator opara can call (higher-order ops such as cond and "
                   "while_loop, and Python functions, are not supported). Export without data-dependent "
-                  "control flow", where, target);
+                  "control flow",
+                  where, target);
     }
     const std::string rest = target.substr(prefix.size());
     const auto first = rest.find('.');
@@ -241,8 +247,10 @@ class ExportedProgramImporter {
     if (overload == "default") overload.clear();
     auto op = c10::Dispatcher::singleton().findSchema({name, overload});
     if (!op) {
-      fail_import(path_, "{}: the operator {} is not registered in this LibTorch. Load the library that "
-                  "defines it first, or export without it", where, target);
+      fail_import(path_,
+                  "{}: the operator {} is not registered in this LibTorch. Load the library that "
+                  "defines it first, or export without it",
+                  where, target);
     }
     return *op;
   }
@@ -272,7 +280,8 @@ class ExportedProgramImporter {
       case Tag::AS_TENSOR: runtime_or_constant(arg.get_as_tensor().get_name()); break;
       case Tag::AS_TENSORS:
         slot.kind = ArgumentSlot::Kind::kTensorList;
-        for (const auto& tensor : arg.get_as_tensors()) slot.positions.push_back(list_position(tensor.get_name(), inputs));
+        for (const auto& tensor : arg.get_as_tensors())
+          slot.positions.push_back(list_position(tensor.get_name(), inputs));
         break;
       case Tag::AS_OPTIONAL_TENSORS:
         slot.kind = ArgumentSlot::Kind::kOptionalTensorList;
@@ -328,8 +337,9 @@ class ExportedProgramImporter {
         slot.constant = ints;
         break;
       }
-      default: throw Error(fmt::format("an argument of kind {} (graphs, symbolic values, custom objects)",
-                                       static_cast<int>(arg.tag())));
+      default:
+        throw Error(fmt::format("an argument of kind {} (graphs, symbolic values, custom objects)",
+                                static_cast<int>(arg.tag())));
     }
     return slot;
   }
@@ -374,33 +384,40 @@ class ExportedProgramImporter {
         try {
           slot = to_slot(*found->second, inputs);
         } catch (const Error& error) {
-          fail_import(path_, "{}: argument {} is {}, which opara cannot run. Export with static shapes and "
-                      "plain tensor arguments", where, formal.name(), error.what());
+          fail_import(path_,
+                      "{}: argument {} is {}, which opara cannot run. Export with static shapes and "
+                      "plain tensor arguments",
+                      where, formal.name(), error.what());
         }
         given.erase(found);
         wrap_number_for_tensor_argument(formal, slot);
       } else if (formal.default_value()) {
         slot.constant = *formal.default_value();
       } else {
-        fail_import(path_, "{}: the required argument {} is missing; the program does not match this "
-                    "LibTorch's schema {}", where, formal.name(), c10::toString(schema));
+        fail_import(path_,
+                    "{}: the required argument {} is missing; the program does not match this "
+                    "LibTorch's schema {}",
+                    where, formal.name(), c10::toString(schema));
       }
       if (slot.kind == ArgumentSlot::Kind::kConstant && !slot.constant.isNone() && found_in_node(node, formal.name())) {
-        constants += fmt::format("{}{}={}", constants.empty() ? "" : ", ", formal.name(), summary(slot.constant));
+        constants +=
+            fmt::format("{}{}={}", constants.empty() ? "" : ", ", formal.name(), constant_summary(slot.constant));
       }
       if (formal.alias_info() && formal.alias_info()->isWrite() && slot.kind == ArgumentSlot::Kind::kValue) {
         aliasing.writes.push_back(inputs[slot.positions[0]]);
       } else if (formal.alias_info() && formal.alias_info()->isWrite() && slot.kind == ArgumentSlot::Kind::kConstant &&
                  slot.constant.isTensor()) {
-        fail_import(path_, "{} writes the parameter {} in place; opara runs graphs whose weights do not "
-                    "change", where, formal.name());
+        fail_import(path_,
+                    "{} writes the parameter {} in place; opara runs graphs whose weights do not "
+                    "change",
+                    where, formal.name());
       }
       slots.push_back(std::move(slot));
       runtime_range.emplace_back(first_input, inputs.size());
     }
     if (!given.empty()) {
-      fail_import(path_, "{}: argument {} is not in this LibTorch's schema {}. Export the model with torch 2.11",
-                  where, given.begin()->first, c10::toString(schema));
+      fail_import(path_, "{}: argument {} is not in this LibTorch's schema {}. Export the model with torch 2.11", where,
+                  given.begin()->first, c10::toString(schema));
     }
 
     std::vector<ResultUse> results;
@@ -439,7 +456,8 @@ class ExportedProgramImporter {
       }
     }
 
-    const NodeId id = graph_.add_node(schema.operator_name().name, inputs, output_types, flags_of(schema),
+    const NodeId id = graph_.add_node(schema.operator_name().name, inputs, output_types,
+                                      node_flags(schema.operator_name().name, &schema, false),
                                       std::make_shared<DispatcherNodeOp>(op, std::move(slots), std::move(results)));
     graph_.set_source(id, source_, std::move(constants));
     const auto& values = graph_.node(id).outputs;
@@ -481,12 +499,6 @@ class ExportedProgramImporter {
     return false;
   }
 
-  static std::string summary(const c10::IValue& value) {
-    if (value.isTensor()) return fmt::format("Tensor{}", c10::str(value.toTensor().sizes()));
-    std::string text = c10::str(value);
-    return text.size() > 40 ? text.substr(0, 37) + "..." : text;
-  }
-
   // The innermost "File "...", line N" of an FX stack trace that is a real file (FX's generated
   // code is named "<eval_with_key>"): the model's own line.
   static std::string last_frame(const std::string& stack) {
@@ -497,26 +509,10 @@ class ExportedProgramImporter {
       if (end == std::string::npos || line == std::string::npos) break;
       const std::string file = stack.substr(at + 6, end - at - 6);
       const auto digits = stack.find_first_not_of("0123456789", line + 5);
-      if (!file.empty() && file[0] != '<') found = fmt::format("{}:{}", file, stack.substr(line + 5, digits - line - 5));
+      if (!file.empty() && file[0] != '<')
+        found = fmt::format("{}:{}", file, stack.substr(line + 5, digits - line - 5));
     }
     return found;
-  }
-
-  static std::uint32_t flags_of(const c10::FunctionSchema& schema) {
-    const OpTraits traits = op_traits(schema.operator_name().name);
-    std::uint32_t flags = traits.not_capturable ? std::uint32_t{kNotCapturable} : 0u;
-    bool new_tensor = false;
-    for (const auto& result : schema.returns()) {
-      if (result.alias_info() && !result.alias_info()->isWrite()) {
-        flags |= kView;
-      } else if (!result.alias_info() && result.type()->kind() != c10::TypeKind::IntType &&
-                 result.type()->kind() != c10::TypeKind::SymIntType) {
-        new_tensor = true;
-      }
-    }
-    if (schema.is_mutable()) flags |= kWritesInput;
-    if (traits.launches_kernel && (schema.is_mutable() || new_tensor)) flags |= kLaunchesKernel;
-    return flags;
   }
 
   static constexpr int kSchemaMajor = 8;
@@ -534,6 +530,8 @@ class ExportedProgramImporter {
 
 }  // namespace
 
-Graph import_exported_program(const std::string& path) { return ExportedProgramImporter(path).run(); }
+Graph import_exported_program(const std::string& path) {
+  return ExportedProgramImporter(path).run();
+}
 
 }  // namespace opara

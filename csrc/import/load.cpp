@@ -1,10 +1,9 @@
 #include "opara/load.h"
 
-#include <caffe2/serialize/inline_container.h>
-
 #include <filesystem>
 #include <fstream>
 
+#include "archive.h"
 #include "exported_program_import.h"
 #include "import_errors.h"
 #include "torchscript_import.h"
@@ -29,13 +28,7 @@ void check_file(const std::string& path) {
 // holds code/ and constants.pkl.
 ModelFormat detect_format(const std::string& path) {
   check_file(path);
-  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
-  try {
-    reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
-  } catch (const std::exception& error) {
-    fail_import(path, "not a PyTorch model archive ({}). The file is damaged or truncated, or not a model: "
-                "export it with torch.jit.save or torch.export.save", first_line(error));
-  }
+  const auto reader = open_archive(path);
   bool has_code = false;
   for (const std::string& record : reader->getAllRecords()) {
     if (record.rfind("models/", 0) == 0) return ModelFormat::kExportedProgram;
@@ -43,7 +36,8 @@ ModelFormat detect_format(const std::string& path) {
   }
   if (has_code && reader->hasRecord("constants.pkl")) return ModelFormat::kTorchScript;
   if (reader->hasRecord("data.pkl")) {
-    fail_import(path, "a torch.save file (tensors or a state dict), not a model. Save the model with "
+    fail_import(path,
+                "a torch.save file (tensors or a state dict), not a model. Save the model with "
                 "torch.jit.save(torch.jit.trace(model, inputs)) or torch.export.save");
   }
   fail_import(path, "a zip archive that holds no TorchScript code and no exported program");

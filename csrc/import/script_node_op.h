@@ -22,8 +22,8 @@ class ScriptNodeOp final : public NodeOp {
   [[nodiscard]] std::shared_ptr<const NodeOp> to(c10::Device device) const override;
 
  private:
-  std::shared_ptr<torch::jit::Graph> owner_;  // some Operations refer to their node's types
-  mutable torch::jit::Operation operation_;  // its call operator is not const; it holds no run state
+  std::shared_ptr<torch::jit::Graph> owner_;           // some Operations refer to their node's types
+  mutable torch::jit::Operation operation_;            // its call operator is not const; it holds no run state
   std::vector<std::optional<c10::IValue>> arguments_;  // nullopt: next runtime input
 };
 

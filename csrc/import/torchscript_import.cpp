@@ -12,11 +12,12 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include <algorithm>
 #include <unordered_map>
 
-#include "../graph/op_table.h"
 #include "container_ops.h"
 #include "import_errors.h"
+#include "node_properties.h"
 #include "script_node_op.h"
 
 namespace opara {
@@ -39,40 +40,6 @@ std::string located(const Node* node) {
   const std::string where = source_of(node);
   const std::string kind = node->kind().toQualString();
   return where.empty() ? kind : kind + " at " + where;
-}
-
-std::string short_repr(const c10::IValue& value) {
-  if (value.isTensor()) {
-    const at::Tensor& tensor = value.toTensor();
-    return fmt::format("Tensor{}", c10::str(tensor.sizes()));
-  }
-  std::string text = c10::str(value);
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return text;
-}
-
-// Flags from the op's schema (views, in-place writes) and the op table.
-std::uint32_t flags_of(const Node* node) {
-  const OpTraits traits = op_traits(node->kind().toQualString());
-  std::uint32_t flags = traits.not_capturable ? std::uint32_t{kNotCapturable} : 0u;
-  bool new_tensor = false;
-  bool writes = false;
-  if (const c10::FunctionSchema* schema = node->maybeSchema()) {
-    writes = schema->is_mutable();
-    for (const auto& result : schema->returns()) {
-      const bool tensor_like = result.type()->kind() == c10::TypeKind::TensorType;
-      if (result.alias_info() && !result.alias_info()->isWrite()) {
-        flags |= kView;
-      } else if (tensor_like && !result.alias_info()) {
-        new_tensor = true;
-      }
-    }
-  } else {
-    for (const Value* output : node->outputs()) new_tensor |= output->type()->kind() == c10::TypeKind::TensorType;
-  }
-  if (writes) flags |= kWritesInput;
-  if (traits.launches_kernel && (writes || new_tensor)) flags |= kLaunchesKernel;
-  return flags;
 }
 
 class TorchScriptImporter {
@@ -99,8 +66,10 @@ class TorchScriptImporter {
     try {
       return torch::jit::load(path_);
     } catch (const std::exception& error) {
-      fail_import(path_, "not a loadable TorchScript archive ({}). Re-export it with torch.jit.trace or "
-                  "torch.jit.script and torch.jit.save, using torch 2.11", first_line(error));
+      fail_import(path_,
+                  "not a loadable TorchScript archive ({}). Re-export it with torch.jit.trace or "
+                  "torch.jit.script and torch.jit.save, using torch 2.11",
+                  first_line(error));
     }
   }
 
@@ -109,8 +78,10 @@ class TorchScriptImporter {
     try {
       return torch::jit::freeze_module(module);
     } catch (const std::exception& error) {
-      fail_import(path_, "freezing the module failed ({}). opara needs a module whose attributes do not "
-                  "change in forward()", first_line(error));
+      fail_import(path_,
+                  "freezing the module failed ({}). opara needs a module whose attributes do not "
+                  "change in forward()",
+                  first_line(error));
     }
   }
 
@@ -118,8 +89,10 @@ class TorchScriptImporter {
     const auto inputs = script_graph_->inputs();
     if (!inputs.empty() && inputs[0]->hasUses()) {
       const Node* user = inputs[0]->uses().front().user;
-      fail_import(path_, "{} still reads the module after freezing. opara needs forward() to use only "
-                  "parameters and constants of the module", located(user));
+      fail_import(path_,
+                  "{} still reads the module after freezing. opara needs forward() to use only "
+                  "parameters and constants of the module",
+                  located(user));
     }
     for (std::size_t i = 1; i < inputs.size(); ++i) {
       values_[inputs[i]] = graph_.add_input(inputs[i]->debugName(), inputs[i]->type()->str());
@@ -135,22 +108,28 @@ class TorchScriptImporter {
     if (fold_constant_container(node)) return;
     const std::string where = source_of(node);
     if (kind == c10::prim::If || kind == c10::prim::Loop) {
-      fail_import(path_, "{}: data-dependent control flow survives freezing. opara runs straight-line "
+      fail_import(path_,
+                  "{}: data-dependent control flow survives freezing. opara runs straight-line "
                   "graphs: trace the model (torch.jit.trace records the path taken) or move the branch out "
-                  "of forward()", located(node));
+                  "of forward()",
+                  located(node));
     }
     if (!node->blocks().empty() || kind == c10::prim::CallMethod || kind == c10::prim::CallFunction ||
         kind == c10::prim::GetAttr || kind == c10::prim::SetAttr) {
-      fail_import(path_, "{} cannot be executed node by node. Trace the model with torch.jit.trace so "
-                  "that it holds only operators", located(node));
+      fail_import(path_,
+                  "{} cannot be executed node by node. Trace the model with torch.jit.trace so "
+                  "that it holds only operators",
+                  located(node));
     }
     std::optional<torch::jit::Operation> operation;
     try {
       operation = container_operation(node);
       if (!operation) operation.emplace(node->getOperation());
     } catch (const std::exception& error) {
-      fail_import(path_, "{} has no implementation in this LibTorch ({}). Load the library that "
-                  "defines it before loading the model, or export without it", located(node), first_line(error));
+      fail_import(path_,
+                  "{} has no implementation in this LibTorch ({}). Load the library that "
+                  "defines it before loading the model, or export without it",
+                  located(node), first_line(error));
     }
     std::vector<std::optional<c10::IValue>> arguments;
     std::vector<ValueId> inputs;
@@ -158,7 +137,7 @@ class TorchScriptImporter {
     for (std::size_t i = 0; i < node->inputs().size(); ++i) {
       Value* input = node->inputs()[i];
       if (auto constant = constants_.find(input); constant != constants_.end()) {
-        constants += fmt::format("{}{}={}", constants.empty() ? "" : ", ", i, short_repr(constant->second));
+        constants += fmt::format("{}{}={}", constants.empty() ? "" : ", ", i, constant_summary(constant->second));
         arguments.emplace_back(constant->second);
       } else {
         inputs.push_back(values_.at(input));
@@ -168,8 +147,12 @@ class TorchScriptImporter {
     std::vector<std::string> output_types;
     for (const Value* output : node->outputs()) output_types.push_back(output->type()->str());
     auto op = std::make_shared<ScriptNodeOp>(script_graph_, std::move(*operation), std::move(arguments));
-    const NodeId id = graph_.add_node(kind.toQualString(), std::move(inputs), std::move(output_types),
-                                      flags_of(node), std::move(op));
+    const NodeId id = graph_.add_node(
+        kind.toQualString(), std::move(inputs), std::move(output_types),
+        node_flags(kind.toQualString(), node->maybeSchema(),
+                   std::any_of(node->outputs().begin(), node->outputs().end(),
+                               [](const Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; })),
+        std::move(op));
     graph_.set_source(id, where, std::move(constants));
     script_nodes_.push_back(node);
     for (std::size_t i = 0; i < node->outputs().size(); ++i) {
@@ -204,7 +187,7 @@ class TorchScriptImporter {
             script_graph_, [constant](torch::jit::Stack& stack) { stack.push_back(constant); },
             std::vector<std::optional<c10::IValue>>{});
         const NodeId id = graph_.add_node("prim::Constant", {}, {output->type()->str()}, 0, std::move(op));
-        graph_.set_source(id, "", short_repr(constant));
+        graph_.set_source(id, "", constant_summary(constant));
         values_[output] = graph_.node(id).outputs[0];
         script_nodes_.push_back(output->node());
       }
@@ -243,11 +226,13 @@ class TorchScriptImporter {
   Graph graph_;
   std::unordered_map<const Value*, ValueId> values_;
   std::unordered_map<const Value*, c10::IValue> constants_;  // prim::Constant and folded containers
-  std::vector<Node*> script_nodes_;  // by NodeId
+  std::vector<Node*> script_nodes_;                          // by NodeId
 };
 
 }  // namespace
 
-Graph import_torchscript(const std::string& path) { return TorchScriptImporter(path).run(); }
+Graph import_torchscript(const std::string& path) {
+  return TorchScriptImporter(path).run();
+}
 
 }  // namespace opara

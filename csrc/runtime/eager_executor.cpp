@@ -1,10 +1,10 @@
 #include "opara/eager_executor.h"
 
 #include <ATen/ATen.h>
-#include <algorithm>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
+#include <algorithm>
 
 #include "../import/import_errors.h"
 #include "node_op.h"
@@ -17,7 +17,8 @@ EagerExecutor::EagerExecutor(const Graph& graph, c10::Device device)
     : graph_(graph), device_(device), program_order_(topological_order(graph)) {
   ops_.reserve(graph_.size());
   for (const Node& node : graph_.nodes()) {
-    if (!node.op) throw Error(fmt::format("{}: {} has no operation to run", graph_.source_path, graph_.describe(node.id)));
+    if (!node.op)
+      throw Error(fmt::format("{}: {} has no operation to run", graph_.source_path, graph_.describe(node.id)));
     ops_.push_back(device.is_cpu() ? node.op : node.op->to(device));
   }
 }

@@ -68,7 +68,8 @@ ModelSpec read_model_spec(const std::string& json_path) {
       spec.inputs.push_back(std::move(in));
     }
     if (json.contains("reference")) {
-      spec.reference = (std::filesystem::path(json_path).parent_path() / json.at("reference").get<std::string>()).string();
+      spec.reference =
+          (std::filesystem::path(json_path).parent_path() / json.at("reference").get<std::string>()).string();
     }
   } catch (const Error&) {
     throw;

@@ -11,6 +11,9 @@ c10::IValue move_tensors(const c10::IValue& value, c10::Device device) {
     const at::Tensor& tensor = value.toTensor();
     return tensor.unsafeGetTensorImpl()->is_wrapped_number() ? value : c10::IValue(tensor.to(device));
   }
+  // Tracing and export record the example's device ("cpu") in factory calls (arange, zeros,
+  // ones): on another device they must create tensors there, or the next op mixes devices.
+  if (value.isDevice() && value.toDevice().is_cpu()) return device;
   if (value.isTensorList()) {
     c10::List<at::Tensor> list;
     for (const at::Tensor& tensor : value.toTensorVector()) list.push_back(tensor.to(device));

@@ -22,7 +22,8 @@ class NodeOp {
   [[nodiscard]] virtual std::shared_ptr<const NodeOp> to(c10::Device device) const = 0;
 };
 
-// Moves every tensor inside `value` (lists and tuples included) to `device`.
+// Moves every tensor inside `value` (lists and tuples included) to `device`, and turns a CPU
+// device constant into `device`; wrapped numbers stay CPU scalars.
 c10::IValue move_tensors(const c10::IValue& value, c10::Device device);
 
 }  // namespace opara

@@ -57,7 +57,7 @@ struct Node {
 struct Value {
   ValueId id = -1;
   std::string name;
-  std::string type;          // "Tensor", "int[]", ...
+  std::string type;           // "Tensor", "int[]", ...
   NodeId producer = kNoNode;  // kNoNode for graph inputs
   std::vector<NodeId> users;  // in program order; a node that reads it twice appears once
 };

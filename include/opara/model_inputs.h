@@ -16,7 +16,7 @@ namespace opara {
 struct InputSpec {
   std::string name;
   std::vector<std::int64_t> shape;
-  std::string dtype;  // "float32", "int64", ...
+  std::string dtype;                                           // "float32", "int64", ...
   std::optional<std::pair<std::int64_t, std::int64_t>> range;  // [low, high) for integer inputs
 };
 

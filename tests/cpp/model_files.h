@@ -23,10 +23,10 @@ std::string scratch_path(const std::string& file_name);
 }  // namespace opara::testing
 
 // Skips the test, saying how to make the model, when it has not been exported.
-#define OPARA_REQUIRE_MODEL(name)                                                                       \
-  do {                                                                                                  \
-    if (!::opara::testing::model_exported(name)) {                                                      \
+#define OPARA_REQUIRE_MODEL(name)                                                              \
+  do {                                                                                         \
+    if (!::opara::testing::model_exported(name)) {                                             \
       GTEST_SKIP() << "model " << (name) << " is not exported: run scripts/export_models.py (" \
-                   << ::opara::testing::model_path(name, "pt") << ")";                                   \
-    }                                                                                                   \
+                   << ::opara::testing::model_path(name, "pt") << ")";                         \
+    }                                                                                          \
   } while (false)

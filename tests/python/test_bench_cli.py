@@ -114,3 +114,12 @@ def test_cuda_without_a_gpu_says_so(bench):
     result = bench("run", "--model", model_file("chain", "pt"), "--device", "cuda", check=False)
     assert result.returncode == 1
     assert "no CUDA GPU" in result.stderr
+
+
+def test_info_writes_the_graph_as_dot(bench, tmp_path):
+    dot = tmp_path / "inplace.dot"
+    bench("info", "--model", model_file("inplace", "pt2"), "--dot", dot)
+    text = dot.read_text()
+    assert text.startswith("digraph")
+    assert "[style=dashed]" in text  # the ordering edges of the in-place writes
+    assert "aten::relu_" in text

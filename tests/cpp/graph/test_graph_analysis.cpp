@@ -16,7 +16,9 @@ using testing::random_dag;
 
 //   0 -> 1 -> 3
 //   0 -> 2 -> 3
-Graph diamond() { return graph_from_edges(4, {{0, 1}, {0, 2}, {1, 3}, {2, 3}}); }
+Graph diamond() {
+  return graph_from_edges(4, {{0, 1}, {0, 2}, {1, 3}, {2, 3}});
+}
 
 // Largest antichain by trying every subset: the definition, for graphs of up to ~14 nodes.
 std::size_t brute_force_width(const Graph& graph) {

@@ -16,7 +16,9 @@
 namespace opara {
 namespace {
 
-std::string fixture(const std::string& name) { return testing::fixture_path(name); }
+std::string fixture(const std::string& name) {
+  return testing::fixture_path(name);
+}
 
 // The message load() throws for `path`; fails the test when nothing is thrown.
 std::string load_error(const std::string& path) {
@@ -33,7 +35,9 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
-MATCHER_P(Contains, text, "") { return arg.find(text) != std::string::npos; }
+MATCHER_P(Contains, text, "") {
+  return arg.find(text) != std::string::npos;
+}
 
 TEST(LoadErrors, MissingFile) {
   const std::string message = load_error("/nonexistent/model.pt");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <torch/cuda.h>
 
 #include "model_files.h"
 #include "opara/eager_executor.h"
@@ -45,7 +46,8 @@ TEST_P(MatchesForward, OutputsAreBitwiseTheModelsOwn) {
   const auto outputs = flatten_tensors(executor.run(inputs));
   // The exporter's record of the format's own forward (the exported program's module for .pt2).
   EXPECT_TRUE(bitwise_equal(outputs, c.extension == "pt" ? reference.outputs_pt : reference.outputs_pt2))
-      << "max |diff| " << max_abs_difference(outputs, c.extension == "pt" ? reference.outputs_pt : reference.outputs_pt2);
+      << "max |diff| "
+      << max_abs_difference(outputs, c.extension == "pt" ? reference.outputs_pt : reference.outputs_pt2);
   if (c.extension == "pt") {
     // And the TorchScript module's forward run here, in this process.
     EXPECT_TRUE(bitwise_equal(outputs, torchscript_forward(path, reference.inputs)));
@@ -97,6 +99,25 @@ TEST(EagerExecutor, AFailingNodeIsNamed) {
     } catch (const Error& error) {
       EXPECT_THAT(error.what(), HasSubstr("node 0 (aten::"));
       EXPECT_THAT(error.what(), HasSubstr("inplace_b1"));
+    }
+  }
+}
+
+// The same executor on the GPU: kernels differ from the CPU's, so outputs are compared with a
+// tolerance (TF32 is off by default in LibTorch for matmuls, so float32 stays close).
+TEST(EagerExecutorCuda, MatchesTheReferenceWithinTolerance) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible: the CUDA eager path is not run here";
+  for (const char* model : {"inplace", "branchy", "googlenet", "bert_base"}) {
+    OPARA_REQUIRE_MODEL(model);
+    const Reference reference = load_reference(testing::model_path(model, "ref.pt"));
+    const std::vector<c10::IValue> inputs(reference.inputs.begin(), reference.inputs.end());
+    for (const char* extension : {"pt", "pt2"}) {
+      EagerExecutor executor(load(testing::model_path(model, extension)), c10::Device(c10::kCUDA, 0));
+      const auto outputs = flatten_tensors(executor.run(inputs));
+      ASSERT_FALSE(outputs.empty());
+      EXPECT_TRUE(outputs[0].is_cuda()) << model << "." << extension;
+      const auto& expected = std::string(extension) == "pt" ? reference.outputs_pt : reference.outputs_pt2;
+      EXPECT_LT(max_abs_difference(outputs, expected), 1e-3) << model << "." << extension;
     }
   }
 }
