@@ -66,10 +66,17 @@ class TorchScriptImporter {
     try {
       return torch::jit::load(path_);
     } catch (const std::exception& error) {
+      const std::string reason = first_line(error);
+      if (reason.find("Unknown builtin op") != std::string::npos) {
+        fail_import(path_,
+                    "the model calls an operator this LibTorch does not register ({}). Load the library that "
+                    "defines it before loading the model, or export the model without it",
+                    reason);
+      }
       fail_import(path_,
                   "not a loadable TorchScript archive ({}). Re-export it with torch.jit.trace or "
                   "torch.jit.script and torch.jit.save, using torch 2.11",
-                  first_line(error));
+                  reason);
     }
   }
 
@@ -102,7 +109,9 @@ class TorchScriptImporter {
   void add_node(Node* node) {
     const auto kind = node->kind();
     if (kind == c10::prim::Constant) {  // folded into the nodes that read it
-      constants_[node->output()] = *torch::jit::toIValue(node->output());
+      auto constant = torch::jit::toIValue(node->output());
+      if (!constant) fail_import(path_, "{} holds a constant opara cannot read", located(node));
+      constants_[node->output()] = std::move(*constant);
       return;
     }
     if (fold_constant_container(node)) return;
