@@ -5,6 +5,8 @@ OPARA_BUILD="${OPARA_BUILD:-$OPARA_ROOT/build}"
 OPARA_MODELS="${OPARA_MODELS:-$OPARA_ROOT/torchscript_models}"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/opara/ccache}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+# Paths relative to the checkout, so that clones in other folders (CI) hit the same cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$OPARA_ROOT}"
 OPARA_PYTHON="$OPARA_VENV/bin/python"
 
 say() { printf '[opara] %s\n' "$*" >&2; }
