@@ -260,15 +260,8 @@ class ExportedProgramImporter {
   ArgumentSlot to_slot(const ep::Argument& arg, std::vector<ValueId>& inputs) {
     using Tag = ep::Argument::Tag;
     ArgumentSlot slot;
-    auto tensor_position = [&](const std::string& name) -> std::optional<int> {
-      if (auto found = values_.find(name); found != values_.end()) {
-        inputs.push_back(found->second);
-        return static_cast<int>(inputs.size()) - 1;
-      }
-      return std::nullopt;
-    };
     auto runtime_or_constant = [&](const std::string& name) {
-      if (auto position = tensor_position(name)) {
+      if (auto position = runtime_position(name, inputs)) {
         slot.kind = ArgumentSlot::Kind::kValue;
         slot.positions = {*position};
       } else {
@@ -344,11 +337,17 @@ class ExportedProgramImporter {
     return slot;
   }
 
+  // When `name` is a value computed in the graph, appends it to `inputs` and returns its position
+  // there; nullopt for a parameter or constant.
+  std::optional<int> runtime_position(const std::string& name, std::vector<ValueId>& inputs) {
+    auto found = values_.find(name);
+    if (found == values_.end()) return std::nullopt;
+    inputs.push_back(found->second);
+    return static_cast<int>(inputs.size()) - 1;
+  }
+
   int list_position(const std::string& name, std::vector<ValueId>& inputs) {
-    if (auto found = values_.find(name); found != values_.end()) {
-      inputs.push_back(found->second);
-      return static_cast<int>(inputs.size()) - 1;
-    }
+    if (auto position = runtime_position(name, inputs)) return *position;
     throw Error(fmt::format("a parameter ({}) inside a tensor list", name));
   }
 
@@ -380,7 +379,9 @@ class ExportedProgramImporter {
     for (const c10::Argument& formal : schema.arguments()) {
       ArgumentSlot slot;
       const std::size_t first_input = inputs.size();
-      if (auto found = given.find(formal.name()); found != given.end()) {
+      auto found = given.find(formal.name());
+      const bool written_in_node = found != given.end();  // not a schema default
+      if (written_in_node) {
         try {
           slot = to_slot(*found->second, inputs);
         } catch (const Error& error) {
@@ -399,7 +400,7 @@ class ExportedProgramImporter {
                     "LibTorch's schema {}",
                     where, formal.name(), c10::toString(schema));
       }
-      if (slot.kind == ArgumentSlot::Kind::kConstant && !slot.constant.isNone() && found_in_node(node, formal.name())) {
+      if (slot.kind == ArgumentSlot::Kind::kConstant && !slot.constant.isNone() && written_in_node) {
         constants +=
             fmt::format("{}{}={}", constants.empty() ? "" : ", ", formal.name(), constant_summary(slot.constant));
       }
@@ -490,13 +491,6 @@ class ExportedProgramImporter {
     at::Tensor wrapped = at::scalar_to_tensor(slot.constant.toScalar());
     wrapped.unsafeGetTensorImpl()->set_wrapped_number(true);
     slot.constant = wrapped;
-  }
-
-  static bool found_in_node(const ep::Node& node, const std::string& name) {
-    for (const auto& named : node.get_inputs()) {
-      if (named.get_name() == name) return true;
-    }
-    return false;
   }
 
   // The innermost "File "...", line N" of an FX stack trace that is a real file (FX's generated

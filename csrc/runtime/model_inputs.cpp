@@ -93,7 +93,7 @@ std::vector<InputSpec> parse_input_shapes(const std::string& text) {
       throw Error(fmt::format("--input-shape '{}': write SHAPE or NAME:SHAPE[:DTYPE], e.g. x:1x3x224x224", entry));
     }
     InputSpec spec{parts[0], {}, parts.size() == 3 ? parts[2] : "float32", std::nullopt};
-    dtype_of(spec.dtype, "--input-shape");
+    const c10::ScalarType dtype = dtype_of(spec.dtype, "--input-shape");
     std::stringstream dims(parts[1]);
     for (std::string dim; std::getline(dims, dim, 'x');) {
       std::size_t used = 0;
@@ -107,7 +107,7 @@ std::vector<InputSpec> parse_input_shapes(const std::string& text) {
       }
       spec.shape.push_back(size);
     }
-    if (!c10::isFloatingType(dtype_of(spec.dtype, "--input-shape"))) spec.range = std::make_pair(0, 2);
+    if (!c10::isFloatingType(dtype)) spec.range = std::make_pair(0, 2);
     specs.push_back(std::move(spec));
   }
   if (specs.empty()) throw Error("--input-shape is empty; write e.g. 1x3x224x224");
