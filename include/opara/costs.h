@@ -1,0 +1,43 @@
+#pragma once
+
+// Where Alg. 2's resource demands and compute/memory classes come from.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "opara/export.h"
+#include "opara/graph.h"
+#include "opara/plan.h"
+
+namespace opara {
+
+// What one run on example inputs tells about a node's tensors.
+struct NodeShapes {
+  std::vector<std::vector<std::int64_t>> inputs;   // each runtime tensor input's sizes
+  std::vector<std::vector<std::int64_t>> outputs;  // each tensor output's sizes
+  std::vector<std::int64_t> input_element_bytes;   // parallel to `inputs`
+  std::vector<std::int64_t> output_element_bytes;  // parallel to `outputs`
+  std::vector<std::vector<std::int64_t>> constants;  // folded constant tensors (weights), sizes
+  std::int64_t constant_bytes = 0;
+};
+
+// FLOPs per byte above which an operator counts as compute-bound. 16 sits near the FP32 ridge of
+// recent data-centre GPUs (H100/H200: about 67 TFLOP/s over 3.4-4.8 TB/s).
+inline constexpr double kDefaultRidgePoint = 16.0;
+
+// The static estimate. Bytes: every tensor read or written, weights included (views move none).
+// FLOPs: 2*M*N*K for matrix products and convolutions (K from the input and weight shapes), one
+// per output element otherwise. Class: the op table's (csrc/schedule/op_classes.cpp), and a
+// compute-class op whose FLOPs per byte fall below `ridge_point` counts as memory-bound.
+// Demand: the roofline cost max(bytes, FLOPs / ridge_point), in bytes.
+// `shapes` empty: classes from the table alone and equal demands.
+OPARA_API std::vector<NodeCost> estimate_costs(const Graph& graph, const std::vector<NodeShapes>& shapes,
+                                               double ridge_point = kDefaultRidgePoint);
+
+// Costs from a recorded profile (JSON: {"nodes": [{"id", "kind", "class": "compute"|"memory",
+// "demand"}...]}, written by the profiler). Throws opara::Error naming the file and the node when
+// the profile does not belong to this graph.
+OPARA_API std::vector<NodeCost> costs_from_profile(const Graph& graph, const std::string& path);
+
+}  // namespace opara

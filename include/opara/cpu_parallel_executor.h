@@ -1,0 +1,46 @@
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "opara/export.h"
+#include "opara/graph.h"
+#include "opara/plan.h"
+
+namespace opara {
+
+struct CpuExecutorOptions {
+  // Intra-op threads of each worker; 0: the machine's cores divided by the streams, at least 1.
+  int intra_op_threads = 0;
+  // Non-zero: before each node a worker yields or sleeps a few microseconds at random, from this
+  // seed, so that tests see many thread interleavings.
+  std::uint64_t jitter_seed = 0;
+};
+
+// Executes a Plan on the CPU: each stream becomes a host worker that runs its nodes in launch
+// order; events become one-shot latches. Nodes that launch no kernel run on whichever worker needs
+// their result first. Outputs equal EagerExecutor's bit for bit.
+class OPARA_API CpuParallelExecutor {
+ public:
+  // Checks the plan (require_valid) and starts one worker thread per stream beyond the first; the
+  // calling thread plays stream 0.
+  CpuParallelExecutor(const Graph& graph, Plan plan, CpuExecutorOptions options = {});
+  ~CpuParallelExecutor();
+  CpuParallelExecutor(const CpuParallelExecutor&) = delete;
+  CpuParallelExecutor& operator=(const CpuParallelExecutor&) = delete;
+
+  // Throws opara::Error for a wrong input count, or naming the node that failed.
+  std::vector<c10::IValue> run(const std::vector<c10::IValue>& inputs);
+
+  [[nodiscard]] const Plan& plan() const;
+  [[nodiscard]] int intra_op_threads() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace opara

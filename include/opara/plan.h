@@ -1,0 +1,97 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "opara/export.h"
+#include "opara/graph.h"
+
+namespace opara {
+
+// Stream of a node that launches no kernel (views, shape and container ops): such nodes run on the
+// host in launch order, open no stream and cost no event.
+inline constexpr int kNoStream = -1;
+
+// Which stream each node runs on.
+enum class StreamPolicy : std::uint8_t {
+  kOpara,          // Opara Alg. 1: inherit the stream of a predecessor of which the node is the first successor
+  kOparaUnhanded,  // the published repository's later rule: the first predecessor that has not handed its stream on
+  kNimble,         // Nimble: minimum path cover of the transitive reduction (Hopcroft-Karp)
+  kSingle,         // one stream: the sequential CUDA graph
+};
+
+// In which order the host launches the nodes.
+enum class OrderPolicy : std::uint8_t {
+  kTopological,  // program order
+  kOpara,        // Opara Alg. 2: alternate memory- and compute-bound ready nodes, smallest demand first
+};
+
+// What an operator is bound by on the GPU; decides which of Alg. 2's ready lists it joins.
+enum class OpClass : std::uint8_t { kCompute, kMemory };
+
+// What the launch order needs to know of a node: from a profile, or estimated from shapes.
+struct NodeCost {
+  OpClass op_class = OpClass::kMemory;
+  double demand = 0;  // resource demand; only comparisons between nodes of one graph matter
+};
+
+struct PlanOptions {
+  StreamPolicy streams = StreamPolicy::kOpara;
+  OrderPolicy order = OrderPolicy::kOpara;
+  int max_streams = 0;  // 0: as many as the policy opens; past the cap streams are merged
+};
+
+// A schedule for one graph: plain data, computed without a GPU, checked by validate() and
+// executed by the CPU parallel executor and the CUDA graph capturer alike.
+//
+// Execution model: the host walks `launch_order`; before a node it waits on the events of the
+// nodes in `waits[node]`, then launches the node on `stream_of[node]`, then records the node's
+// event when `records[node]`. Each stream runs its nodes in launch order.
+struct OPARA_API Plan {
+  StreamPolicy stream_policy = StreamPolicy::kOpara;
+  OrderPolicy order_policy = OrderPolicy::kTopological;
+  int max_streams = 0;
+  std::string cost_source;  // "profile", "shapes" or "none": where the demands came from
+
+  int stream_count = 0;
+  std::vector<int> stream_of;               // by node id; kNoStream for nodes that launch no kernel
+  std::vector<NodeId> launch_order;         // every node once, topological
+  std::vector<std::vector<NodeId>> waits;   // by node id: nodes whose events it waits on, on its stream
+  std::vector<std::uint8_t> records;        // by node id: 1 when an event is recorded after it
+  std::size_t events_unreduced = 0;         // cross-stream dependencies, one wait each, before reduction
+
+  [[nodiscard]] std::size_t wait_count() const;   // events waited on, after reduction
+  [[nodiscard]] std::size_t event_count() const;  // events recorded
+  // Each stream's nodes, in launch order.
+  [[nodiscard]] std::vector<std::vector<NodeId>> stream_nodes() const;
+
+  bool operator==(const Plan& other) const;
+};
+
+// Allocation, launch order and events under `options`. `costs` (one per node, or empty) drive
+// Alg. 2; empty costs take every node as memory-bound with equal demand.
+OPARA_API Plan make_plan(const Graph& graph, const PlanOptions& options, const std::vector<NodeCost>& costs = {});
+
+// Every problem with `plan` for `graph`, each naming the nodes involved; empty when the plan is
+// correct: launch order topological, every dependency between kernel nodes ordered by its stream
+// or by a wait on an event recorded earlier in launch order (which also rules out deadlock: every
+// wait then refers to a node launched before it).
+OPARA_API std::vector<std::string> validate(const Graph& graph, const Plan& plan);
+// Throws opara::Error listing the problems, if any.
+OPARA_API void require_valid(const Graph& graph, const Plan& plan);
+
+OPARA_API std::string to_json(const Plan& plan);
+// Throws opara::Error on malformed JSON or a plan of the wrong size.
+OPARA_API Plan plan_from_json(std::string_view json);
+
+OPARA_API std::string_view to_string(StreamPolicy policy);
+OPARA_API std::string_view to_string(OrderPolicy policy);
+OPARA_API std::string_view to_string(OpClass op_class);
+// Throw opara::Error naming the accepted words.
+OPARA_API StreamPolicy parse_stream_policy(std::string_view text);
+OPARA_API OrderPolicy parse_order_policy(std::string_view text);
+
+}  // namespace opara

@@ -1,0 +1,43 @@
+#pragma once
+
+// The stages make_plan() chains, exposed for tests, benchmarks and custom pipelines.
+
+#include <cstddef>
+#include <vector>
+
+#include "opara/export.h"
+#include "opara/graph.h"
+#include "opara/plan.h"
+
+namespace opara {
+
+// Launch order under `policy`; `costs` as for make_plan().
+OPARA_API std::vector<NodeId> launch_order(const Graph& graph, OrderPolicy policy,
+                                           const std::vector<NodeCost>& costs = {});
+
+struct StreamAssignment {
+  std::vector<int> stream_of;  // by node id; kNoStream for nodes that launch no kernel
+  int stream_count = 0;
+};
+
+// Streams under `policy`, visiting nodes in `order` (a topological order; Opara's rules depend on
+// it, Nimble's and single's do not).
+OPARA_API StreamAssignment allocate_streams(const Graph& graph, StreamPolicy policy, const std::vector<NodeId>& order);
+
+// Merges streams until at most `max_streams` remain: a stream joins one whose nodes all come before
+// its own (no parallelism lost) when there is one, the least loaded otherwise. Any merge is safe:
+// one stream runs its nodes in launch order, which is topological.
+OPARA_API void cap_streams(const Graph& graph, StreamAssignment& streams, int max_streams,
+                           const std::vector<NodeId>& order);
+
+struct EventPlan {
+  std::vector<std::vector<NodeId>> waits;  // by node id
+  std::vector<std::uint8_t> records;       // by node id
+  std::size_t unreduced = 0;               // cross-stream dependencies before reduction
+};
+
+// One wait per cross-stream dependency between kernel nodes, then only those that same-stream
+// order and the other waits do not already imply.
+OPARA_API EventPlan plan_events(const Graph& graph, const std::vector<int>& stream_of, const std::vector<NodeId>& order);
+
+}  // namespace opara
