@@ -49,6 +49,33 @@ constexpr std::array kNotCapturable = {
     std::string_view{"prim::Print"},         std::string_view{"aten::_assert_async"},
 };
 
+// Operators whose FLOPs grow faster than their bytes: Opara's compute-intensive class. The cost
+// estimate still demotes one to memory-bound when its shapes give it little arithmetic per byte.
+constexpr std::array kComputeBound = {
+    std::string_view{"aten::conv1d"},
+    std::string_view{"aten::conv2d"},
+    std::string_view{"aten::conv3d"},
+    std::string_view{"aten::convolution"},
+    std::string_view{"aten::_convolution"},
+    std::string_view{"aten::conv_transpose1d"},
+    std::string_view{"aten::conv_transpose2d"},
+    std::string_view{"aten::conv_transpose3d"},
+    std::string_view{"aten::mkldnn_convolution"},
+    std::string_view{"aten::cudnn_convolution"},
+    std::string_view{"aten::linear"},
+    std::string_view{"aten::matmul"},
+    std::string_view{"aten::mm"},
+    std::string_view{"aten::bmm"},
+    std::string_view{"aten::addmm"},
+    std::string_view{"aten::baddbmm"},
+    std::string_view{"aten::addbmm"},
+    std::string_view{"aten::einsum"},
+    std::string_view{"aten::scaled_dot_product_attention"},
+    std::string_view{"aten::_scaled_dot_product_flash_attention"},
+    std::string_view{"aten::_scaled_dot_product_efficient_attention"},
+    std::string_view{"aten::_scaled_dot_product_cudnn_attention"},
+};
+
 template <std::size_t N>
 bool contains(const std::array<std::string_view, N>& table, std::string_view kind) {
   return std::find(table.begin(), table.end(), kind) != table.end();
@@ -57,7 +84,7 @@ bool contains(const std::array<std::string_view, N>& table, std::string_view kin
 }  // namespace
 
 OpTraits op_traits(std::string_view kind) {
-  return OpTraits{!contains(kNoKernel, kind), contains(kNotCapturable, kind)};
+  return OpTraits{!contains(kNoKernel, kind), contains(kNotCapturable, kind), contains(kComputeBound, kind)};
 }
 
 }  // namespace opara

@@ -9,6 +9,7 @@ namespace opara {
 struct OpTraits {
   bool launches_kernel = true;  // false for containers, metadata and shape queries
   bool not_capturable = false;  // synchronises with the host (.item(), nonzero, ...)
+  bool compute_bound = false;   // dense arithmetic (convolutions, matrix products); memory-bound otherwise
 };
 
 [[nodiscard]] OpTraits op_traits(std::string_view kind);

@@ -8,7 +8,7 @@ DispatcherNodeOp::DispatcherNodeOp(c10::OperatorHandle op, std::vector<ArgumentS
                                    std::vector<ResultUse> results)
     : op_(std::move(op)), arguments_(std::move(arguments)), results_(std::move(results)) {}
 
-void DispatcherNodeOp::run(std::vector<c10::IValue>& stack) const {
+std::vector<c10::IValue> DispatcherNodeOp::call_arguments(const std::vector<c10::IValue>& stack) const {
   std::vector<c10::IValue> call;
   call.reserve(arguments_.size());
   for (const ArgumentSlot& slot : arguments_) {
@@ -32,6 +32,11 @@ void DispatcherNodeOp::run(std::vector<c10::IValue>& stack) const {
       }
     }
   }
+  return call;
+}
+
+void DispatcherNodeOp::run(std::vector<c10::IValue>& stack) const {
+  std::vector<c10::IValue> call = call_arguments(stack);
   op_.callBoxed(call);
   stack.clear();
   for (std::size_t i = 0; i < results_.size(); ++i) {

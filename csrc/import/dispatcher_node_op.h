@@ -27,6 +27,7 @@ class DispatcherNodeOp final : public NodeOp {
   DispatcherNodeOp(c10::OperatorHandle op, std::vector<ArgumentSlot> arguments, std::vector<ResultUse> results);
 
   void run(std::vector<c10::IValue>& stack) const override;
+  [[nodiscard]] std::vector<c10::IValue> call_arguments(const std::vector<c10::IValue>& inputs) const override;
   [[nodiscard]] std::shared_ptr<const NodeOp> to(c10::Device device) const override;
 
  private:

@@ -8,13 +8,17 @@ ScriptNodeOp::ScriptNodeOp(std::shared_ptr<torch::jit::Graph> owner, torch::jit:
                            std::vector<std::optional<c10::IValue>> arguments)
     : owner_(std::move(owner)), operation_(std::move(operation)), arguments_(std::move(arguments)) {}
 
-void ScriptNodeOp::run(std::vector<c10::IValue>& stack) const {
+std::vector<c10::IValue> ScriptNodeOp::call_arguments(const std::vector<c10::IValue>& inputs) const {
   std::vector<c10::IValue> full;
   full.reserve(arguments_.size());
   std::size_t next = 0;
-  for (const auto& argument : arguments_) {
-    full.push_back(argument ? *argument : std::move(stack[next++]));
-  }
+  for (const auto& argument : arguments_) full.push_back(argument ? *argument : inputs.at(next++));
+  return full;
+}
+
+void ScriptNodeOp::run(std::vector<c10::IValue>& stack) const {
+  std::vector<c10::IValue> full = call_arguments(stack);
+  stack.clear();  // drop the extra references before running, as the interpreter would
   operation_(full);
   stack = std::move(full);
 }

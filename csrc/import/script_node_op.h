@@ -19,6 +19,7 @@ class ScriptNodeOp final : public NodeOp {
                std::vector<std::optional<c10::IValue>> arguments);
 
   void run(std::vector<c10::IValue>& stack) const override;
+  [[nodiscard]] std::vector<c10::IValue> call_arguments(const std::vector<c10::IValue>& inputs) const override;
   [[nodiscard]] std::shared_ptr<const NodeOp> to(c10::Device device) const override;
 
  private:

@@ -52,10 +52,12 @@ std::vector<c10::IValue> EagerExecutor::run(const std::vector<c10::IValue>& inpu
   std::size_t live = 0;
   peak_live_values_ = 0;
   std::vector<c10::IValue> stack;
+  std::vector<c10::IValue> observed_inputs;
   for (NodeId id : order) {
     const Node& node = graph_.node(id);
     stack.clear();
     for (ValueId input : node.inputs) stack.push_back(values[input]);
+    if (observer_) observed_inputs = stack;
     try {
       ops_[id]->run(stack);
     } catch (const std::exception& error) {
@@ -63,6 +65,7 @@ std::vector<c10::IValue> EagerExecutor::run(const std::vector<c10::IValue>& inpu
     }
     TORCH_INTERNAL_ASSERT(stack.size() == node.outputs.size(), "opara bug: ", graph_.describe(id), " produced ",
                           stack.size(), " values, the graph expects ", node.outputs.size());
+    if (observer_) observer_(id, observed_inputs, stack);
     for (std::size_t i = 0; i < node.outputs.size(); ++i) {
       const ValueId output = node.outputs[i];
       values[output] = std::move(stack[i]);

@@ -18,6 +18,12 @@ class NodeOp {
   // outputs (Node::outputs, in order).
   virtual void run(std::vector<c10::IValue>& stack) const = 0;
 
+  // The operator's full argument list for these runtime inputs, constants folded back in, in
+  // schema order: what cost estimates read weights and shapes from.
+  [[nodiscard]] virtual std::vector<c10::IValue> call_arguments(const std::vector<c10::IValue>& inputs) const {
+    return inputs;
+  }
+
   // The same operation with its constant tensors on `device`.
   [[nodiscard]] virtual std::shared_ptr<const NodeOp> to(c10::Device device) const = 0;
 };

@@ -12,14 +12,19 @@
 
 namespace opara {
 
+struct TensorShape {
+  std::vector<std::int64_t> sizes;
+  std::int64_t element_bytes = 0;
+  [[nodiscard]] std::int64_t numel() const;
+  [[nodiscard]] std::int64_t bytes() const { return numel() * element_bytes; }
+};
+
 // What one run on example inputs tells about a node's tensors.
 struct NodeShapes {
-  std::vector<std::vector<std::int64_t>> inputs;   // each runtime tensor input's sizes
-  std::vector<std::vector<std::int64_t>> outputs;  // each tensor output's sizes
-  std::vector<std::int64_t> input_element_bytes;   // parallel to `inputs`
-  std::vector<std::int64_t> output_element_bytes;  // parallel to `outputs`
-  std::vector<std::vector<std::int64_t>> constants;  // folded constant tensors (weights), sizes
-  std::int64_t constant_bytes = 0;
+  // The operator's call arguments in schema order, constants (weights) folded back in: the
+  // tensors of each argument (none for a non-tensor, several for a list).
+  std::vector<std::vector<TensorShape>> arguments;
+  std::vector<TensorShape> outputs;
 };
 
 // FLOPs per byte above which an operator counts as compute-bound. 16 sits near the FP32 ridge of

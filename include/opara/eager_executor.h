@@ -3,6 +3,7 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -26,6 +27,11 @@ class OPARA_API EagerExecutor {
   // Runs in `order`, which must be a topological order of the graph.
   std::vector<c10::IValue> run(const std::vector<c10::IValue>& inputs, const std::vector<NodeId>& order);
 
+  // Called after each node with the node's inputs and outputs (shape recording, debugging).
+  using Observer =
+      std::function<void(NodeId, const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs)>;
+  void set_observer(Observer observer) { observer_ = std::move(observer); }
+
   // The most intermediate values (node outputs) alive at once during the last run.
   [[nodiscard]] std::size_t peak_live_values() const { return peak_live_values_; }
   [[nodiscard]] const Graph& graph() const { return graph_; }
@@ -36,6 +42,7 @@ class OPARA_API EagerExecutor {
   std::vector<std::shared_ptr<const NodeOp>> ops_;  // by NodeId, constants on device_
   std::vector<NodeId> program_order_;
   std::size_t peak_live_values_ = 0;
+  Observer observer_;
 };
 
 }  // namespace opara

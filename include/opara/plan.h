@@ -57,11 +57,11 @@ struct OPARA_API Plan {
   std::string cost_source;  // "profile", "shapes" or "none": where the demands came from
 
   int stream_count = 0;
-  std::vector<int> stream_of;               // by node id; kNoStream for nodes that launch no kernel
-  std::vector<NodeId> launch_order;         // every node once, topological
-  std::vector<std::vector<NodeId>> waits;   // by node id: nodes whose events it waits on, on its stream
-  std::vector<std::uint8_t> records;        // by node id: 1 when an event is recorded after it
-  std::size_t events_unreduced = 0;         // cross-stream dependencies, one wait each, before reduction
+  std::vector<int> stream_of;              // by node id; kNoStream for nodes that launch no kernel
+  std::vector<NodeId> launch_order;        // every node once, topological
+  std::vector<std::vector<NodeId>> waits;  // by node id: nodes whose events it waits on, on its stream
+  std::vector<std::uint8_t> records;       // by node id: 1 when an event is recorded after it
+  std::size_t events_unreduced = 0;        // cross-stream dependencies, one wait each, before reduction
 
   [[nodiscard]] std::size_t wait_count() const;   // events waited on, after reduction
   [[nodiscard]] std::size_t event_count() const;  // events recorded

@@ -38,6 +38,7 @@ struct EventPlan {
 
 // One wait per cross-stream dependency between kernel nodes, then only those that same-stream
 // order and the other waits do not already imply.
-OPARA_API EventPlan plan_events(const Graph& graph, const std::vector<int>& stream_of, const std::vector<NodeId>& order);
+OPARA_API EventPlan plan_events(const Graph& graph, const std::vector<int>& stream_of,
+                                const std::vector<NodeId>& order);
 
 }  // namespace opara

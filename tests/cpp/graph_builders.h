@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <utility>
@@ -11,7 +12,9 @@ namespace opara::testing {
 
 // A graph with `count` nodes and the given edges (from < to), written inline: node i reads the
 // outputs of its predecessors, or the graph input when it has none.
-inline Graph graph_from_edges(int count, const std::vector<std::pair<int, int>>& edges) {
+// Nodes listed in `kernel_free` launch no kernel (a view, say).
+inline Graph graph_from_edges(int count, const std::vector<std::pair<int, int>>& edges,
+                              const std::vector<int>& kernel_free = {}) {
   Graph graph;
   const ValueId input = graph.add_input("x");
   std::vector<std::vector<ValueId>> reads(count);
@@ -20,13 +23,16 @@ inline Graph graph_from_edges(int count, const std::vector<std::pair<int, int>>&
     std::vector<ValueId> inputs;
     for (int from : reads[id]) inputs.push_back(graph.node(from).outputs[0]);
     if (inputs.empty()) inputs.push_back(input);
-    graph.add_node("op" + std::to_string(id), inputs, {"Tensor"});
+    const bool free = std::find(kernel_free.begin(), kernel_free.end(), id) != kernel_free.end();
+    graph.add_node(free ? "aten::view" : "op" + std::to_string(id), inputs, {"Tensor"},
+                   free ? std::uint32_t{kView} : std::uint32_t{kLaunchesKernel});
   }
   return graph;
 }
 
 // A random DAG: each forward pair is an edge with probability `density`.
-inline Graph random_dag(int count, double density, std::uint64_t seed) {
+// With `kernel_free_share` > 0, that share of the nodes launch no kernel.
+inline Graph random_dag(int count, double density, std::uint64_t seed, double kernel_free_share = 0) {
   std::mt19937_64 random(seed);
   std::bernoulli_distribution coin(density);
   std::vector<std::pair<int, int>> edges;
@@ -35,7 +41,14 @@ inline Graph random_dag(int count, double density, std::uint64_t seed) {
       if (coin(random)) edges.emplace_back(from, to);
     }
   }
-  return graph_from_edges(count, edges);
+  // Predecessors in a shuffled argument order, so "first successor" is not always the lowest id.
+  std::shuffle(edges.begin(), edges.end(), random);
+  std::vector<int> kernel_free;
+  std::bernoulli_distribution free_coin(kernel_free_share);
+  for (int id = 0; id < count; ++id) {
+    if (kernel_free_share > 0 && free_coin(random)) kernel_free.push_back(id);
+  }
+  return graph_from_edges(count, edges, kernel_free);
 }
 
 }  // namespace opara::testing

@@ -1,0 +1,38 @@
+#include "opara/record_shapes.h"
+
+#include <ATen/ATen.h>
+
+#include "node_op.h"
+#include "opara/eager_executor.h"
+
+namespace opara {
+namespace {
+
+void collect(const c10::IValue& value, std::vector<TensorShape>& into) {
+  if (value.isTensor()) {
+    const at::Tensor& tensor = value.toTensor();
+    into.push_back(TensorShape{tensor.sizes().vec(), static_cast<std::int64_t>(tensor.element_size())});
+  } else if (value.isTensorList() || value.isList() || value.isTuple()) {
+    const auto elements = value.isTuple() ? value.toTupleRef().elements().vec() : value.toListRef().vec();
+    for (const c10::IValue& element : elements) collect(element, into);
+  }
+}
+
+}  // namespace
+
+std::vector<NodeShapes> record_shapes(const Graph& graph, const std::vector<c10::IValue>& inputs) {
+  std::vector<NodeShapes> shapes(graph.size());
+  EagerExecutor executor(graph, c10::kCPU);
+  executor.set_observer(
+      [&](NodeId id, const std::vector<c10::IValue>& node_inputs, const std::vector<c10::IValue>& outputs) {
+        NodeShapes& node = shapes[id];
+        for (const c10::IValue& argument : graph.node(id).op->call_arguments(node_inputs)) {
+          collect(argument, node.arguments.emplace_back());
+        }
+        for (const c10::IValue& output : outputs) collect(output, node.outputs);
+      });
+  executor.run(inputs);
+  return shapes;
+}
+
+}  // namespace opara

@@ -1,0 +1,19 @@
+#pragma once
+
+// The planning stages on a prepared KernelDag, so make_plan() builds it once.
+
+#include <vector>
+
+#include "kernel_dag.h"
+#include "opara/schedule.h"
+
+namespace opara {
+
+StreamAssignment opara_streams(const KernelDag& dag, const std::vector<NodeId>& order, bool unhanded_rule);
+StreamAssignment nimble_streams(const KernelDag& dag, const std::vector<NodeId>& order);
+StreamAssignment allocate_streams(const KernelDag& dag, StreamPolicy policy, const std::vector<NodeId>& order);
+void cap_streams(const Graph& graph, const KernelDag& dag, StreamAssignment& streams, int max_streams,
+                 const std::vector<NodeId>& order);
+EventPlan plan_events(const KernelDag& dag, const std::vector<int>& stream_of, const std::vector<NodeId>& order);
+
+}  // namespace opara

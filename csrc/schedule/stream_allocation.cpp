@@ -1,0 +1,37 @@
+// Stream allocation under each policy, and the public entry points of the stages.
+#include "opara/error.h"
+#include "stages.h"
+
+namespace opara {
+
+StreamAssignment allocate_streams(const KernelDag& dag, StreamPolicy policy, const std::vector<NodeId>& order) {
+  switch (policy) {
+    case StreamPolicy::kOpara: return opara_streams(dag, order, /*unhanded_rule=*/false);
+    case StreamPolicy::kOparaUnhanded: return opara_streams(dag, order, /*unhanded_rule=*/true);
+    case StreamPolicy::kNimble: return nimble_streams(dag, order);
+    case StreamPolicy::kSingle: {
+      StreamAssignment result;
+      result.stream_of.assign(dag.launches_kernel.size(), kNoStream);
+      for (NodeId id = 0; id < static_cast<NodeId>(dag.launches_kernel.size()); ++id) {
+        if (dag.is_kernel(id)) result.stream_of[id] = 0;
+      }
+      result.stream_count = dag.kernel_count > 0 ? 1 : 0;
+      return result;
+    }
+  }
+  throw Error("opara bug: unknown stream policy");
+}
+
+StreamAssignment allocate_streams(const Graph& graph, StreamPolicy policy, const std::vector<NodeId>& order) {
+  return allocate_streams(kernel_dag(graph), policy, order);
+}
+
+void cap_streams(const Graph& graph, StreamAssignment& streams, int max_streams, const std::vector<NodeId>& order) {
+  cap_streams(graph, kernel_dag(graph), streams, max_streams, order);
+}
+
+EventPlan plan_events(const Graph& graph, const std::vector<int>& stream_of, const std::vector<NodeId>& order) {
+  return plan_events(kernel_dag(graph), stream_of, order);
+}
+
+}  // namespace opara

@@ -1,0 +1,135 @@
+// Whole plans: every policy on thousands of random DAGs and on the exported models validates;
+// JSON round trips; options are checked.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "graph_builders.h"
+#include "model_files.h"
+#include "opara/error.h"
+#include "opara/graph_analysis.h"
+#include "opara/load.h"
+#include "opara/plan.h"
+
+namespace opara {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::random_dag;
+
+constexpr StreamPolicy kStreamPolicies[] = {StreamPolicy::kOpara, StreamPolicy::kOparaUnhanded, StreamPolicy::kNimble,
+                                            StreamPolicy::kSingle};
+constexpr OrderPolicy kOrderPolicies[] = {OrderPolicy::kTopological, OrderPolicy::kOpara};
+
+std::vector<NodeCost> random_costs(const Graph& graph, std::uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::vector<NodeCost> costs(graph.size());
+  for (NodeCost& cost : costs) {
+    cost.op_class = random() % 2 ? OpClass::kMemory : OpClass::kCompute;
+    cost.demand = static_cast<double>(random() % 1000);
+  }
+  return costs;
+}
+
+TEST(Plans, EveryPolicyValidatesOnThousandsOfRandomGraphs) {
+  std::size_t plans = 0;
+  for (std::uint64_t seed = 0; seed < 2000; ++seed) {
+    const int size = 2 + static_cast<int>(seed % 40);
+    const Graph graph = random_dag(size, 0.04 + 0.02 * static_cast<double>(seed % 8), seed, (seed % 3) * 0.15);
+    const auto costs = random_costs(graph, seed);
+    for (StreamPolicy streams : kStreamPolicies) {
+      for (OrderPolicy order : kOrderPolicies) {
+        for (int cap : {0, 1, 3}) {
+          const Plan plan = make_plan(graph, PlanOptions{streams, order, cap}, costs);
+          ASSERT_THAT(validate(graph, plan), IsEmpty())
+              << "seed " << seed << ", " << to_string(streams) << "/" << to_string(order) << ", cap " << cap;
+          if (cap > 0) {
+            ASSERT_LE(plan.stream_count, cap);
+          }
+          ASSERT_LE(plan.wait_count(), plan.events_unreduced);
+          ++plans;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(plans, 2000u * 4 * 2 * 3);
+}
+
+TEST(Plans, SingleStreamNeedsNoEvents) {
+  const Graph graph = random_dag(40, 0.1, 9, 0.2);
+  const Plan plan = make_plan(graph, PlanOptions{StreamPolicy::kSingle, OrderPolicy::kTopological, 0});
+  EXPECT_EQ(plan.stream_count, 1);
+  EXPECT_EQ(plan.wait_count(), 0u);
+  EXPECT_EQ(plan.events_unreduced, 0u);
+}
+
+TEST(Plans, JsonRoundTrip) {
+  const Graph graph = random_dag(30, 0.1, 4, 0.2);
+  Plan plan =
+      make_plan(graph, PlanOptions{StreamPolicy::kOparaUnhanded, OrderPolicy::kOpara, 3}, random_costs(graph, 4));
+  plan.cost_source = "profile";
+  const Plan back = plan_from_json(to_json(plan));
+  EXPECT_EQ(back, plan);
+  EXPECT_THAT(validate(graph, back), IsEmpty());
+}
+
+TEST(Plans, JsonErrorsSayWhatIsWrong) {
+  EXPECT_THROW(plan_from_json("{"), Error);
+  EXPECT_THAT([] { plan_from_json(R"({"format": "something else"})"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("not an opara plan")));
+  const Graph graph = random_dag(5, 0.3, 1);
+  auto json = nlohmann::json::parse(to_json(make_plan(graph, PlanOptions{})));
+  json["records"] = {99};
+  EXPECT_THAT([&] { plan_from_json(json.dump()); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("node 99 is out of range")));
+  json = nlohmann::json::parse(to_json(make_plan(graph, PlanOptions{})));
+  json["stream_policy"] = "fastest";
+  EXPECT_THAT([&] { plan_from_json(json.dump()); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("expected one of: opara, opara-unhanded, nimble, single")));
+}
+
+TEST(Plans, PolicyNamesRoundTripAndBadOnesAreRejected) {
+  for (StreamPolicy policy : kStreamPolicies) EXPECT_EQ(parse_stream_policy(to_string(policy)), policy);
+  for (OrderPolicy policy : kOrderPolicies) EXPECT_EQ(parse_order_policy(to_string(policy)), policy);
+  EXPECT_THROW(parse_stream_policy("greedy"), Error);
+  EXPECT_THROW(parse_order_policy("random"), Error);
+  EXPECT_THROW(make_plan(random_dag(3, 0.5, 1), PlanOptions{StreamPolicy::kOpara, OrderPolicy::kOpara, -1}), Error);
+}
+
+class ModelPlans : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelPlans, EveryPolicyValidatesAndOparaOpensAtLeastNimblesStreams) {
+  OPARA_REQUIRE_MODEL(GetParam());
+  for (const char* extension : {"pt", "pt2"}) {
+    const Graph graph = load(testing::model_path(GetParam(), extension));
+    for (StreamPolicy streams : kStreamPolicies) {
+      for (OrderPolicy order : kOrderPolicies) {
+        for (int cap : {0, 4}) {
+          const Plan plan = make_plan(graph, PlanOptions{streams, order, cap}, random_costs(graph, 1));
+          EXPECT_THAT(validate(graph, plan), IsEmpty()) << extension << " " << to_string(streams);
+        }
+      }
+    }
+    const Plan opara = make_plan(graph, PlanOptions{StreamPolicy::kOpara, OrderPolicy::kTopological, 0});
+    const Plan single = make_plan(graph, PlanOptions{StreamPolicy::kSingle, OrderPolicy::kTopological, 0});
+    EXPECT_GE(opara.stream_count, single.stream_count);
+    EXPECT_LE(opara.wait_count(), opara.events_unreduced);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ModelPlans,
+                         ::testing::Values("googlenet", "inception_v3", "resnet50", "bert_base", "t5_small", "branchy",
+                                           "chain", "inplace"));
+
+TEST(ModelPlansGoogLeNet, OparaOpensOneStreamPerExtraInceptionBranch) {
+  OPARA_REQUIRE_MODEL("googlenet");
+  const Graph graph = load(testing::model_path("googlenet", "pt"));
+  const Plan plan = make_plan(graph, PlanOptions{StreamPolicy::kOpara, OrderPolicy::kTopological, 0});
+  // Nine inception modules of four branches: 1 + 9 * 3 streams, as the paper reports.
+  EXPECT_EQ(plan.stream_count, 28);
+}
+
+}  // namespace
+}  // namespace opara

@@ -1,0 +1,233 @@
+// Stream allocation: Opara's Alg. 1 (paper and later rule), Nimble's minimum path cover, the
+// single stream, and the cap, on graphs whose answers are known by hand or by brute force.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <set>
+
+#include "graph/reachability.h"
+#include "graph_builders.h"
+#include "opara/graph_analysis.h"
+#include "opara/schedule.h"
+
+namespace opara {
+namespace {
+
+using testing::graph_from_edges;
+using testing::random_dag;
+
+StreamAssignment streams_of(const Graph& graph, StreamPolicy policy) {
+  return allocate_streams(graph, policy, topological_order(graph));
+}
+
+// Two GoogLeNet inception modules, like the segment of the paper's Fig. 6: a stem, four branches
+// (1x1; 1x1 -> 3x3; 1x1 -> 5x5; pool -> 1x1), a concat; then again.
+//   0 stem; module: 1 | 2 -> 3 | 4 -> 5 | 6 -> 7, 8 concat; second module 9..16 the same.
+Graph two_inception_modules() {
+  std::vector<std::pair<int, int>> edges;
+  int input = 0;
+  for (int base : {1, 9}) {
+    edges.insert(edges.end(), {{input, base},
+                               {input, base + 1},
+                               {base + 1, base + 2},
+                               {input, base + 3},
+                               {base + 3, base + 4},
+                               {input, base + 5},
+                               {base + 5, base + 6},
+                               {base, base + 7},
+                               {base + 2, base + 7},
+                               {base + 4, base + 7},
+                               {base + 6, base + 7}});
+    input = base + 7;
+  }
+  return graph_from_edges(17, edges);
+}
+
+// Every stream is a path: consecutive nodes of a stream (in launch order) are joined by an edge.
+void expect_streams_are_paths(const Graph& graph, const StreamAssignment& streams, const std::vector<NodeId>& order) {
+  std::map<int, NodeId> last;
+  for (NodeId node : order) {
+    const int stream = streams.stream_of[node];
+    if (stream == kNoStream) continue;
+    if (auto found = last.find(stream); found != last.end()) {
+      EXPECT_TRUE(Reachability(graph).reaches(found->second, node))
+          << "stream " << stream << " runs " << found->second << " then " << node << " without a path between them";
+    }
+    last[stream] = node;
+  }
+}
+
+TEST(OparaStreams, ChainStaysOnOneStream) {
+  const Graph graph = graph_from_edges(4, {{0, 1}, {1, 2}, {2, 3}});
+  const StreamAssignment streams = streams_of(graph, StreamPolicy::kOpara);
+  EXPECT_EQ(streams.stream_count, 1);
+  EXPECT_EQ(streams.stream_of, (std::vector<int>{0, 0, 0, 0}));
+}
+
+TEST(OparaStreams, FirstSuccessorInheritsAndSiblingsOpenStreams) {
+  //   0 -> 1 -> 3, 0 -> 2 -> 3: 1 is 0's first successor, 3 is 1's.
+  const Graph graph = graph_from_edges(4, {{0, 1}, {0, 2}, {1, 3}, {2, 3}});
+  const StreamAssignment streams = streams_of(graph, StreamPolicy::kOpara);
+  EXPECT_EQ(streams.stream_of, (std::vector<int>{0, 0, 1, 0}));
+}
+
+TEST(OparaStreams, ProgramOrderOfSuccessorsDecidesWhoInherits) {
+  // The same fork, twice: the branch the model defines first inherits the producer's stream.
+  //   0 -> 1 (long branch 1 -> 2), 0 -> 3
+  const Graph long_first = graph_from_edges(4, {{0, 1}, {1, 2}, {0, 3}});
+  EXPECT_EQ(streams_of(long_first, StreamPolicy::kOpara).stream_of, (std::vector<int>{0, 0, 0, 1}));
+  //   0 -> 1, 0 -> 2 (long branch 2 -> 3)
+  const Graph short_first = graph_from_edges(4, {{0, 1}, {0, 2}, {2, 3}});
+  EXPECT_EQ(streams_of(short_first, StreamPolicy::kOpara).stream_of, (std::vector<int>{0, 0, 1, 1}));
+}
+
+TEST(OparaStreams, PredecessorOrderDecidesWhichStreamAJoinContinues) {
+  //   0 -> 2, 1 -> 2: 2 is the first successor of both; it takes the stream of the argument read first.
+  const Graph reads_0_first = graph_from_edges(3, {{0, 2}, {1, 2}});
+  EXPECT_EQ(streams_of(reads_0_first, StreamPolicy::kOpara).stream_of[2], 0);
+  const Graph reads_1_first = graph_from_edges(3, {{1, 2}, {0, 2}});
+  EXPECT_EQ(streams_of(reads_1_first, StreamPolicy::kOpara).stream_of[2], 1);
+}
+
+TEST(OparaStreams, PaperRuleAndUnhandedRuleDiffer) {
+  //   q=0 -> s1=2, p=1 -> s1=2, p=1 -> s2=3; s1 reads q first.
+  const Graph graph = graph_from_edges(4, {{0, 2}, {1, 2}, {1, 3}});
+  // Paper: s1 takes q's stream; s2 is not p's first successor, so it opens a third stream.
+  const StreamAssignment paper = streams_of(graph, StreamPolicy::kOpara);
+  EXPECT_EQ(paper.stream_of, (std::vector<int>{0, 1, 0, 2}));
+  EXPECT_EQ(paper.stream_count, 3);
+  // Later rule: p never handed its stream on, so s2 takes it.
+  const StreamAssignment unhanded = streams_of(graph, StreamPolicy::kOparaUnhanded);
+  EXPECT_EQ(unhanded.stream_of, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(unhanded.stream_count, 2);
+}
+
+TEST(OparaStreams, InceptionModulesLikeFig6) {
+  const Graph graph = two_inception_modules();
+  const auto order = topological_order(graph);
+  const StreamAssignment opara = allocate_streams(graph, StreamPolicy::kOpara, order);
+  // Each module runs its four branches at once: the first branch continues the stem's stream and
+  // each other branch opens one; the concat continues the first branch's.
+  EXPECT_EQ(opara.stream_count, 7);
+  for (int base : {1, 9}) {
+    const int input = base == 1 ? 0 : 8;
+    EXPECT_EQ(opara.stream_of[base], opara.stream_of[input]);
+    std::set<int> branches{opara.stream_of[base], opara.stream_of[base + 1], opara.stream_of[base + 3],
+                           opara.stream_of[base + 5]};
+    EXPECT_EQ(branches.size(), 4u);
+    EXPECT_EQ(opara.stream_of[base + 7], opara.stream_of[base]);
+  }
+  expect_streams_are_paths(graph, opara, order);
+  // Nimble's path cover needs as many here: no branch path can run on into the next module.
+  EXPECT_EQ(allocate_streams(graph, StreamPolicy::kNimble, order).stream_count, 7);
+}
+
+TEST(OparaStreams, KernelFreeNodesOpenNoStreamAndPassDependenciesOn) {
+  //   0 -> 1 (view) -> 2, 1 -> 3: the view opens nothing; 2 is the first kernel successor of 0.
+  const Graph graph = graph_from_edges(4, {{0, 1}, {1, 2}, {1, 3}}, /*kernel_free=*/{1});
+  const StreamAssignment streams = streams_of(graph, StreamPolicy::kOpara);
+  EXPECT_EQ(streams.stream_of, (std::vector<int>{0, kNoStream, 0, 1}));
+  EXPECT_EQ(streams.stream_count, 2);
+}
+
+TEST(SingleStream, PutsEveryKernelNodeOnStreamZero) {
+  const Graph graph = graph_from_edges(4, {{0, 1}, {0, 2}, {1, 3}}, {2});
+  const StreamAssignment streams = streams_of(graph, StreamPolicy::kSingle);
+  EXPECT_EQ(streams.stream_count, 1);
+  EXPECT_EQ(streams.stream_of, (std::vector<int>{0, 0, kNoStream, 0}));
+}
+
+// The fewest vertex-disjoint paths along edges of the transitive reduction that cover every
+// node, by trying every choice of "next node on my path".
+int brute_force_path_cover(const Graph& graph) {
+  std::vector<std::vector<int>> successors(graph.size());
+  for (const Edge& edge : transitive_reduction(graph)) successors[edge.from].push_back(edge.to);
+  const auto count = static_cast<int>(graph.size());
+  int best_links = 0;
+  std::vector<int> taken(count, 0);
+  std::function<void(int, int)> search = [&](int node, int links) {
+    if (node == count) {
+      best_links = std::max(best_links, links);
+      return;
+    }
+    search(node + 1, links);  // the path ends here
+    for (int next : successors[node]) {
+      if (taken[next]) continue;
+      taken[next] = 1;
+      search(node + 1, links + 1);
+      taken[next] = 0;
+    }
+  };
+  search(0, 0);
+  return count - best_links;
+}
+
+TEST(NimbleStreams, StreamCountIsTheMinimumPathCoverOnRandomGraphs) {
+  for (std::uint64_t seed = 0; seed < 300; ++seed) {
+    const Graph graph = random_dag(3 + static_cast<int>(seed % 7), 0.2 + 0.05 * static_cast<double>(seed % 6), seed);
+    const auto order = topological_order(graph);
+    const StreamAssignment nimble = allocate_streams(graph, StreamPolicy::kNimble, order);
+    ASSERT_EQ(nimble.stream_count, brute_force_path_cover(graph)) << "seed " << seed;
+    // Consecutive nodes of a Nimble stream are joined by an edge of the reduction.
+    std::set<std::pair<NodeId, NodeId>> reduced;
+    for (const Edge& edge : transitive_reduction(graph)) reduced.emplace(edge.from, edge.to);
+    std::map<int, NodeId> last;
+    for (NodeId node : order) {
+      const int stream = nimble.stream_of[node];
+      if (auto found = last.find(stream); found != last.end()) {
+        EXPECT_TRUE(reduced.count({found->second, node})) << "seed " << seed;
+      }
+      last[stream] = node;
+    }
+  }
+}
+
+TEST(OparaStreams, EveryStreamIsAPathOnRandomGraphs) {
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    const Graph graph = random_dag(20, 0.15, seed, /*kernel_free_share=*/0.2);
+    const auto order = random_topological_order(graph, seed);
+    for (StreamPolicy policy : {StreamPolicy::kOpara, StreamPolicy::kOparaUnhanded}) {
+      const StreamAssignment streams = allocate_streams(graph, policy, order);
+      expect_streams_are_paths(graph, streams, order);
+    }
+  }
+}
+
+TEST(StreamCap, MergesTotallyOrderedStreamsFirst) {
+  // Two inception modules under Opara: 7 streams. Capped at 4, the branches of the second module
+  // reuse the first module's branch streams (they are totally ordered through the concat).
+  const Graph graph = two_inception_modules();
+  const auto order = topological_order(graph);
+  StreamAssignment streams = allocate_streams(graph, StreamPolicy::kOpara, order);
+  cap_streams(graph, streams, 4, order);
+  EXPECT_EQ(streams.stream_count, 4);
+  for (int base : {1, 9}) {
+    std::set<int> branches{streams.stream_of[base], streams.stream_of[base + 1], streams.stream_of[base + 3],
+                           streams.stream_of[base + 5]};
+    EXPECT_EQ(branches.size(), 4u) << "the branches of a module must stay parallel";
+  }
+}
+
+TEST(StreamCap, NeverExceedsTheCapAndLeavesSmallAssignmentsAlone) {
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    const Graph graph = random_dag(30, 0.08, seed, 0.1);
+    const auto order = random_topological_order(graph, seed + 1);
+    for (int cap : {1, 2, 3, 5}) {
+      StreamAssignment streams = allocate_streams(graph, StreamPolicy::kOpara, order);
+      const StreamAssignment before = streams;
+      cap_streams(graph, streams, cap, order);
+      EXPECT_LE(streams.stream_count, cap);
+      if (before.stream_count <= cap) {
+        EXPECT_EQ(streams.stream_of, before.stream_of);
+      }
+      for (std::size_t node = 0; node < graph.size(); ++node) {
+        EXPECT_EQ(streams.stream_of[node] == kNoStream, before.stream_of[node] == kNoStream);
+        if (streams.stream_of[node] != kNoStream) EXPECT_LT(streams.stream_of[node], streams.stream_count);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace opara
