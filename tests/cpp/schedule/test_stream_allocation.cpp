@@ -223,7 +223,9 @@ TEST(StreamCap, NeverExceedsTheCapAndLeavesSmallAssignmentsAlone) {
       }
       for (std::size_t node = 0; node < graph.size(); ++node) {
         EXPECT_EQ(streams.stream_of[node] == kNoStream, before.stream_of[node] == kNoStream);
-        if (streams.stream_of[node] != kNoStream) EXPECT_LT(streams.stream_of[node], streams.stream_count);
+        if (streams.stream_of[node] != kNoStream) {
+          EXPECT_LT(streams.stream_of[node], streams.stream_count);
+        }
       }
     }
   }
