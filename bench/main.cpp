@@ -6,6 +6,7 @@
 
 #include "info_command.h"
 #include "opara/error.h"
+#include "plan_command.h"
 #include "run_command.h"
 
 namespace {
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   CLI::App app{"opara-bench: parallel multi-stream CUDA Graph inference for LibTorch models"};
   app.require_subcommand(1);
   opara::bench::add_info_command(app);
+  opara::bench::add_plan_command(app);
   opara::bench::add_run_command(app);
   try {
     app.parse(argc, argv);

@@ -2,13 +2,12 @@
 
 #include <string>
 
+#include "dot_text.h"
 #include "opara/graph_analysis.h"
 
 namespace opara {
-namespace {
 
-// DOT string literals escape quotes and backslashes.
-std::string escape(const std::string& text) {
+std::string dot_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     if (c == '"' || c == '\\') out += '\\';
@@ -17,13 +16,11 @@ std::string escape(const std::string& text) {
   return out;
 }
 
-}  // namespace
-
 std::string to_dot(const Graph& graph) {
   std::string dot = "digraph opara {\n  node [shape=box, fontname=\"monospace\"];\n";
   for (const Node& node : graph.nodes()) {
     const bool kernel = node.has(kLaunchesKernel);
-    dot += fmt::format("  n{} [label=\"{}: {}\"{}];\n", node.id, node.id, escape(node.kind),
+    dot += fmt::format("  n{} [label=\"{}: {}\"{}];\n", node.id, node.id, dot_escape(node.kind),
                        kernel ? "" : ", style=filled, fillcolor=lightgrey");
   }
   for (const Edge& edge : graph.edges()) {

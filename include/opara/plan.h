@@ -84,6 +84,8 @@ OPARA_API std::vector<std::string> validate(const Graph& graph, const Plan& plan
 OPARA_API void require_valid(const Graph& graph, const Plan& plan);
 
 OPARA_API std::string to_json(const Plan& plan);
+// Graphviz DOT: nodes filled by stream and labelled with their launch position, event waits red.
+OPARA_API std::string to_dot(const Graph& graph, const Plan& plan);
 // Throws opara::Error on malformed JSON or a plan of the wrong size.
 OPARA_API Plan plan_from_json(std::string_view json);
 

@@ -1,0 +1,131 @@
+#include "plan_command.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "json_output.h"
+#include "model_loading.h"
+#include "opara/error.h"
+#include "opara/graph_analysis.h"
+#include "planning.h"
+
+namespace opara::bench {
+namespace {
+
+struct PlanCommandOptions {
+  std::string model;
+  std::string allocator = "opara";
+  std::string order = "opara";
+  int max_streams = 0;
+  CostSettings costs;
+  std::string input_shape;
+  bool check = false;
+  std::string json;
+  std::string dot;
+};
+
+constexpr std::size_t kLaunchOrderHead = 12;
+
+void run_plan(const PlanCommandOptions& options) {
+  const PlanOptions plan_options{parse_stream_policy(options.allocator), parse_order_policy(options.order),
+                                 options.max_streams};
+  const LoadedModel model = load_model(options.model);
+  const Graph& graph = model.graph;
+  const ModelCosts costs = model_costs(model, planning_inputs(model, options.input_shape), options.costs);
+  const TimedPlan timed = timed_plan(graph, plan_options, costs);
+  const Plan& plan = timed.plan;
+
+  std::vector<std::string> problems;
+  if (options.check) problems = validate(graph, plan);
+  const CriticalPath path = critical_path(graph);
+  const auto per_stream = plan.stream_nodes();
+  std::size_t kernels = 0;
+  for (const Node& node : graph.nodes()) kernels += node.has(kLaunchesKernel);
+
+  std::FILE* table = options.json == "-" ? stderr : stdout;
+  fmt::print(table, "model          {}\n", model.path);
+  fmt::print(table, "policy         streams {}, order {}, max streams {}, costs from {}\n",
+             to_string(plan.stream_policy), to_string(plan.order_policy),
+             plan.max_streams == 0 ? "unlimited" : std::to_string(plan.max_streams),
+             costs.source == "none" ? "the op table alone (no example inputs)" : costs.source);
+  fmt::print(table, "nodes          {} ({} launch kernels)\n", graph.size(), kernels);
+  fmt::print(table, "streams        {}\n", plan.stream_count);
+  fmt::print(table, "events         {} waits on {} recorded events ({} before reduction)\n", plan.wait_count(),
+             plan.event_count(), plan.events_unreduced);
+  fmt::print(table, "critical path  {} nodes\n", path.nodes.size());
+  fmt::print(table, "plan time      {:.1f} us (allocation + events + order, median of 25)\n", timed.plan_us);
+  if (options.check) {
+    fmt::print(table, "check          {}\n",
+               problems.empty() ? "valid: every dependency is ordered, no deadlock"
+                                : fmt::format("INVALID ({} problems)", problems.size()));
+    for (const std::string& problem : problems) fmt::print(table, "  {}\n", problem);
+  }
+  fmt::print(table, "\n{:<7} {:>6}  {}\n", "stream", "nodes", "first nodes");
+  for (std::size_t stream = 0; stream < per_stream.size(); ++stream) {
+    std::vector<std::string> head;
+    for (std::size_t k = 0; k < std::min<std::size_t>(3, per_stream[stream].size()); ++k) {
+      head.push_back(fmt::format("{} {}", per_stream[stream][k], graph.node(per_stream[stream][k]).kind));
+    }
+    fmt::print(table, "{:<7} {:>6}  {}{}\n", stream, per_stream[stream].size(), fmt::join(head, ", "),
+               per_stream[stream].size() > 3 ? ", ..." : "");
+  }
+  std::vector<std::string> head;
+  for (std::size_t k = 0; k < std::min(kLaunchOrderHead, plan.launch_order.size()); ++k) {
+    const NodeId node = plan.launch_order[k];
+    head.push_back(fmt::format("{} {}", node, graph.node(node).kind));
+  }
+  fmt::print(table, "\nlaunch order   {}{}\n", fmt::join(head, ", "),
+             plan.launch_order.size() > kLaunchOrderHead ? ", ..." : "");
+
+  if (!options.json.empty()) {
+    nlohmann::json report = nlohmann::json::parse(to_json(plan));
+    report["model"] = model.path;
+    report["kernels"] = kernels;
+    report["plan_us"] = timed.plan_us;
+    report["critical_path"] = path.nodes.size();
+    std::vector<std::size_t> sizes;
+    for (const auto& nodes : per_stream) sizes.push_back(nodes.size());
+    report["nodes_per_stream"] = sizes;
+    if (options.check) {
+      report["valid"] = problems.empty();
+      report["problems"] = problems;
+    }
+    write_json(report, options.json);
+  }
+  if (!options.dot.empty()) {
+    std::ofstream file(options.dot);
+    if (!(file << to_dot(graph, plan))) throw Error(fmt::format("{}: cannot write the DOT file", options.dot));
+  }
+  if (!problems.empty()) throw Error(fmt::format("{}: the plan is invalid (see above)", model.path));
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto options = std::make_shared<PlanCommandOptions>();
+  CLI::App* plan = app.add_subcommand("plan", "Show the streams, events and launch order opara plans for a model");
+  plan->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
+  plan->add_option("--allocator", options->allocator, "stream allocation")
+      ->check(CLI::IsMember({"opara", "opara-unhanded", "nimble", "single"}));
+  plan->add_option("--order", options->order, "launch order")->check(CLI::IsMember({"opara", "topological"}));
+  plan->add_option("--max-streams", options->max_streams, "merge streams past this many (0: no cap)")
+      ->check(CLI::NonNegativeNumber);
+  plan->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
+      ->check(CLI::ExistingFile);
+  plan->add_option("--ridge", options->costs.ridge_point,
+                   "FLOPs per byte above which an op counts as compute-bound (static estimate)")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--input-shape", options->input_shape,
+                   "example inputs for the shape-based estimate: SHAPE or NAME:SHAPE[:DTYPE],...");
+  plan->add_flag("--check", options->check, "validate the plan; exit 1 when it is wrong");
+  plan->add_option("--json", options->json, "also write the plan as JSON to this file ('-' for stdout)");
+  plan->add_option("--dot", options->dot, "write the plan as Graphviz DOT to this file");
+  plan->callback([options] { run_plan(*options); });
+}
+
+}  // namespace opara::bench
