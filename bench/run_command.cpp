@@ -8,13 +8,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
+#include <thread>
 
 #include "json_output.h"
 #include "model_loading.h"
+#include "opara/cpu_parallel_executor.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/outputs.h"
+#include "planning.h"
 
 namespace opara::bench {
 namespace {
@@ -28,11 +32,39 @@ struct RunOptions {
   std::string json;
   std::string input_shape;
   std::optional<std::uint64_t> seed;
+  std::optional<int> max_streams;  // unset: tuned on the CPU
+  int threads = 0;                 // intra-op threads per worker; 0: cores / streams
+  CostSettings costs;
 };
 
-// Modes this build can run, and those promised by later stages.
-const std::vector<std::string> kAvailableModes = {"eager"};
-const std::vector<std::string> kGpuModes = {"sequential", "nimble", "opara"};
+// Each mode: eager node by node, or a Plan executed by streams.
+struct ModeSpec {
+  std::string_view name;
+  bool planned;
+  PlanOptions plan;
+};
+constexpr ModeSpec kModes[] = {
+    {"eager", false, {}},
+    {"sequential", true, {StreamPolicy::kSingle, OrderPolicy::kTopological, 0}},
+    {"nimble", true, {StreamPolicy::kNimble, OrderPolicy::kTopological, 0}},
+    {"opara", true, {StreamPolicy::kOpara, OrderPolicy::kOpara, 0}},
+};
+
+const ModeSpec& mode_spec(const std::string& name, const c10::Device& device) {
+  std::vector<std::string_view> names;
+  for (const ModeSpec& mode : kModes) {
+    if (mode.name == name) {
+      if (mode.planned && device.is_cuda()) {
+        throw Error(fmt::format("mode '{}' on --device cuda needs the CUDA graph runtime, which this build does not "
+                                "have yet; on the GPU use eager, or run the planned modes with --device cpu",
+                                name));
+      }
+      return mode;
+    }
+    names.push_back(mode.name);
+  }
+  throw Error(fmt::format("mode '{}' is not available; available: {}", name, fmt::join(names, ", ")));
+}
 
 double percentile(std::vector<double> samples, double fraction) {
   std::sort(samples.begin(), samples.end());
@@ -40,44 +72,117 @@ double percentile(std::vector<double> samples, double fraction) {
   return samples[std::min(index, samples.size() - 1)];
 }
 
-void run_modes(const RunOptions& options) {
-  for (const std::string& mode : options.modes) {
-    if (std::find(kAvailableModes.begin(), kAvailableModes.end(), mode) == kAvailableModes.end()) {
-      throw Error(
-          fmt::format("mode '{}' is not available in this build; available: {} (the CUDA graph modes "
-                      "{} arrive with the CUDA graph runtime)",
-                      mode, fmt::join(kAvailableModes, ", "), fmt::join(kGpuModes, ", ")));
+using Runner = std::function<std::vector<c10::IValue>(const std::vector<c10::IValue>&)>;
+
+std::vector<double> time_runs(const Runner& runner, const std::vector<c10::IValue>& arguments, int iters,
+                              const c10::Device& device, std::vector<at::Tensor>* outputs = nullptr) {
+  std::vector<double> samples;
+  for (int i = 0; i < iters; ++i) {
+    const auto started = std::chrono::steady_clock::now();
+    auto result = flatten_tensors(runner(arguments));
+    if (device.is_cuda()) torch::cuda::synchronize();
+    samples.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
+    if (outputs) *outputs = std::move(result);
+  }
+  return samples;
+}
+
+// A planned mode ready to run on the CPU, and how it was set up.
+struct CpuSetup {
+  std::shared_ptr<CpuParallelExecutor> executor;
+  double plan_us = 0;
+  int cap = 0;
+  double tuning_ms = 0;  // the median that chose it, when tuned
+};
+
+CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCosts& costs, int cap, int threads) {
+  plan_options.max_streams = cap;
+  TimedPlan timed = timed_plan(graph, plan_options, costs, 1);
+  CpuSetup setup;
+  setup.plan_us = timed.plan_us;
+  setup.cap = cap;
+  setup.executor = std::make_shared<CpuParallelExecutor>(graph, std::move(timed.plan), CpuExecutorOptions{threads, 0});
+  return setup;
+}
+
+// On the CPU more streams than cores only add threads, and a worker's intra-op threads compete
+// with the other workers: the cap and the threads are chosen by timing a few candidates (cap 1
+// with every core is the eager schedule, so tuning never loses much to eager).
+CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, const ModelCosts& costs,
+                         const std::vector<c10::IValue>& arguments, const RunOptions& options) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<std::pair<int, int>> candidates;  // (cap, threads)
+  for (int cap = 1; cap <= cores; ++cap) {
+    for (int threads : {options.threads, cores}) {
+      if (std::find(candidates.begin(), candidates.end(), std::make_pair(cap, threads)) == candidates.end()) {
+        candidates.emplace_back(cap, threads);
+      }
     }
   }
+  CpuSetup best;
+  for (const auto& [cap, threads] : candidates) {
+    CpuSetup setup = cpu_setup(graph, plan_options, costs, options.max_streams.value_or(cap), threads);
+    const Runner runner = [&setup](const std::vector<c10::IValue>& inputs) { return setup.executor->run(inputs); };
+    time_runs(runner, arguments, 1, c10::kCPU);
+    setup.tuning_ms = percentile(time_runs(runner, arguments, 5, c10::kCPU), 0.5);
+    if (!best.executor || setup.tuning_ms < best.tuning_ms) best = std::move(setup);
+  }
+  return best;
+}
+
+void run_modes(const RunOptions& options) {
   const c10::Device device(options.device);
+  for (const std::string& mode : options.modes) mode_spec(mode, device);
   if (device.is_cuda() && !torch::cuda::is_available()) {
     throw Error("--device cuda: no CUDA GPU is visible on this machine; use --device cpu");
   }
   const LoadedModel model = load_model(options.model);
   const RunInputs inputs = prepare_inputs(model, options.input_shape, options.seed);
+  const std::vector<c10::IValue> arguments(inputs.inputs.begin(), inputs.inputs.end());
   // With --json - the JSON alone goes to stdout; the table then goes to stderr.
   std::FILE* table = options.json == "-" ? stderr : stdout;
   fmt::print(table, "model   {} ({} nodes, imported in {:.1f} ms)\n", model.path, model.graph.size(), model.import_ms);
   fmt::print(table, "device  {}\ninputs  {}\n", device.str(), inputs.origin);
   if (!torch::cuda::is_available()) {
-    fmt::print(table, "note    no GPU here: the CUDA graph modes ({}) need a GPU\n", fmt::join(kGpuModes, ", "));
+    fmt::print(table, "note    no GPU here: the CUDA graph modes need a GPU; planned modes run on CPU workers\n");
   }
-  fmt::print(table, "\n{:<10} {:>10} {:>10} {:>14} {:>8}\n", "mode", "median ms", "p90 ms", "max |diff|", "bitwise");
+  fmt::print(table, "\n{:<11} {:>10} {:>10} {:>14} {:>8}  {}\n", "mode", "median ms", "p90 ms", "max |diff|", "bitwise",
+             "schedule");
 
   nlohmann::json report = {{"model", model.path},    {"device", device.str()},   {"import_ms", model.import_ms},
                            {"iters", options.iters}, {"warmup", options.warmup}, {"inputs", inputs.origin}};
-  for (const std::string& mode : options.modes) {
-    EagerExecutor executor(model.graph, device);
-    const std::vector<c10::IValue> arguments(inputs.inputs.begin(), inputs.inputs.end());
-    std::vector<at::Tensor> outputs;
-    for (int i = 0; i < options.warmup; ++i) outputs = flatten_tensors(executor.run(arguments));
-    std::vector<double> samples;
-    for (int i = 0; i < options.iters; ++i) {
-      const auto started = std::chrono::steady_clock::now();
-      outputs = flatten_tensors(executor.run(arguments));
-      if (device.is_cuda()) torch::cuda::synchronize();
-      samples.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
+  std::optional<ModelCosts> costs;
+  for (const std::string& mode_name : options.modes) {
+    const ModeSpec& mode = mode_spec(mode_name, device);
+    Runner runner;
+    nlohmann::json entry = {{"mode", mode_name}};
+    std::string schedule = "node by node, one thread pool";
+    std::shared_ptr<EagerExecutor> eager;
+    CpuSetup setup;
+    if (!mode.planned) {
+      eager = std::make_shared<EagerExecutor>(model.graph, device);
+      runner = [eager](const std::vector<c10::IValue>& in) { return eager->run(in); };
+    } else {
+      if (!costs) costs = model_costs(model, inputs.inputs, options.costs);
+      const bool tune = !options.max_streams && mode.plan.streams != StreamPolicy::kSingle;
+      setup = tune ? tuned_cpu_setup(model.graph, mode.plan, *costs, arguments, options)
+                   : cpu_setup(model.graph, mode.plan, *costs, options.max_streams.value_or(0), options.threads);
+      const Plan& plan = setup.executor->plan();
+      const Plan uncapped = make_plan(model.graph, PlanOptions{mode.plan.streams, mode.plan.order, 0}, costs->costs);
+      schedule = fmt::format("{} of {} streams x {} threads, {} events{}", plan.stream_count, uncapped.stream_count,
+                             setup.executor->intra_op_threads(), plan.wait_count(), tune ? " (cap tuned)" : "");
+      runner = [executor = setup.executor](const std::vector<c10::IValue>& in) { return executor->run(in); };
+      entry["streams"] = plan.stream_count;
+      entry["streams_uncapped"] = uncapped.stream_count;
+      entry["events"] = plan.wait_count();
+      entry["intra_op_threads"] = setup.executor->intra_op_threads();
+      entry["plan_us"] = setup.plan_us;
+      entry["cost_source"] = costs->source;
+      entry["tuned"] = tune;
     }
+    std::vector<at::Tensor> outputs;
+    time_runs(runner, arguments, options.warmup, device, &outputs);
+    const std::vector<double> samples = time_runs(runner, arguments, options.iters, device, &outputs);
     std::optional<double> difference;
     std::optional<bool> identical;
     if (inputs.expected) {
@@ -86,11 +191,12 @@ void run_modes(const RunOptions& options) {
     }
     const double median = percentile(samples, 0.5);
     const double p90 = percentile(samples, 0.9);
-    fmt::print(table, "{:<10} {:>10.3f} {:>10.3f} {:>14} {:>8}\n", mode, median, p90,
+    fmt::print(table, "{:<11} {:>10.3f} {:>10.3f} {:>14} {:>8}  {}\n", mode_name, median, p90,
                difference ? fmt::format("{:.3g}", *difference) : "n/a",
-               identical ? (*identical ? "yes" : "no") : "n/a");
-    nlohmann::json entry = {
-        {"mode", mode}, {"median_ms", median}, {"p90_ms", p90}, {"peak_live_values", executor.peak_live_values()}};
+               identical ? (*identical ? "yes" : "no") : "n/a", schedule);
+    entry["median_ms"] = median;
+    entry["p90_ms"] = p90;
+    if (eager) entry["peak_live_values"] = eager->peak_live_values();
     entry["max_abs_diff"] = difference ? nlohmann::json(*difference) : nlohmann::json(nullptr);
     entry["bitwise_equal"] = identical ? nlohmann::json(*identical) : nlohmann::json(nullptr);
     report["modes"].push_back(entry);
@@ -105,13 +211,22 @@ void add_run_command(CLI::App& app) {
   CLI::App* run = app.add_subcommand("run", "Time a model under each execution mode and check its outputs");
   run->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
   run->add_option("--device", options->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  run->add_option("--modes", options->modes, "comma-separated execution modes")->delimiter(',');
+  run->add_option("--modes", options->modes, "comma-separated execution modes: eager, sequential, nimble, opara")->delimiter(',');
   run->add_option("--iters,-n", options->iters, "timed iterations")->check(CLI::PositiveNumber);
   run->add_option("--warmup,-w", options->warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
   run->add_option("--json", options->json, "also write the results as JSON to this file ('-' for stdout)");
   run->add_option("--input-shape", options->input_shape,
                   "inputs for a model without a sidecar JSON: SHAPE or NAME:SHAPE[:DTYPE],... (1x3x224x224)");
   run->add_option("--seed", options->seed, "random inputs from this seed instead of the reference inputs");
+  run->add_option("--max-streams", options->max_streams,
+                  "planned modes: merge streams past this many (0: no cap); default: tuned on the CPU")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--threads", options->threads, "planned modes on the CPU: intra-op threads per worker (0: cores / streams)")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
+      ->check(CLI::ExistingFile);
+  run->add_option("--ridge", options->costs.ridge_point, "FLOPs per byte above which an op counts as compute-bound")
+      ->check(CLI::PositiveNumber);
   run->callback([options] { run_modes(*options); });
 }
 
