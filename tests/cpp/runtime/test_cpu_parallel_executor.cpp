@@ -1,0 +1,528 @@
+// The CPU parallel executor runs a Plan with one host thread per stream and equals the eager
+// reference bit for bit: on graphs written inline with hand-made plans, on hundreds of random
+// graphs under random plans and thread jitter, and on exported models. It names the node that
+// fails, stays usable after a failure, and rejects plans that validate() rejects.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "model_files.h"
+#include "opara/cpu_parallel_executor.h"
+#include "opara/eager_executor.h"
+#include "opara/error.h"
+#include "opara/graph_analysis.h"
+#include "opara/load.h"
+#include "opara/model_inputs.h"
+#include "opara/outputs.h"
+#include "opara/plan.h"
+#include "runtime/node_op.h"
+
+namespace opara {
+namespace {
+
+using ::testing::HasSubstr;
+
+// ---- a NodeOp written inline ----------------------------------------------------------------
+
+using Body = std::function<std::vector<c10::IValue>(const std::vector<c10::IValue>&)>;
+
+class LambdaOp final : public NodeOp {
+ public:
+  explicit LambdaOp(Body body) : body_(std::move(body)) {}
+  void run(std::vector<c10::IValue>& stack) const override { stack = body_(stack); }
+  [[nodiscard]] std::shared_ptr<const NodeOp> to(c10::Device /*device*/) const override {
+    return std::make_shared<LambdaOp>(body_);
+  }
+
+ private:
+  Body body_;
+};
+
+std::shared_ptr<const NodeOp> op(Body body) {
+  return std::make_shared<LambdaOp>(std::move(body));
+}
+
+// A one-tensor-in, one-tensor-out op.
+std::shared_ptr<const NodeOp> unary(std::function<at::Tensor(const at::Tensor&)> f) {
+  return op([f](const std::vector<c10::IValue>& in) { return std::vector<c10::IValue>{f(in.at(0).toTensor())}; });
+}
+
+std::shared_ptr<const NodeOp> binary(std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> f) {
+  return op([f](const std::vector<c10::IValue>& in) {
+    return std::vector<c10::IValue>{f(in.at(0).toTensor(), in.at(1).toTensor())};
+  });
+}
+
+// ---- plans written by hand ------------------------------------------------------------------
+
+// The kernel nodes `id` depends on, looking through nodes without a stream.
+std::set<NodeId> kernel_dependencies(const Graph& graph, const std::vector<int>& stream_of, NodeId id) {
+  std::set<NodeId> found;
+  std::vector<NodeId> todo(graph.node(id).predecessors);
+  std::set<NodeId> seen(todo.begin(), todo.end());
+  while (!todo.empty()) {
+    const NodeId node = todo.back();
+    todo.pop_back();
+    if (stream_of[node] != kNoStream) {
+      found.insert(node);
+      continue;
+    }
+    for (NodeId predecessor : graph.node(node).predecessors) {
+      if (seen.insert(predecessor).second) todo.push_back(predecessor);
+    }
+  }
+  return found;
+}
+
+// A plan with the given streams and launch order and one wait per cross-stream dependency
+// (unreduced: more waits than make_plan's, equally correct).
+Plan plan_with(const Graph& graph, std::vector<int> stream_of, std::vector<NodeId> launch_order) {
+  Plan plan;
+  plan.cost_source = "none";
+  plan.stream_count = 0;
+  for (int stream : stream_of) plan.stream_count = std::max(plan.stream_count, stream + 1);
+  plan.waits.assign(graph.size(), {});
+  plan.records.assign(graph.size(), 0);
+  for (const Node& node : graph.nodes()) {
+    if (stream_of[node.id] == kNoStream) continue;
+    for (NodeId dependency : kernel_dependencies(graph, stream_of, node.id)) {
+      if (stream_of[dependency] == stream_of[node.id]) continue;
+      plan.waits[node.id].push_back(dependency);
+      plan.records[dependency] = 1;
+      ++plan.events_unreduced;
+    }
+  }
+  plan.stream_of = std::move(stream_of);
+  plan.launch_order = std::move(launch_order);
+  return plan;
+}
+
+// Kernel nodes on `streams` streams at random (each stream used at least once when there are
+// enough kernel nodes), nodes without a kernel on none, in a random topological order.
+Plan random_plan(const Graph& graph, int streams, std::uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::vector<int> stream_of(graph.size(), kNoStream);
+  int next = 0;
+  for (const Node& node : graph.nodes()) {
+    if (!node.has(kLaunchesKernel)) continue;
+    stream_of[node.id] = next < streams ? next++ : std::uniform_int_distribution<int>(0, streams - 1)(random);
+  }
+  return plan_with(graph, std::move(stream_of), random_topological_order(graph, seed));
+}
+
+std::vector<at::Tensor> eager_outputs(const Graph& graph, const std::vector<c10::IValue>& inputs) {
+  EagerExecutor eager(graph);
+  return flatten_tensors(eager.run(inputs));
+}
+
+// The reference with `threads` intra-op threads on this thread, as a worker would have them.
+std::vector<at::Tensor> eager_outputs(const Graph& graph, const std::vector<c10::IValue>& inputs, int threads) {
+  const int previous = at::get_num_threads();
+  at::set_num_threads(threads);
+  try {
+    auto outputs = eager_outputs(graph, inputs);
+    at::set_num_threads(previous);
+    return outputs;
+  } catch (...) {
+    at::set_num_threads(previous);
+    throw;
+  }
+}
+
+// ---- graphs written inline ------------------------------------------------------------------
+
+// x -> a = x/2 + 1            (stream 0)
+//   -> b = sin(x)             (stream 1)
+// a -> v = a.view(-1)         (no kernel)
+// a, b -> c = a/2 + sin(b)    (stream 0, waits on b)
+// v, b -> d = v * b.view(-1)  (stream 1, waits on a: through the view)
+// c, d -> e = c + d.view_as(c) (stream 2, waits on c and d)
+Graph diamond_with_view() {
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const NodeId a = graph.add_node("test::affine", {x}, {"Tensor"}, kLaunchesKernel,
+                                  unary([](const at::Tensor& t) { return t * 0.5 + 1; }));
+  const NodeId b =
+      graph.add_node("test::sin", {x}, {"Tensor"}, kLaunchesKernel, unary([](const at::Tensor& t) { return t.sin(); }));
+  const ValueId va = graph.node(a).outputs[0];
+  const ValueId vb = graph.node(b).outputs[0];
+  const NodeId v =
+      graph.add_node("aten::view", {va}, {"Tensor"}, kView, unary([](const at::Tensor& t) { return t.view(-1); }));
+  const NodeId c = graph.add_node("test::mix", {va, vb}, {"Tensor"}, kLaunchesKernel,
+                                  binary([](const at::Tensor& p, const at::Tensor& q) { return p * 0.5 + q.sin(); }));
+  const NodeId d = graph.add_node("test::mul", {graph.node(v).outputs[0], vb}, {"Tensor"}, kLaunchesKernel,
+                                  binary([](const at::Tensor& p, const at::Tensor& q) { return p * q.reshape(-1); }));
+  const NodeId e =
+      graph.add_node("test::add", {graph.node(c).outputs[0], graph.node(d).outputs[0]}, {"Tensor"}, kLaunchesKernel,
+                     binary([](const at::Tensor& p, const at::Tensor& q) { return p + q.view_as(p); }));
+  graph.add_output(graph.node(e).outputs[0]);
+  graph.add_output(graph.node(v).outputs[0]);
+  return graph;
+}
+
+TEST(CpuParallelExecutor, HandWrittenPlanMatchesEager) {
+  const Graph graph = diamond_with_view();
+  Plan plan;
+  plan.cost_source = "none";
+  plan.stream_count = 3;
+  plan.stream_of = {0, 1, kNoStream, 0, 1, 2};
+  plan.launch_order = {0, 1, 2, 3, 4, 5};
+  plan.waits = {{}, {}, {}, {1}, {0}, {3, 4}};
+  plan.records = {1, 1, 0, 1, 1, 0};
+  plan.events_unreduced = 4;
+  const std::vector<c10::IValue> inputs{at::randn({4, 6})};
+  const auto expected = eager_outputs(graph, inputs);
+  for (std::uint64_t jitter = 0; jitter < 50; ++jitter) {
+    CpuParallelExecutor executor(graph, plan, {1, jitter});
+    EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected)) << "jitter seed " << jitter;
+  }
+}
+
+TEST(CpuParallelExecutor, RepeatedRunsAgreeAndFollowTheInputs) {
+  const Graph graph = diamond_with_view();
+  CpuParallelExecutor executor(graph, plan_with(graph, {0, 1, kNoStream, 0, 1, 2}, {0, 1, 2, 3, 4, 5}), {1, 7});
+  for (int run = 0; run < 20; ++run) {
+    const std::vector<c10::IValue> inputs{at::randn({4, 6})};
+    EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), eager_outputs(graph, inputs)));
+  }
+}
+
+// Nodes without a stream run once per run, whoever needs them first.
+TEST(CpuParallelExecutor, NodesWithoutAStreamRunOncePerRun) {
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const NodeId a = graph.add_node("test::affine", {x}, {"Tensor"}, kLaunchesKernel,
+                                  unary([](const at::Tensor& t) { return t * 0.5 + 1; }));
+  const NodeId view =
+      graph.add_node("aten::view", {graph.node(a).outputs[0]}, {"Tensor"}, kView, unary([calls](const at::Tensor& t) {
+                       ++*calls;
+                       return t.view(-1);
+                     }));
+  const NodeId view2 =
+      graph.add_node("aten::t", {graph.node(view).outputs[0]}, {"Tensor"}, kView, unary([calls](const at::Tensor& t) {
+                       ++*calls;
+                       return t.view({1, -1});
+                     }));
+  const ValueId shared = graph.node(view2).outputs[0];
+  std::vector<ValueId> consumers;
+  for (int k = 0; k < 6; ++k) {
+    const NodeId consumer = graph.add_node("test::scale", {shared}, {"Tensor"}, kLaunchesKernel,
+                                           unary([k](const at::Tensor& t) { return t * (k + 1); }));
+    consumers.push_back(graph.node(consumer).outputs[0]);
+  }
+  // An unused view: it still runs, once, after the workers.
+  graph.add_node("aten::view", {x}, {"Tensor"}, kView, unary([calls](const at::Tensor& t) {
+                   ++*calls;
+                   return t.view(-1);
+                 }));
+  for (ValueId consumer : consumers) graph.add_output(consumer);
+  const std::vector<c10::IValue> inputs{at::randn({3, 5})};
+  const auto expected = eager_outputs(graph, inputs);
+  ASSERT_EQ(calls->load(), 3);
+  for (std::uint64_t seed = 1; seed <= 30; ++seed) {
+    CpuParallelExecutor executor(graph, random_plan(graph, 3, seed), {1, seed});
+    for (int run = 0; run < 3; ++run) {
+      calls->store(0);
+      EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected));
+      EXPECT_EQ(calls->load(), 3) << "seed " << seed;
+    }
+  }
+}
+
+TEST(CpuParallelExecutor, GraphWithoutKernelsRunsOnTheCaller) {
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const NodeId view =
+      graph.add_node("aten::view", {x}, {"Tensor"}, kView, unary([](const at::Tensor& t) { return t.view(-1); }));
+  graph.add_output(graph.node(view).outputs[0]);
+  graph.add_output(x);
+  const std::vector<c10::IValue> inputs{at::randn({2, 3})};
+  CpuParallelExecutor executor(graph, plan_with(graph, {kNoStream}, {0}));
+  EXPECT_EQ(executor.plan().stream_count, 0);
+  EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), eager_outputs(graph, inputs)));
+}
+
+// ---- errors ---------------------------------------------------------------------------------
+
+// x -> a (stream 0) -> boom (stream 1) -> c (stream 0, waits on boom) ; d (stream 2) on x.
+Graph graph_with_a_failing_node(std::shared_ptr<std::atomic<bool>> fail, std::uint32_t boom_flags) {
+  Graph graph;
+  graph.source_path = "hand_made.pt";
+  const ValueId x = graph.add_input("x");
+  const NodeId a = graph.add_node("test::affine", {x}, {"Tensor"}, kLaunchesKernel,
+                                  unary([](const at::Tensor& t) { return t * 0.5 + 1; }));
+  const NodeId boom = graph.add_node("test::boom", {graph.node(a).outputs[0]}, {"Tensor"}, boom_flags,
+                                     unary([fail](const at::Tensor& t) {
+                                       TORCH_CHECK(!*fail, "boom went off\nsecond line of the message");
+                                       return t.cos();
+                                     }));
+  graph.set_source(boom, "model.py:42", "");
+  const NodeId c =
+      graph.add_node("test::mix", {graph.node(a).outputs[0], graph.node(boom).outputs[0]}, {"Tensor"}, kLaunchesKernel,
+                     binary([](const at::Tensor& p, const at::Tensor& q) { return p * 0.5 + q.sin(); }));
+  const NodeId d =
+      graph.add_node("test::sin", {x}, {"Tensor"}, kLaunchesKernel, unary([](const at::Tensor& t) { return t.sin(); }));
+  graph.add_output(graph.node(c).outputs[0]);
+  graph.add_output(graph.node(d).outputs[0]);
+  return graph;
+}
+
+TEST(CpuParallelExecutor, AFailingNodeIsNamedAndTheNextRunWorks) {
+  for (const std::uint32_t boom_flags : {std::uint32_t{kLaunchesKernel}, std::uint32_t{kView}}) {
+    auto fail = std::make_shared<std::atomic<bool>>(false);
+    const Graph graph = graph_with_a_failing_node(fail, boom_flags);
+    const bool kernel = boom_flags == kLaunchesKernel;
+    const std::vector<c10::IValue> inputs{at::randn({4, 6})};
+    const auto expected = eager_outputs(graph, inputs);
+    for (std::uint64_t jitter = 0; jitter < 20; ++jitter) {
+      CpuParallelExecutor executor(graph, plan_with(graph, {0, kernel ? 1 : kNoStream, 0, 2}, {0, 1, 2, 3}),
+                                   {1, jitter});
+      fail->store(true);
+      try {
+        executor.run(inputs);
+        ADD_FAILURE() << "no error from a failing node";
+      } catch (const Error& error) {
+        EXPECT_THAT(error.what(), HasSubstr("hand_made.pt: node 1 (test::boom at model.py:42) failed: boom went off"));
+        EXPECT_THAT(error.what(), ::testing::Not(HasSubstr("second line")));
+      }
+      fail->store(false);
+      EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected));
+    }
+  }
+}
+
+TEST(CpuParallelExecutor, WrongInputCountIsTheEagerMessage) {
+  const Graph graph = diamond_with_view();
+  CpuParallelExecutor executor(graph, plan_with(graph, {0, 1, kNoStream, 0, 1, 2}, {0, 1, 2, 3, 4, 5}));
+  EXPECT_THROW(executor.run({}), Error);
+  try {
+    executor.run({at::randn({4, 6}), at::randn({4, 6})});
+    FAIL() << "no error for an extra input";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("the model takes 1 inputs (x), 2 were given"));
+  }
+  const std::vector<c10::IValue> inputs{at::randn({4, 6})};
+  EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), eager_outputs(graph, inputs)));
+}
+
+TEST(CpuParallelExecutor, RejectsAnInvalidPlan) {
+  const Graph graph = diamond_with_view();
+  // d (stream 1) reads a (stream 0) through the view without waiting on it.
+  Plan plan = plan_with(graph, {0, 1, kNoStream, 0, 1, 2}, {0, 1, 2, 3, 4, 5});
+  plan.waits[4].clear();
+  EXPECT_THROW((CpuParallelExecutor{graph, plan}), Error);
+  // A launch order that is not topological.
+  plan = plan_with(graph, {0, 1, kNoStream, 0, 1, 2}, {0, 1, 2, 3, 5, 4});
+  EXPECT_THROW((CpuParallelExecutor{graph, plan}), Error);
+}
+
+TEST(CpuParallelExecutor, NegativeIntraOpThreadsAreRejected) {
+  const Graph graph = diamond_with_view();
+  EXPECT_THROW(CpuParallelExecutor(graph, plan_with(graph, {0, 1, kNoStream, 0, 1, 2}, {0, 1, 2, 3, 4, 5}), {-1, 0}),
+               Error);
+}
+
+// ---- intra-op threads -----------------------------------------------------------------------
+
+TEST(CpuParallelExecutor, IntraOpThreadsDefaultAndExplicit) {
+  // Each node reports the intra-op threads of the thread that ran it.
+  auto seen = std::make_shared<std::vector<int>>(4, 0);
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  for (int k = 0; k < 4; ++k) {
+    const NodeId node =
+        graph.add_node("test::threads", {x}, {"Tensor"}, kLaunchesKernel, unary([seen, k](const at::Tensor& t) {
+                         (*seen)[k] = at::get_num_threads();
+                         return t + k;
+                       }));
+    graph.add_output(graph.node(node).outputs[0]);
+  }
+  const Plan plan = plan_with(graph, {0, 1, 2, 3}, {0, 1, 2, 3});
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int caller = at::get_num_threads();
+
+  CpuParallelExecutor automatic(graph, plan);
+  EXPECT_EQ(automatic.intra_op_threads(), std::max(1, cores / 4));
+  automatic.run({at::randn({2, 2})});
+  EXPECT_THAT(*seen, ::testing::Each(automatic.intra_op_threads()));
+  EXPECT_EQ(at::get_num_threads(), caller) << "the caller's intra-op threads are restored";
+
+  CpuParallelExecutor explicit_count(graph, plan, {3, 0});
+  EXPECT_EQ(explicit_count.intra_op_threads(), 3);
+  explicit_count.run({at::randn({2, 2})});
+  EXPECT_THAT(*seen, ::testing::Each(3));
+  EXPECT_EQ(at::get_num_threads(), caller);
+  // A thread started now still gets the caller's count, not the workers'.
+  int fresh = 0;
+  std::thread([&fresh] { fresh = at::get_num_threads(); }).join();
+  EXPECT_EQ(fresh, caller);
+}
+
+// ---- random graphs --------------------------------------------------------------------------
+
+// Every op of the random graphs sees its inputs as 4x6 tensors: a list is summed, a transposed
+// view reshaped (which copies it).
+at::Tensor as_block(const c10::IValue& value) {
+  if (value.isTensor()) return value.toTensor().reshape({4, 6});
+  at::Tensor sum;
+  for (const at::Tensor& tensor : value.toTensorList().vec()) {
+    sum = sum.defined() ? sum + tensor.reshape({4, 6}) : tensor.reshape({4, 6});
+  }
+  return sum;
+}
+
+struct RandomOp {
+  const char* kind;
+  int arity;
+  std::uint32_t flags;
+  int outputs;
+  std::function<std::vector<c10::IValue>(const std::vector<at::Tensor>&)> body;
+};
+
+std::vector<RandomOp> random_ops() {
+  const at::Tensor weight = at::randn({6, 6}, at::TensorOptions().dtype(at::kFloat)) / 3;
+  using Tensors = std::vector<at::Tensor>;
+  using Values = std::vector<c10::IValue>;
+  return {
+      {"test::affine", 1, kLaunchesKernel, 1, [](const Tensors& t) { return Values{t[0] * 0.5 + 1}; }},
+      {"test::mix", 2, kLaunchesKernel, 1, [](const Tensors& t) { return Values{t[0] * 0.5 + t[1].sin()}; }},
+      {"test::tanh_mul", 2, kLaunchesKernel, 1, [](const Tensors& t) { return Values{(t[0] * t[1]).tanh()}; }},
+      {"test::sum3", 3, kLaunchesKernel, 1, [](const Tensors& t) { return Values{t[0] + t[1] - t[2] / 3}; }},
+      {"test::mm", 1, kLaunchesKernel, 1, [weight](const Tensors& t) { return Values{t[0].mm(weight)}; }},
+      {"test::center", 1, kLaunchesKernel, 1,
+       [](const Tensors& t) { return Values{t[0] - t[0].mean(1, /*keepdim=*/true)}; }},
+      {"test::pair", 2, kLaunchesKernel, 2,
+       [](const Tensors& t) {
+         return Values{t[0].sin(), t[0].cos() * t[1]};
+       }},
+      {"aten::t", 1, kView, 1, [](const Tensors& t) { return Values{t[0].t()}; }},
+      {"aten::view", 1, kView, 1,
+       [](const Tensors& t) {
+         return Values{t[0].view({6, 4})};
+       }},
+  };
+}
+
+// A seeded random DAG of `count` nodes over two 4x6 inputs: element-wise, matmul and reduction
+// kernels, views without a kernel, multi-output nodes and list constructs; every value nobody
+// reads is an output.
+Graph random_model(int count, std::uint64_t seed) {
+  std::mt19937_64 random(seed);
+  const std::vector<RandomOp> ops = random_ops();
+  Graph graph;
+  std::vector<ValueId> values{graph.add_input("x"), graph.add_input("y")};
+  auto pick = [&] {
+    // Mostly recent values: long chains and wide fans both appear.
+    const int n = static_cast<int>(values.size());
+    const int back = std::min(n - 1, std::geometric_distribution<int>(0.25)(random));
+    return std::uniform_int_distribution<int>(0, 3)(random) == 0
+               ? values[std::uniform_int_distribution<int>(0, n - 1)(random)]
+               : values[n - 1 - back];
+  };
+  for (int k = 0; k < count; ++k) {
+    if (std::uniform_int_distribution<int>(0, 9)(random) == 0) {
+      const NodeId list = graph.add_node("prim::ListConstruct", {pick(), pick()}, {"Tensor[]"}, 0,
+                                         op([](const std::vector<c10::IValue>& in) {
+                                           c10::List<at::Tensor> list;
+                                           for (const auto& value : in)
+                                             list.push_back(value.isTensor() ? value.toTensor() : as_block(value));
+                                           return std::vector<c10::IValue>{list};
+                                         }));
+      values.push_back(graph.node(list).outputs[0]);
+      continue;
+    }
+    const RandomOp& chosen = ops[std::uniform_int_distribution<std::size_t>(0, ops.size() - 1)(random)];
+    std::vector<ValueId> inputs;
+    for (int i = 0; i < chosen.arity; ++i) inputs.push_back(pick());
+    const auto body = chosen.body;
+    const NodeId node = graph.add_node(chosen.kind, inputs, std::vector<std::string>(chosen.outputs, "Tensor"),
+                                       chosen.flags, op([body](const std::vector<c10::IValue>& in) {
+                                         std::vector<at::Tensor> blocks;
+                                         for (const auto& value : in) blocks.push_back(as_block(value));
+                                         return body(blocks);
+                                       }));
+    for (ValueId output : graph.node(node).outputs) values.push_back(output);
+  }
+  for (const Value& value : graph.values()) {
+    if (value.producer != kNoNode && value.users.empty()) graph.add_output(value.id);
+  }
+  graph.add_output(values[std::uniform_int_distribution<std::size_t>(2, values.size() - 1)(random)]);
+  return graph;
+}
+
+TEST(CpuParallelRandomGraphs, MatchEagerUnderRandomPlansAndJitter) {
+  for (std::uint64_t seed = 1; seed <= 300; ++seed) {
+    const int count = 5 + static_cast<int>(seed * 7919 % 56);
+    const Graph graph = random_model(count, seed);
+    at::manual_seed(static_cast<std::uint64_t>(seed));
+    const std::vector<c10::IValue> inputs{at::randn({4, 6}), at::randn({4, 6})};
+    const auto expected = eager_outputs(graph, inputs);
+    const int streams = 1 + static_cast<int>(seed % 5);
+    CpuParallelExecutor executor(graph, random_plan(graph, streams, seed), {1, seed});
+    for (int run = 0; run < 2; ++run) {
+      ASSERT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected))
+          << "seed " << seed << ", " << count << " nodes, " << streams << " streams, run " << run;
+    }
+  }
+}
+
+// ---- exported models ------------------------------------------------------------------------
+
+struct ModelCase {
+  std::string model;
+  std::string extension;
+  int random_plans;  // random plans to run it under, each with its own jitter seed
+};
+
+class CpuParallelModels : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(CpuParallelModels, MatchTheReferenceUnderRandomPlans) {
+  const ModelCase& c = GetParam();
+  OPARA_REQUIRE_MODEL(c.model);
+  const Graph graph = load(testing::model_path(c.model, c.extension));
+  const Reference reference = load_reference(testing::model_path(c.model, "ref.pt"));
+  const std::vector<c10::IValue> inputs(reference.inputs.begin(), reference.inputs.end());
+  const auto& recorded = c.extension == "pt" ? reference.outputs_pt : reference.outputs_pt2;
+  const int caller_threads = at::get_num_threads();
+  ASSERT_TRUE(bitwise_equal(eager_outputs(graph, inputs), recorded));
+  // Reductions (branchy's mean, for one) split their work by the intra-op thread count, so a
+  // different count changes the last bits. With the default count (the cores shared among the
+  // streams) the executor is checked against eager run with that same count; with the caller's
+  // own count, against the exporter's recorded forward.
+  std::map<int, std::vector<at::Tensor>> eager_by_threads;
+  for (int k = 0; k < c.random_plans; ++k) {
+    const auto seed = static_cast<std::uint64_t>(k + 1);
+    const int streams = 1 + k % 6;
+    const Plan plan = random_plan(graph, streams, seed);
+    CpuParallelExecutor executor(graph, plan, {0, seed});
+    const int threads = executor.intra_op_threads();
+    if (eager_by_threads.count(threads) == 0) eager_by_threads[threads] = eager_outputs(graph, inputs, threads);
+    EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), eager_by_threads[threads]))
+        << c.model << "." << c.extension << ", random plan " << seed << " on " << streams << " streams, " << threads
+        << " intra-op threads";
+    CpuParallelExecutor same_threads(graph, plan, {caller_threads, seed + 1000});
+    EXPECT_TRUE(bitwise_equal(flatten_tensors(same_threads.run(inputs)), recorded))
+        << c.model << "." << c.extension << ", random plan " << seed << " on " << streams << " streams, "
+        << caller_threads << " intra-op threads";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuParallel, CpuParallelModels,
+                         ::testing::Values(ModelCase{"inplace", "pt", 60}, ModelCase{"inplace", "pt2", 60},
+                                           ModelCase{"branchy", "pt", 20}, ModelCase{"branchy", "pt2", 20},
+                                           ModelCase{"googlenet", "pt", 6}, ModelCase{"googlenet", "pt2", 6}),
+                         [](const auto& info) { return info.param.model + "_" + info.param.extension; });
+
+}  // namespace
+}  // namespace opara
