@@ -7,11 +7,11 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
 
 #include <atomic>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -120,6 +120,21 @@ Plan random_plan(const Graph& graph, int streams, std::uint64_t seed) {
   return plan_with(graph, std::move(stream_of), random_topological_order(graph, seed));
 }
 
+constexpr StreamPolicy kStreamPolicies[] = {StreamPolicy::kOpara, StreamPolicy::kOparaUnhanded, StreamPolicy::kNimble,
+                                            StreamPolicy::kSingle};
+constexpr OrderPolicy kOrderPolicies[] = {OrderPolicy::kTopological, OrderPolicy::kOpara};
+
+// Random demands and classes, so that Alg. 2 orders launches differently from program order.
+std::vector<NodeCost> random_costs(const Graph& graph, std::uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::vector<NodeCost> costs(graph.size());
+  for (NodeCost& cost : costs) {
+    cost.op_class = random() % 2 ? OpClass::kMemory : OpClass::kCompute;
+    cost.demand = static_cast<double>(random() % 1000);
+  }
+  return costs;
+}
+
 std::vector<at::Tensor> eager_outputs(const Graph& graph, const std::vector<c10::IValue>& inputs) {
   EagerExecutor eager(graph);
   return flatten_tensors(eager.run(inputs));
@@ -185,6 +200,25 @@ TEST(CpuParallelExecutor, HandWrittenPlanMatchesEager) {
   for (std::uint64_t jitter = 0; jitter < 50; ++jitter) {
     CpuParallelExecutor executor(graph, plan, {1, jitter});
     EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected)) << "jitter seed " << jitter;
+  }
+}
+
+TEST(CpuParallelExecutor, EveryPolicyMatchesEager) {
+  const Graph graph = diamond_with_view();
+  const std::vector<c10::IValue> inputs{at::randn({4, 6})};
+  const auto expected = eager_outputs(graph, inputs);
+  std::uint64_t jitter = 1;
+  for (StreamPolicy streams : kStreamPolicies) {
+    for (OrderPolicy order : kOrderPolicies) {
+      for (int cap : {0, 1, 2}) {
+        const Plan plan = make_plan(graph, PlanOptions{streams, order, cap}, random_costs(graph, jitter));
+        for (int k = 0; k < 5; ++k, ++jitter) {
+          CpuParallelExecutor executor(graph, plan, {1, jitter});
+          EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected))
+              << to_string(streams) << "/" << to_string(order) << " cap " << cap << ", jitter seed " << jitter;
+        }
+      }
+    }
   }
 }
 
@@ -477,51 +511,106 @@ TEST(CpuParallelRandomGraphs, MatchEagerUnderRandomPlansAndJitter) {
   }
 }
 
+TEST(CpuParallelRandomGraphs, MatchEagerUnderEveryPolicyAndJitter) {
+  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+    const int count = 5 + static_cast<int>(seed * 7919 % 56);
+    const Graph graph = random_model(count, seed);
+    at::manual_seed(seed);
+    const std::vector<c10::IValue> inputs{at::randn({4, 6}), at::randn({4, 6})};
+    const auto expected = eager_outputs(graph, inputs);
+    const auto costs = random_costs(graph, seed);
+    std::uint64_t jitter = seed * 100;
+    for (StreamPolicy streams : kStreamPolicies) {
+      for (OrderPolicy order : kOrderPolicies) {
+        for (int cap : {0, 1, 2}) {
+          CpuParallelExecutor executor(graph, make_plan(graph, PlanOptions{streams, order, cap}, costs), {1, ++jitter});
+          ASSERT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected))
+              << "seed " << seed << ", " << count << " nodes, " << to_string(streams) << "/" << to_string(order)
+              << " cap " << cap;
+        }
+      }
+    }
+  }
+}
+
 // ---- exported models ------------------------------------------------------------------------
 
 struct ModelCase {
   std::string model;
   std::string extension;
-  int random_plans;  // random plans to run it under, each with its own jitter seed
+  int jitter_seeds;  // runs per plan, each with its own jitter seed
+  int random_plans;  // random plans on top of make_plan's
+  friend std::ostream& operator<<(std::ostream& out, const ModelCase& c) {
+    return out << c.model << "." << c.extension;
+  }
 };
 
-class CpuParallelModels : public ::testing::TestWithParam<ModelCase> {};
+// Runs an exported model under plans and compares with the reference.
+//
+// Note [Intra-op threads and bitwise equality]: reductions (branchy's mean, for one) split their
+// work by the intra-op thread count, so another count changes the last bits. An executor with the
+// default count (the cores shared among its streams) is checked against eager run with that same
+// count on the calling thread; one with the caller's own count against the exporter's recorded
+// forward. Runs alternate between the two.
+class CpuParallelModels : public ::testing::TestWithParam<ModelCase> {
+ protected:
+  void SetUp() override {
+    const ModelCase& c = GetParam();
+    OPARA_REQUIRE_MODEL(c.model);
+    graph_ = load(testing::model_path(c.model, c.extension));
+    const Reference reference = load_reference(testing::model_path(c.model, "ref.pt"));
+    inputs_.assign(reference.inputs.begin(), reference.inputs.end());
+    recorded_ = c.extension == "pt" ? reference.outputs_pt : reference.outputs_pt2;
+    caller_threads_ = at::get_num_threads();
+    ASSERT_TRUE(bitwise_equal(eager_outputs(graph_, inputs_), recorded_));
+  }
 
-TEST_P(CpuParallelModels, MatchTheReferenceUnderRandomPlans) {
-  const ModelCase& c = GetParam();
-  OPARA_REQUIRE_MODEL(c.model);
-  const Graph graph = load(testing::model_path(c.model, c.extension));
-  const Reference reference = load_reference(testing::model_path(c.model, "ref.pt"));
-  const std::vector<c10::IValue> inputs(reference.inputs.begin(), reference.inputs.end());
-  const auto& recorded = c.extension == "pt" ? reference.outputs_pt : reference.outputs_pt2;
-  const int caller_threads = at::get_num_threads();
-  ASSERT_TRUE(bitwise_equal(eager_outputs(graph, inputs), recorded));
-  // Reductions (branchy's mean, for one) split their work by the intra-op thread count, so a
-  // different count changes the last bits. With the default count (the cores shared among the
-  // streams) the executor is checked against eager run with that same count; with the caller's
-  // own count, against the exporter's recorded forward.
-  std::map<int, std::vector<at::Tensor>> eager_by_threads;
-  for (int k = 0; k < c.random_plans; ++k) {
-    const auto seed = static_cast<std::uint64_t>(k + 1);
-    const int streams = 1 + k % 6;
-    const Plan plan = random_plan(graph, streams, seed);
-    CpuParallelExecutor executor(graph, plan, {0, seed});
+  void check(const Plan& plan, std::uint64_t jitter, const std::string& label) {
+    const bool own_threads = jitter % 2 == 0;
+    CpuParallelExecutor executor(graph_, plan, {own_threads ? caller_threads_ : 0, jitter});
     const int threads = executor.intra_op_threads();
-    if (eager_by_threads.count(threads) == 0) eager_by_threads[threads] = eager_outputs(graph, inputs, threads);
-    EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), eager_by_threads[threads]))
-        << c.model << "." << c.extension << ", random plan " << seed << " on " << streams << " streams, " << threads
-        << " intra-op threads";
-    CpuParallelExecutor same_threads(graph, plan, {caller_threads, seed + 1000});
-    EXPECT_TRUE(bitwise_equal(flatten_tensors(same_threads.run(inputs)), recorded))
-        << c.model << "." << c.extension << ", random plan " << seed << " on " << streams << " streams, "
-        << caller_threads << " intra-op threads";
+    if (!own_threads && eager_by_threads_.count(threads) == 0) {
+      eager_by_threads_[threads] = eager_outputs(graph_, inputs_, threads);
+    }
+    const auto& expected = own_threads ? recorded_ : eager_by_threads_[threads];
+    const auto outputs = flatten_tensors(executor.run(inputs_));
+    EXPECT_TRUE(bitwise_equal(outputs, expected))
+        << GetParam() << ", " << label << ", " << plan.stream_count << " streams, " << threads
+        << " intra-op threads, jitter seed " << jitter << ": max |diff| " << max_abs_difference(outputs, expected);
+  }
+
+  Graph graph_;
+  std::vector<c10::IValue> inputs_;
+  std::vector<at::Tensor> recorded_;
+  int caller_threads_ = 1;
+  std::map<int, std::vector<at::Tensor>> eager_by_threads_;
+};
+
+TEST_P(CpuParallelModels, MatchTheReferenceUnderEveryPolicy) {
+  std::uint64_t jitter = 1;
+  for (StreamPolicy streams : kStreamPolicies) {
+    for (OrderPolicy order : kOrderPolicies) {
+      for (int cap : {0, 1, 2}) {
+        const Plan plan = make_plan(graph_, PlanOptions{streams, order, cap});
+        const std::string label = fmt::format("{}/{} cap {}", to_string(streams), to_string(order), cap);
+        for (int k = 0; k < GetParam().jitter_seeds; ++k) check(plan, jitter++, label);
+      }
+    }
   }
 }
 
+TEST_P(CpuParallelModels, MatchTheReferenceUnderRandomPlans) {
+  for (int k = 0; k < GetParam().random_plans; ++k) {
+    const auto seed = static_cast<std::uint64_t>(k + 1);
+    check(random_plan(graph_, 1 + k % 6, seed), 1000 + seed, fmt::format("random plan {}", seed));
+  }
+}
+
+// The inplace model has every aliasing hazard; it gets the most interleavings (3 x 24 plans).
 INSTANTIATE_TEST_SUITE_P(CpuParallel, CpuParallelModels,
-                         ::testing::Values(ModelCase{"inplace", "pt", 60}, ModelCase{"inplace", "pt2", 60},
-                                           ModelCase{"branchy", "pt", 20}, ModelCase{"branchy", "pt2", 20},
-                                           ModelCase{"googlenet", "pt", 6}, ModelCase{"googlenet", "pt2", 6}),
+                         ::testing::Values(ModelCase{"inplace", "pt", 3, 30}, ModelCase{"inplace", "pt2", 3, 30},
+                                           ModelCase{"branchy", "pt", 1, 10}, ModelCase{"branchy", "pt2", 1, 10},
+                                           ModelCase{"googlenet", "pt", 1, 4}, ModelCase{"googlenet", "pt2", 1, 4}),
                          [](const auto& info) { return info.param.model + "_" + info.param.extension; });
 
 }  // namespace
