@@ -55,9 +55,10 @@ const ModeSpec& mode_spec(const std::string& name, const c10::Device& device) {
   for (const ModeSpec& mode : kModes) {
     if (mode.name == name) {
       if (mode.planned && device.is_cuda()) {
-        throw Error(fmt::format("mode '{}' on --device cuda needs the CUDA graph runtime, which this build does not "
-                                "have yet; on the GPU use eager, or run the planned modes with --device cpu",
-                                name));
+        throw Error(
+            fmt::format("mode '{}' on --device cuda needs the CUDA graph runtime, which this build does not "
+                        "have yet; on the GPU use eager, or run the planned modes with --device cpu",
+                        name));
       }
       return mode;
     }
@@ -192,8 +193,8 @@ void run_modes(const RunOptions& options) {
     const double median = percentile(samples, 0.5);
     const double p90 = percentile(samples, 0.9);
     fmt::print(table, "{:<11} {:>10.3f} {:>10.3f} {:>14} {:>8}  {}\n", mode_name, median, p90,
-               difference ? fmt::format("{:.3g}", *difference) : "n/a",
-               identical ? (*identical ? "yes" : "no") : "n/a", schedule);
+               difference ? fmt::format("{:.3g}", *difference) : "n/a", identical ? (*identical ? "yes" : "no") : "n/a",
+               schedule);
     entry["median_ms"] = median;
     entry["p90_ms"] = p90;
     if (eager) entry["peak_live_values"] = eager->peak_live_values();
@@ -211,7 +212,8 @@ void add_run_command(CLI::App& app) {
   CLI::App* run = app.add_subcommand("run", "Time a model under each execution mode and check its outputs");
   run->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
   run->add_option("--device", options->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  run->add_option("--modes", options->modes, "comma-separated execution modes: eager, sequential, nimble, opara")->delimiter(',');
+  run->add_option("--modes", options->modes, "comma-separated execution modes: eager, sequential, nimble, opara")
+      ->delimiter(',');
   run->add_option("--iters,-n", options->iters, "timed iterations")->check(CLI::PositiveNumber);
   run->add_option("--warmup,-w", options->warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
   run->add_option("--json", options->json, "also write the results as JSON to this file ('-' for stdout)");
@@ -221,7 +223,8 @@ void add_run_command(CLI::App& app) {
   run->add_option("--max-streams", options->max_streams,
                   "planned modes: merge streams past this many (0: no cap); default: tuned on the CPU")
       ->check(CLI::NonNegativeNumber);
-  run->add_option("--threads", options->threads, "planned modes on the CPU: intra-op threads per worker (0: cores / streams)")
+  run->add_option("--threads", options->threads,
+                  "planned modes on the CPU: intra-op threads per worker (0: cores / streams)")
       ->check(CLI::NonNegativeNumber);
   run->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
