@@ -1,14 +1,22 @@
-// Google Benchmark for the graph analyses the planner leans on, on the exported models:
-//   build/bin/opara-graph-bench [--benchmark_filter=width]
+// Google Benchmark for the planner and the graph analyses it leans on, on the exported models and
+// on synthetic DNN-like DAGs of 1k, 10k and 100k nodes:
+//   build/bin/opara-graph-bench [--benchmark_filter=plan/]
 // Models come from $OPARA_MODELS (default torchscript_models/); missing ones are skipped.
+// Planning benchmarks: "streams/opara" is Alg. 1 alone (the paper's Table I figure), "plan/opara"
+// the whole plan (launch order by Alg. 2, allocation, events); "streams/nimble" beside them.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 
+#include "opara/costs.h"
 #include "opara/graph_analysis.h"
 #include "opara/load.h"
+#include "opara/plan.h"
+#include "opara/schedule.h"
+#include "synthetic_graphs.h"
 
 namespace {
 
@@ -32,7 +40,57 @@ void run_on_model(benchmark::State& state, const std::string& name, Analysis ana
   state.counters["nodes"] = static_cast<double>(graph->size());
 }
 
+const opara::Graph& synthetic_graph(int nodes) {
+  static std::map<int, opara::Graph> cache;
+  if (auto found = cache.find(nodes); found != cache.end()) return found->second;
+  return cache.emplace(nodes, opara::bench::dnn_like_graph(nodes, 1)).first->second;
+}
+
+// The planner's benchmarks on one graph: Alg. 1 alone, Nimble alone, the whole plan.
+void register_planning(const std::string& name, std::function<const opara::Graph*()> graph_of, bool with_nimble) {
+  auto run = [graph_of](benchmark::State& state, auto work) {
+    const opara::Graph* graph = graph_of();
+    if (!graph) {
+      state.SkipWithError("model not exported: run scripts/export_models.py");
+      return;
+    }
+    const auto order = opara::topological_order(*graph);
+    const auto costs = opara::estimate_costs(*graph, {});
+    int streams = 0;
+    for (auto _ : state) streams = work(*graph, order, costs);
+    state.counters["nodes"] = static_cast<double>(graph->size());
+    state.counters["streams"] = streams;
+  };
+  benchmark::RegisterBenchmark(("streams/opara/" + name).c_str(), [run](benchmark::State& state) {
+    run(state, [](const opara::Graph& g, const auto& order, const auto&) {
+      return opara::allocate_streams(g, opara::StreamPolicy::kOpara, order).stream_count;
+    });
+  })->Unit(benchmark::kMicrosecond);
+  if (with_nimble) {
+    benchmark::RegisterBenchmark(("streams/nimble/" + name).c_str(), [run](benchmark::State& state) {
+      run(state, [](const opara::Graph& g, const auto& order, const auto&) {
+        return opara::allocate_streams(g, opara::StreamPolicy::kNimble, order).stream_count;
+      });
+    })->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::RegisterBenchmark(("plan/opara/" + name).c_str(), [run](benchmark::State& state) {
+    run(state, [](const opara::Graph& g, const auto&, const auto& costs) {
+      return opara::make_plan(g, opara::PlanOptions{}, costs).stream_count;
+    });
+  })->Unit(benchmark::kMicrosecond);
+}
+
 void register_all() {
+  for (const char* model : {"googlenet", "inception_v3", "bert_base", "t5_small"}) {
+    const std::string name = model;
+    register_planning(
+        name, [name] { return model_graph(name); }, true);
+  }
+  for (int nodes : {1000, 10000, 100000}) {
+    // Nimble's transitive reduction keeps n^2 bits: 1.25 GB at 100k nodes, so it stops at 10k.
+    register_planning(
+        "dnn_" + std::to_string(nodes / 1000) + "k", [nodes] { return &synthetic_graph(nodes); }, nodes <= 10000);
+  }
   for (const char* model : {"googlenet", "inception_v3", "bert_base", "t5_small"}) {
     const std::string name = model;
     benchmark::RegisterBenchmark(("topological_order/" + name).c_str(), [name](benchmark::State& state) {

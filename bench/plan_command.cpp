@@ -91,6 +91,9 @@ void run_plan(const PlanCommandOptions& options) {
     std::vector<std::size_t> sizes;
     for (const auto& nodes : per_stream) sizes.push_back(nodes.size());
     report["nodes_per_stream"] = sizes;
+    std::vector<std::string> kinds;
+    for (const Node& node : graph.nodes()) kinds.push_back(node.kind);
+    report["kinds"] = kinds;
     if (options.check) {
       report["valid"] = problems.empty();
       report["problems"] = problems;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: set up, build, export the default model if missing, and run opara-bench on it.
-#   scripts/run.sh                    info and an eager timing of googlenet (both formats)
+#   scripts/run.sh                    info, the checked plan and a CPU timing of every mode on googlenet
 #   scripts/run.sh ARGS...            opara-bench ARGS... (e.g. run --model bert_base --iters 50)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -19,13 +19,18 @@ model="${OPARA_DEFAULT_MODEL:-googlenet}"
 opara_export_models "$model"
 "$bench" info --model "$OPARA_MODELS/${model}_b1.pt"
 echo
+"$bench" plan --model "$OPARA_MODELS/${model}_b1.pt" --check
+echo
 devices=(cpu)
 if "$OPARA_PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   devices+=(cuda)
 fi
 for device in "${devices[@]}"; do
   for format in pt pt2; do
-    "$bench" run --model "$OPARA_MODELS/${model}_b1.$format" --device "$device" --modes eager --iters 20 --warmup 3
+    modes=eager
+    # The planned modes run on CPU workers here; on the GPU they arrive with the CUDA graph runtime.
+    [ "$device" = cpu ] && modes=eager,sequential,nimble,opara
+    "$bench" run --model "$OPARA_MODELS/${model}_b1.$format" --device "$device" --modes "$modes" --iters 20 --warmup 3
     echo
   done
 done

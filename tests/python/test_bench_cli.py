@@ -83,7 +83,7 @@ def test_bad_flags_exit_2_with_a_message(bench, args):
     assert "opara-bench:" in result.stderr
 
 
-@pytest.mark.parametrize("subcommand", ["info", "run"])
+@pytest.mark.parametrize("subcommand", ["info", "plan", "run"])
 def test_help_for_every_subcommand(bench, subcommand):
     result = bench(subcommand, "--help")
     assert "--model" in result.stdout
@@ -123,3 +123,96 @@ def test_info_writes_the_graph_as_dot(bench, tmp_path):
     assert text.startswith("digraph")
     assert "[style=dashed]" in text  # the ordering edges of the in-place writes
     assert "aten::relu_" in text
+
+
+PLAN_KEYS = {"nodes", "streams", "events", "events_unreduced", "launch_order", "stream_of", "plan_us", "waits",
+             "records", "stream_policy", "order_policy", "nodes_per_stream", "valid"}
+
+
+@pytest.mark.parametrize("allocator", ["opara", "opara-unhanded", "nimble", "single"])
+@pytest.mark.parametrize("name", ["googlenet", "inception_v3", "bert_base", "t5_small", "inplace"])
+def test_plan_checks_and_reports_the_documented_keys(bench, name, allocator):
+    plan = json.loads(bench("plan", "--model", name, "--allocator", allocator, "--check", "--json", "-").stdout)
+    assert PLAN_KEYS <= plan.keys()
+    assert plan["valid"] is True and plan["problems"] == []
+    assert sorted(plan["launch_order"]) == list(range(plan["nodes"]))
+    assert len(plan["stream_of"]) == plan["nodes"]
+    assert plan["events"] <= plan["events_unreduced"]
+    assert sum(plan["nodes_per_stream"]) == plan["kernels"]
+    assert plan["plan_us"] > 0
+    if allocator == "single":
+        assert plan["streams"] == 1 and plan["events"] == 0
+
+
+def test_plan_options_change_the_plan(bench, tmp_path):
+    capped = json.loads(bench("plan", "--model", "googlenet", "--max-streams", "3", "--json", "-").stdout)
+    assert capped["streams"] <= 3
+    paper = json.loads(bench("plan", "--model", "googlenet", "--json", "-").stdout)
+    assert paper["streams"] == 28  # nine inception modules: 1 + 9 * 3, as the Opara paper reports
+    topological = json.loads(bench("plan", "--model", "googlenet", "--order", "topological", "--json", "-").stdout)
+    assert topological["launch_order"] == sorted(topological["launch_order"])
+    dot = tmp_path / "plan.dot"
+    bench("plan", "--model", "inplace", "--dot", dot)
+    assert "stream 0" in dot.read_text() and "color=red" in dot.read_text()
+
+
+def test_plan_uses_a_recorded_profile_and_rejects_a_foreign_one(bench, tmp_path):
+    kinds = json.loads(bench("plan", "--model", "branchy", "--json", "-").stdout)["kinds"]
+    # A profile in the profiler's format: every node with its kind, class and demand.
+    profile = {"nodes": [{"id": node, "kind": kind, "class": "compute" if "conv" in kind else "memory",
+                          "demand": float(len(kinds) - node)} for node, kind in enumerate(kinds)]}
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(profile))
+    plan = json.loads(bench("plan", "--model", "branchy", "--profile", path, "--check", "--json", "-").stdout)
+    assert plan["cost_source"] == "profile" and plan["valid"] is True
+    profile["nodes"][0]["kind"] = "aten::not_this_op"
+    path.write_text(json.dumps(profile))
+    result = bench("plan", "--model", "branchy", "--profile", path, check=False)
+    assert result.returncode == 1
+    assert "node 0" in result.stderr and str(path) in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["plan", "--model", "googlenet", "--allocator", "greedy"],
+    ["plan", "--model", "googlenet", "--order", "random"],
+    ["plan", "--model", "googlenet", "--max-streams", "-1"],
+    ["plan", "--model", "googlenet", "--ridge", "0"],
+    ["plan"],
+])
+def test_plan_bad_flags_exit_2(bench, args):
+    result = bench(*args, check=False)
+    assert result.returncode == 2, result.stderr
+    assert "opara-bench:" in result.stderr
+
+
+@pytest.mark.parametrize("extension", ["pt", "pt2"])
+@pytest.mark.parametrize("name", ["branchy", "inplace", "googlenet"])
+def test_run_cpu_planned_modes_match_the_model_bitwise(bench, name, extension):
+    report = json.loads(bench("run", "--model", model_file(name, extension), "--device", "cpu", "--modes",
+                              "eager,sequential,nimble,opara", "--iters", "2", "--warmup", "1", "--json", "-").stdout)
+    modes = {mode["mode"]: mode for mode in report["modes"]}
+    assert set(modes) == {"eager", "sequential", "nimble", "opara"}
+    assert modes["eager"]["bitwise_equal"] is True
+    for mode in modes.values():
+        # A worker with fewer intra-op threads than the reference had may differ in a reduction's
+        # last bits; it must then equal eager run with its own thread count, bit for bit.
+        assert mode["bitwise_equal"] is True or mode["bitwise_equal_eager_same_threads"] is True, mode
+        assert mode["max_abs_diff"] < 1e-5
+    assert modes["sequential"]["streams"] == 1
+    assert modes["opara"]["streams_uncapped"] >= modes["opara"]["streams"] >= 1
+
+
+def test_run_with_a_fixed_stream_cap_and_threads(bench):
+    report = json.loads(bench("run", "--model", "branchy", "--modes", "opara", "--max-streams", "0", "--threads", "1",
+                              "--iters", "2", "--json", "-").stdout)
+    (mode,) = report["modes"]
+    assert mode["tuned"] is False
+    assert mode["streams"] == mode["streams_uncapped"] > 1
+    assert mode["intra_op_threads"] == 1
+    assert mode["bitwise_equal"] is True or mode["bitwise_equal_eager_same_threads"] is True
+
+
+def test_planned_modes_on_cuda_are_refused_until_the_graph_runtime(bench):
+    result = bench("run", "--model", "chain", "--device", "cuda", "--modes", "opara", check=False)
+    assert result.returncode == 1
+    assert "mode 'opara'" in result.stderr or "no CUDA GPU" in result.stderr
