@@ -22,7 +22,9 @@ struct CpuExecutorOptions {
 
 // Executes a Plan on the CPU: each stream becomes a host worker that runs its nodes in launch
 // order; events become one-shot latches. Nodes that launch no kernel run on whichever worker needs
-// their result first. Outputs equal EagerExecutor's bit for bit.
+// their result first. Outputs equal EagerExecutor's bit for bit when eager runs with the same
+// intra-op thread count (reductions split their work by it). One run at a time: run() from two
+// threads at once throws.
 class OPARA_API CpuParallelExecutor {
  public:
   // Checks the plan (require_valid) and starts one worker thread per stream beyond the first; the
@@ -32,7 +34,8 @@ class OPARA_API CpuParallelExecutor {
   CpuParallelExecutor(const CpuParallelExecutor&) = delete;
   CpuParallelExecutor& operator=(const CpuParallelExecutor&) = delete;
 
-  // Throws opara::Error for a wrong input count, or naming the node that failed.
+  // Throws opara::Error for a wrong input count, or naming the node that failed; the executor
+  // stays usable. Sets the calling thread's intra-op threads for the run and restores them after.
   std::vector<c10::IValue> run(const std::vector<c10::IValue>& inputs);
 
   [[nodiscard]] const Plan& plan() const;

@@ -1,6 +1,7 @@
 #pragma once
 
 // The whole public C++ API of opara.
+#include "opara/cpu_parallel_executor.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/graph.h"
