@@ -2,8 +2,9 @@
 //
 // Each stream of the plan becomes a worker that follows its nodes in launch order: before a node
 // it waits on the latches of the nodes in `plan.waits[node]`, runs the node, and releases the
-// node's own latch when `plan.records[node]`. The calling thread of run() plays stream 0; the
-// other workers are threads started once, in the constructor, and woken for each run.
+// node's own latch when `plan.records[node]`. Workers are threads started once, in the
+// constructor, and woken for each run; the calling thread of run() plays stream 0 itself when its
+// intra-op thread count is the workers' (saving a hand-off), else stream 0's worker does.
 //
 //   stream 0:  a ---------> c ---- d          plan: a, b on different streams, c waits on b's
 //   stream 1:  b --(latch b)-^                      event: c's worker blocks on b's latch.
@@ -58,9 +59,13 @@ namespace {
 class Latch {
  public:
   void wait() {
-    for (int spin = 0; spin < kSpins; ++spin) {
+    // Most waits are for a node that finishes within tens of microseconds; sleeping on the
+    // condition variable costs about as much again, so spin (yielding the core) for a while first.
+    const auto give_up = std::chrono::steady_clock::now() + kSpinFor;
+    for (int spin = 0;; ++spin) {
       if (set_.load(std::memory_order_acquire)) return;
-      if (spin >= kSpins / 2) std::this_thread::yield();
+      if (spin % 64 == 63 && std::chrono::steady_clock::now() > give_up) break;
+      std::this_thread::yield();
     }
     std::unique_lock<std::mutex> lock(mutex_);
     wakeup_.wait(lock, [this] { return set_.load(std::memory_order_acquire); });
@@ -80,7 +85,7 @@ class Latch {
   void reset() { set_.store(false, std::memory_order_relaxed); }
 
  private:
-  static constexpr int kSpins = 64;
+  static constexpr std::chrono::microseconds kSpinFor{200};
   std::atomic<bool> set_{false};
   std::mutex mutex_;
   std::condition_variable wakeup_;
@@ -97,29 +102,13 @@ int default_intra_op_threads(int stream_count) {
   return std::max(1, cores / std::max(1, stream_count));
 }
 
-// Sets the calling thread's intra-op threads for a scope and restores them after.
 // Note [Intra-op threads per thread]: with ATen's OpenMP backend, at::set_num_threads() calls
 // omp_set_num_threads(), which sets the calling thread's own ICV, and at::get_num_threads()
 // returns omp_get_max_threads() of the calling thread: so each worker has its own count. It also
 // stores a process-wide value that a thread copies the first time it asks (ATen's lazy
-// per-thread initialisation); asking first (get) makes that copy happen before we set ours.
-class IntraOpThreadsGuard {
- public:
-  explicit IntraOpThreadsGuard(int threads) : previous_(at::get_num_threads()) {
-    if (previous_ != threads) at::set_num_threads(threads);
-    changed_ = previous_ != threads;
-  }
-  ~IntraOpThreadsGuard() {
-    if (changed_) at::set_num_threads(previous_);
-  }
-  IntraOpThreadsGuard(const IntraOpThreadsGuard&) = delete;
-  IntraOpThreadsGuard& operator=(const IntraOpThreadsGuard&) = delete;
-
- private:
-  int previous_;
-  bool changed_ = false;
-};
-
+// per-thread initialisation); asking first (get) makes that copy happen before we set ours. And it
+// resizes a shared thread pool, which is slow: so counts are set once per worker thread, never per
+// run, and the caller plays stream 0 only when its own count already matches.
 }  // namespace
 
 struct CpuParallelExecutor::State {
@@ -174,7 +163,8 @@ struct CpuParallelExecutor::State {
   int started = 0;                       // workers that have set up their thread
   bool stopping = false;                 // set once, by the destructor
   std::vector<std::mt19937_64> randoms;  // by stream, for jitter; each touched by its own worker
-  std::vector<std::thread> threads;      // stream k + 1 is threads[k]
+  std::vector<std::thread> threads;      // stream k is threads[k]
+  bool caller_plays_stream_0 = false;    // this run: the caller's intra-op threads match
   std::atomic<bool> in_run{false};
 };
 
@@ -228,7 +218,7 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
   // threads per thread]); stored back once they have started so later threads are not affected.
   const int caller_threads = at::get_num_threads();
   try {
-    for (int stream = 1; stream < plan.stream_count; ++stream)
+    for (int stream = 0; stream < plan.stream_count; ++stream)
       threads.emplace_back([this, stream] { worker_main(stream); });
   } catch (...) {
     stop_workers();  // ~State does not run when the constructor throws
@@ -268,8 +258,9 @@ void CpuParallelExecutor::State::worker_main(int stream) {
     wake.wait(lock, [&] { return stopping || generation != seen; });
     if (stopping) return;
     seen = generation;
+    const bool mine = stream != 0 || !caller_plays_stream_0;
     lock.unlock();
-    run_stream(stream);
+    if (mine) run_stream(stream);
     lock.lock();
     if (--busy == 0) finished.notify_all();
   }
@@ -311,15 +302,16 @@ std::vector<c10::IValue> CpuParallelExecutor::State::run(const std::vector<c10::
     values[id] = inputs[i].isTensor() ? c10::IValue(inputs[i].toTensor().to(c10::kCPU)) : inputs[i];
   }
 
-  IntraOpThreadsGuard threads_guard(intra_op_threads);
   c10::AutoGradMode no_grad(false);
+  const bool caller_plays = at::get_num_threads() == intra_op_threads;
   {
     std::lock_guard<std::mutex> lock(mutex);
+    caller_plays_stream_0 = caller_plays;
     busy = static_cast<int>(threads.size());
     ++generation;
   }
   wake.notify_all();
-  if (plan.stream_count > 0) run_stream(0);
+  if (plan.stream_count > 0 && caller_plays) run_stream(0);
   {
     std::unique_lock<std::mutex> lock(mutex);
     finished.wait(lock, [this] { return busy == 0; });

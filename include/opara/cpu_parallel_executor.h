@@ -27,15 +27,15 @@ struct CpuExecutorOptions {
 // threads at once throws.
 class OPARA_API CpuParallelExecutor {
  public:
-  // Checks the plan (require_valid) and starts one worker thread per stream beyond the first; the
-  // calling thread plays stream 0.
+  // Checks the plan (require_valid) and starts one worker thread per stream. The calling thread of
+  // run() plays stream 0 when its intra-op thread count equals the workers'.
   CpuParallelExecutor(const Graph& graph, Plan plan, CpuExecutorOptions options = {});
   ~CpuParallelExecutor();
   CpuParallelExecutor(const CpuParallelExecutor&) = delete;
   CpuParallelExecutor& operator=(const CpuParallelExecutor&) = delete;
 
   // Throws opara::Error for a wrong input count, or naming the node that failed; the executor
-  // stays usable. Sets the calling thread's intra-op threads for the run and restores them after.
+  // stays usable. Never changes the calling thread's intra-op threads.
   std::vector<c10::IValue> run(const std::vector<c10::IValue>& inputs);
 
   [[nodiscard]] const Plan& plan() const;
