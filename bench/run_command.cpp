@@ -107,26 +107,25 @@ CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCost
   return setup;
 }
 
-// On the CPU more streams than cores only add threads, and a worker's intra-op threads compete
-// with the other workers: the cap and the threads are chosen by timing a few candidates (cap 1
-// with every core is the eager schedule, so tuning never loses much to eager).
+// On the CPU the pool has at most one worker per core whatever the stream count. Two shapes are
+// worth trying: one stream on every core's intra-op threads (the eager schedule, so tuning never
+// loses much to eager), or several streams of one intra-op thread each, uncapped or capped at
+// 2 .. cores (a merged plan can balance better or worse than the full one). Several workers with
+// several intra-op threads each are left out: each worker's OpenMP team spins while the others
+// run, and on a small machine that halves the speed. Each candidate is timed a few times.
 CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, const ModelCosts& costs,
                          const std::vector<c10::IValue>& arguments, const RunOptions& options) {
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  std::vector<std::pair<int, int>> candidates;  // (cap, threads)
-  for (int cap = 1; cap <= cores; ++cap) {
-    for (int threads : {options.threads, cores}) {
-      if (std::find(candidates.begin(), candidates.end(), std::make_pair(cap, threads)) == candidates.end()) {
-        candidates.emplace_back(cap, threads);
-      }
-    }
+  std::vector<std::pair<int, int>> candidates = {{1, options.threads > 0 ? options.threads : cores}};  // (cap, threads)
+  for (int cap = 0; cap <= cores && cores > 1; ++cap) {
+    if (cap != 1) candidates.emplace_back(cap, 1);
   }
   CpuSetup best;
   for (const auto& [cap, threads] : candidates) {
-    CpuSetup setup = cpu_setup(graph, plan_options, costs, options.max_streams.value_or(cap), threads);
+    CpuSetup setup = cpu_setup(graph, plan_options, costs, cap, threads);
     const Runner runner = [&setup](const std::vector<c10::IValue>& inputs) { return setup.executor->run(inputs); };
     time_runs(runner, arguments, 1, c10::kCPU);
-    setup.tuning_ms = percentile(time_runs(runner, arguments, 5, c10::kCPU), 0.5);
+    setup.tuning_ms = percentile(time_runs(runner, arguments, 9, c10::kCPU), 0.5);
     if (!best.executor || setup.tuning_ms < best.tuning_ms) best = std::move(setup);
   }
   return best;

@@ -1,13 +1,19 @@
-// Runs a Plan on the CPU, one host thread per stream.
+// Runs a Plan on the CPU with a pool of host threads and one queue per stream.
 //
-// Each stream of the plan becomes a worker that follows its nodes in launch order: before a node
-// it waits on the latches of the nodes in `plan.waits[node]`, runs the node, and releases the
-// node's own latch when `plan.records[node]`. Workers are threads started once, in the
-// constructor, and woken for each run; the calling thread of run() plays stream 0 itself when its
-// intra-op thread count is the workers' (saving a hand-off), else stream 0's worker does.
+// Each stream of the plan is a queue of its nodes in launch order. A stream is ready when the
+// events its next node waits on have been recorded; a free worker takes a ready stream, runs that
+// one node, records the node's event when `plan.records[node]`, and puts the stream back if its
+// next node is ready too. A stream never has two nodes running at once, so each stream keeps its
+// order; events are one-shot flags that unblock the streams waiting on them.
 //
 //   stream 0:  a ---------> c ---- d          plan: a, b on different streams, c waits on b's
-//   stream 1:  b --(latch b)-^                      event: c's worker blocks on b's latch.
+//   stream 1:  b --(event b)-^                      event: stream 0 is not ready until b records.
+//
+// Workers: min(streams, cores) threads (CpuExecutorOptions::workers to choose), so plans with many
+// streams (Opara opens 28 on GoogLeNet) never oversubscribe the cores, and no thread blocks while
+// another stream has work. The calling thread of run() hands the run over and waits (were it to
+// work as well, it would compete for the cores), except with a single worker of its own intra-op
+// thread count: then it is that worker (Note [Intra-op threads per thread]).
 //
 // Nodes that launch no kernel (views, sizes, list constructs) have no stream: see Note [Nodes
 // without a stream]. Outputs equal EagerExecutor's bit for bit: every node runs the same NodeOp on
@@ -25,9 +31,10 @@
 //
 // Note [Publication of values]
 // `values` holds one slot per graph value. A slot is written once per run by the thread that
-// runs its producer, and read by consumers that are ordered after the producer by one of: running
-// on the same thread later, a latch (release on set, acquire on wait), a no-stream node's done flag
-// (release/acquire, or its mutex), or the end-of-run handshake with the calling thread. A slot is
+// runs its producer, and read by consumers that are ordered after the producer by one of: the
+// scheduler's mutex (a node's event is recorded, and its stream handed on, under it after the node
+// ran; the next node of a stream or of a waiting stream is taken under it), a no-stream node's
+// done flag (release/acquire, or its mutex), or the end-of-run handshake with the calling thread. A slot is
 // cleared (the value freed) by the consumer that decrements its atomic count of readers to zero
 // (acq_rel): every other reader decremented after copying it out, so the clear comes after every
 // read. Graph inputs and outputs are never cleared during a run.
@@ -42,7 +49,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -54,52 +63,14 @@
 namespace opara {
 namespace {
 
-// A one-shot event: released once per run by the node that records it, waited on by nodes of
-// other streams. Waiters spin a little (most waits are short), then sleep on the condition variable.
-class Latch {
- public:
-  void wait() {
-    // Most waits are for a node that finishes within tens of microseconds; sleeping on the
-    // condition variable costs about as much again, so spin (yielding the core) for a while first.
-    const auto give_up = std::chrono::steady_clock::now() + kSpinFor;
-    for (int spin = 0;; ++spin) {
-      if (set_.load(std::memory_order_acquire)) return;
-      if (spin % 64 == 63 && std::chrono::steady_clock::now() > give_up) break;
-      std::this_thread::yield();
-    }
-    std::unique_lock<std::mutex> lock(mutex_);
-    wakeup_.wait(lock, [this] { return set_.load(std::memory_order_acquire); });
-  }
-
-  // Idempotent: an aborted run releases every latch, some of them a second time.
-  void release() {
-    {
-      // Set under the mutex so a waiter between its check and its sleep cannot miss the wakeup.
-      std::lock_guard<std::mutex> lock(mutex_);
-      set_.store(true, std::memory_order_release);
-    }
-    wakeup_.notify_all();
-  }
-
-  // Only between runs, when no thread waits; the next run's start publishes it.
-  void reset() { set_.store(false, std::memory_order_relaxed); }
-
- private:
-  static constexpr std::chrono::microseconds kSpinFor{200};
-  std::atomic<bool> set_{false};
-  std::mutex mutex_;
-  std::condition_variable wakeup_;
-};
-
 // Run-once state of a node without a stream (std::once_flag cannot be reset between runs).
 struct LazyNode {
   std::atomic<bool> done{false};
   std::mutex mutex;  // held while the node runs: a second thread that needs it waits
 };
 
-int default_intra_op_threads(int stream_count) {
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, stream_count));
+int cores() {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 // Note [Intra-op threads per thread]: with ATen's OpenMP backend, at::set_num_threads() calls
@@ -108,7 +79,7 @@ int default_intra_op_threads(int stream_count) {
 // stores a process-wide value that a thread copies the first time it asks (ATen's lazy
 // per-thread initialisation); asking first (get) makes that copy happen before we set ours. And it
 // resizes a shared thread pool, which is slow: so counts are set once per worker thread, never per
-// run, and the caller plays stream 0 only when its own count already matches.
+// run, and only the pool's threads run nodes.
 }  // namespace
 
 struct CpuParallelExecutor::State {
@@ -117,8 +88,12 @@ struct CpuParallelExecutor::State {
 
   std::vector<c10::IValue> run(const std::vector<c10::IValue>& inputs);
 
-  // The work of one stream; never throws (errors go to fail()).
-  void run_stream(int stream);
+  // Takes ready streams and runs their next nodes until the run ends; never throws (errors go to
+  // fail()).
+  void work();
+  // With `mutex` held: queues `stream` if its next node's events are all recorded, else parks it
+  // on the first missing one.
+  void schedule(int stream);
   // Ensures the no-stream nodes `id` needs; false when the run was aborted.
   bool ensure_inputs_of(NodeId id);
   // Runs no-stream node `id` unless some thread has; its own no-stream ancestors must be done.
@@ -126,10 +101,10 @@ struct CpuParallelExecutor::State {
   // Runs one node and publishes its outputs; false (after fail()) when it threw.
   bool execute(NodeId id);
   void execute_or_throw(NodeId id);
-  // Keeps the first error, aborts the run and releases every latch so that no worker waits forever.
+  // Keeps the first error and aborts the run: every worker stops taking nodes.
   void fail(std::exception_ptr error);
-  void jitter(int stream);
-  void worker_main(int stream);
+  void jitter(std::mt19937_64& random) const;
+  void worker_main(int worker);
   void stop_workers() noexcept;
   void reset_run_state();
 
@@ -138,6 +113,7 @@ struct CpuParallelExecutor::State {
   Plan plan;
   CpuExecutorOptions options;
   int intra_op_threads = 1;
+  int worker_count = 0;
   std::vector<std::shared_ptr<const NodeOp>> ops;  // by NodeId
   std::vector<std::vector<NodeId>> stream_nodes;   // by stream, in launch order
   // By NodeId: the no-stream nodes reached backwards through no-stream nodes only, in id order.
@@ -148,23 +124,26 @@ struct CpuParallelExecutor::State {
   // ---- per run: reset by the calling thread before the workers wake ------------------------
   std::vector<c10::IValue> values;                           // by ValueId; Note [Publication of values]
   std::unique_ptr<std::atomic<std::size_t>[]> readers_left;  // by ValueId
-  std::unique_ptr<Latch[]> latches;                          // by NodeId; used for recording nodes
   std::unique_ptr<LazyNode[]> lazy;                          // by NodeId; used for no-stream nodes
   std::atomic<bool> aborted{false};
   std::mutex error_mutex;
   std::exception_ptr error;  // the first failure of the run, guarded by error_mutex
 
-  // ---- workers: guarded by `mutex` ---------------------------------------------------------
+  // ---- the scheduler: guarded by `mutex` ---------------------------------------------------
   std::mutex mutex;
-  std::condition_variable wake;          // workers: a new generation, or stopping
-  std::condition_variable finished;      // caller: `busy` reached 0, or a worker started
-  std::uint64_t generation = 0;          // bumped once per run
-  int busy = 0;                          // workers still inside the current run
-  int started = 0;                       // workers that have set up their thread
-  bool stopping = false;                 // set once, by the destructor
-  std::vector<std::mt19937_64> randoms;  // by stream, for jitter; each touched by its own worker
-  std::vector<std::thread> threads;      // stream k is threads[k]
-  bool caller_plays_stream_0 = false;    // this run: the caller's intra-op threads match
+  std::condition_variable work_ready;       // workers: a stream became ready, the run ended, or stopping
+  std::condition_variable finished;         // caller: `busy` reached 0, or a worker started
+  std::vector<std::size_t> next_of;         // by stream: index of its next node in stream_nodes
+  std::vector<std::uint8_t> recorded;       // by NodeId: its event has fired this run
+  std::vector<std::vector<int>> parked;     // by NodeId: streams whose next node waits on its event
+  std::deque<int> ready;                    // streams whose next node can run now, in the order they became ready
+  std::atomic<std::size_t> ready_count{0};  // ready.size(), readable without the mutex to spin on
+  int streams_left = 0;                     // streams with nodes still to run this run
+  std::uint64_t generation = 0;             // bumped once per run
+  int busy = 0;                             // pool workers still inside the current run
+  int started = 0;                          // pool workers that have set up their thread
+  bool stopping = false;                    // set once, by the destructor
+  std::vector<std::thread> threads;
   std::atomic<bool> in_run{false};
 };
 
@@ -175,8 +154,13 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
     throw Error(fmt::format("{}: intra_op_threads must be 0 (automatic) or positive, not {}", graph.source_path,
                             options.intra_op_threads));
   }
+  if (options.workers < 0) {
+    throw Error(
+        fmt::format("{}: workers must be 0 (automatic) or positive, not {}", graph.source_path, options.workers));
+  }
+  worker_count = options.workers > 0 ? options.workers : std::min(std::max(plan.stream_count, 1), cores());
   intra_op_threads =
-      options.intra_op_threads > 0 ? options.intra_op_threads : default_intra_op_threads(plan.stream_count);
+      options.intra_op_threads > 0 ? options.intra_op_threads : std::max(1, cores() / std::max(1, plan.stream_count));
 
   const std::size_t node_count = graph.size();
   ops.reserve(node_count);
@@ -207,19 +191,20 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
   for (ValueId input : graph.inputs()) pinned[input] = 1;
   for (ValueId output : graph.outputs()) pinned[output] = 1;
   readers_left = std::make_unique<std::atomic<std::size_t>[]>(value_count);
-  latches = std::make_unique<Latch[]>(node_count);
   lazy = std::make_unique<LazyNode[]>(node_count);
-
-  randoms.reserve(std::max(plan.stream_count, 1));
-  for (int stream = 0; stream < std::max(plan.stream_count, 1); ++stream)
-    randoms.emplace_back(options.jitter_seed + static_cast<std::uint64_t>(stream));
+  next_of.assign(static_cast<std::size_t>(plan.stream_count), 0);
+  recorded.assign(node_count, 0);
+  parked.resize(node_count);
 
   // The caller's own count, read before the workers store theirs process-wide (Note [Intra-op
   // threads per thread]); stored back once they have started so later threads are not affected.
   const int caller_threads = at::get_num_threads();
   try {
-    for (int stream = 0; stream < plan.stream_count; ++stream)
-      threads.emplace_back([this, stream] { worker_main(stream); });
+    // One worker with the caller's own intra-op threads: the caller is that worker (no hand-off,
+    // and ATen's OpenMP team stays the caller's: a second team spinning beside it halves speed).
+    const bool caller_is_the_worker = worker_count == 1 && caller_threads == intra_op_threads;
+    for (int worker = 0; worker < worker_count && !caller_is_the_worker; ++worker)
+      threads.emplace_back([this, worker] { worker_main(worker); });
   } catch (...) {
     stop_workers();  // ~State does not run when the constructor throws
     throw;
@@ -240,29 +225,85 @@ void CpuParallelExecutor::State::stop_workers() noexcept {
     std::lock_guard<std::mutex> lock(mutex);
     stopping = true;
   }
-  wake.notify_all();
+  work_ready.notify_all();
   for (std::thread& thread : threads) thread.join();
   threads.clear();
 }
 
-void CpuParallelExecutor::State::worker_main(int stream) {
+void CpuParallelExecutor::State::worker_main(int worker) {
   // Thread-local settings, kept for the thread's life: Note [Intra-op threads per thread].
   (void)at::get_num_threads();
   at::set_num_threads(intra_op_threads);
   c10::AutoGradMode no_grad(false);  // inference, like EagerExecutor
+  (void)worker;
   std::uint64_t seen = 0;
   std::unique_lock<std::mutex> lock(mutex);
   ++started;
   finished.notify_all();
   for (;;) {
-    wake.wait(lock, [&] { return stopping || generation != seen; });
+    work_ready.wait(lock, [&] { return stopping || generation != seen; });
     if (stopping) return;
     seen = generation;
-    const bool mine = stream != 0 || !caller_plays_stream_0;
     lock.unlock();
-    if (mine) run_stream(stream);
+    work();
     lock.lock();
     if (--busy == 0) finished.notify_all();
+  }
+}
+
+void CpuParallelExecutor::State::schedule(int stream) {
+  const NodeId next = stream_nodes[stream][next_of[stream]];
+  for (NodeId event : plan.waits[next]) {
+    if (!recorded[event]) {
+      parked[event].push_back(stream);
+      return;
+    }
+  }
+  ready.push_back(stream);
+  ready_count.store(ready.size(), std::memory_order_relaxed);
+  work_ready.notify_one();
+}
+
+void CpuParallelExecutor::State::work() {
+  std::mt19937_64 random(options.jitter_seed ^ std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  std::unique_lock<std::mutex> lock(mutex);
+  for (;;) {
+    if (ready.empty() && streams_left > 0 && intra_op_threads == 1) {
+      // Another stream's node usually finishes within microseconds: spin (yielding the core) a
+      // little before sleeping, since a sleep and wake-up cost about as much as a small node. Not
+      // when nodes run on several intra-op threads: the spinning would take their cores.
+      lock.unlock();
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+      while (ready_count.load(std::memory_order_relaxed) == 0 && !aborted.load(std::memory_order_relaxed) &&
+             std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::yield();
+      }
+      lock.lock();
+    }
+    work_ready.wait(lock, [&] { return !ready.empty() || streams_left == 0 || aborted.load(); });
+    if (streams_left == 0 || aborted.load()) return;
+    const int stream = ready.front();
+    ready.pop_front();
+    ready_count.store(ready.size(), std::memory_order_relaxed);
+    const NodeId id = stream_nodes[stream][next_of[stream]];
+    lock.unlock();
+    jitter(random);
+    const bool ran = ensure_inputs_of(id) && execute(id);
+    lock.lock();
+    if (!ran) {
+      work_ready.notify_all();  // fail() set `aborted`: every worker leaves
+      return;
+    }
+    if (plan.records[id]) {
+      recorded[id] = 1;
+      for (int waiting : parked[id]) schedule(waiting);
+      parked[id].clear();
+    }
+    if (++next_of[stream] < stream_nodes[stream].size()) {
+      schedule(stream);
+    } else if (--streams_left == 0) {
+      work_ready.notify_all();
+    }
   }
 }
 
@@ -270,10 +311,12 @@ void CpuParallelExecutor::State::reset_run_state() {
   values.assign(graph.values().size(), c10::IValue());
   for (std::size_t id = 0; id < reader_count.size(); ++id)
     readers_left[id].store(reader_count[id], std::memory_order_relaxed);
-  for (std::size_t id = 0; id < graph.size(); ++id) {
-    latches[id].reset();
-    lazy[id].done.store(false, std::memory_order_relaxed);
-  }
+  for (std::size_t id = 0; id < graph.size(); ++id) lazy[id].done.store(false, std::memory_order_relaxed);
+  std::fill(next_of.begin(), next_of.end(), 0);
+  std::fill(recorded.begin(), recorded.end(), 0);
+  for (auto& streams : parked) streams.clear();
+  ready.clear();
+  ready_count.store(0, std::memory_order_relaxed);
   aborted.store(false, std::memory_order_relaxed);
   error = nullptr;
 }
@@ -303,15 +346,19 @@ std::vector<c10::IValue> CpuParallelExecutor::State::run(const std::vector<c10::
   }
 
   c10::AutoGradMode no_grad(false);
-  const bool caller_plays = at::get_num_threads() == intra_op_threads;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    caller_plays_stream_0 = caller_plays;
+    streams_left = 0;
+    for (int stream = 0; stream < plan.stream_count; ++stream) {
+      if (stream_nodes[stream].empty()) continue;
+      ++streams_left;
+      schedule(stream);
+    }
     busy = static_cast<int>(threads.size());
     ++generation;
   }
-  wake.notify_all();
-  if (plan.stream_count > 0 && caller_plays) run_stream(0);
+  work_ready.notify_all();
+  if (threads.empty()) work();
   {
     std::unique_lock<std::mutex> lock(mutex);
     finished.wait(lock, [this] { return busy == 0; });
@@ -330,18 +377,6 @@ std::vector<c10::IValue> CpuParallelExecutor::State::run(const std::vector<c10::
   for (ValueId output : graph.outputs()) outputs.push_back(values[output]);
   values.clear();  // hold no tensors between runs
   return outputs;
-}
-
-void CpuParallelExecutor::State::run_stream(int stream) {
-  for (NodeId id : stream_nodes[stream]) {
-    if (aborted.load(std::memory_order_acquire)) return;
-    jitter(stream);
-    for (NodeId event : plan.waits[id]) latches[event].wait();
-    // A failed run releases every latch: a released latch does not mean its node ran.
-    if (aborted.load(std::memory_order_acquire)) return;
-    if (!ensure_inputs_of(id) || !execute(id)) return;
-    if (plan.records[id]) latches[id].release();
-  }
 }
 
 bool CpuParallelExecutor::State::ensure_inputs_of(NodeId id) {
@@ -406,14 +441,10 @@ void CpuParallelExecutor::State::fail(std::exception_ptr failure) {
     if (!error) error = std::move(failure);
   }
   aborted.store(true, std::memory_order_release);
-  for (std::size_t id = 0; id < graph.size(); ++id) {
-    if (plan.records[id]) latches[id].release();
-  }
 }
 
-void CpuParallelExecutor::State::jitter(int stream) {
+void CpuParallelExecutor::State::jitter(std::mt19937_64& random) const {
   if (options.jitter_seed == 0) return;
-  std::mt19937_64& random = randoms[stream];
   const auto pause = std::uniform_int_distribution<int>(-10, 50)(random);
   if (pause <= 0) {
     std::this_thread::yield();
@@ -437,6 +468,10 @@ const Plan& CpuParallelExecutor::plan() const {
 
 int CpuParallelExecutor::intra_op_threads() const {
   return state_->intra_op_threads;
+}
+
+int CpuParallelExecutor::workers() const {
+  return state_->worker_count;
 }
 
 }  // namespace opara

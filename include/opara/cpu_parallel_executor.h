@@ -18,17 +18,19 @@ struct CpuExecutorOptions {
   // Non-zero: before each node a worker yields or sleeps a few microseconds at random, from this
   // seed, so that tests see many thread interleavings.
   std::uint64_t jitter_seed = 0;
+  // Host threads that run the streams; 0: as many as streams, at most the machine's cores.
+  int workers = 0;
 };
 
-// Executes a Plan on the CPU: each stream becomes a host worker that runs its nodes in launch
-// order; events become one-shot latches. Nodes that launch no kernel run on whichever worker needs
-// their result first. Outputs equal EagerExecutor's bit for bit when eager runs with the same
+// Executes a Plan on the CPU: a pool of host threads with one queue per stream. Each stream runs
+// its nodes in launch order, one at a time; a stream whose next node waits on an event not yet
+// recorded is parked until it is. Nodes that launch no kernel run on whichever worker needs their
+// result first. Outputs equal EagerExecutor's bit for bit when eager runs with the same
 // intra-op thread count (reductions split their work by it). One run at a time: run() from two
 // threads at once throws.
 class OPARA_API CpuParallelExecutor {
  public:
-  // Checks the plan (require_valid) and starts one worker thread per stream. The calling thread of
-  // run() plays stream 0 when its intra-op thread count equals the workers'.
+  // Checks the plan (require_valid) and starts the worker threads; run() hands each run to them.
   CpuParallelExecutor(const Graph& graph, Plan plan, CpuExecutorOptions options = {});
   ~CpuParallelExecutor();
   CpuParallelExecutor(const CpuParallelExecutor&) = delete;
@@ -40,6 +42,7 @@ class OPARA_API CpuParallelExecutor {
 
   [[nodiscard]] const Plan& plan() const;
   [[nodiscard]] int intra_op_threads() const;
+  [[nodiscard]] int workers() const;
 
  private:
   struct State;
