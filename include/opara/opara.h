@@ -1,6 +1,7 @@
 #pragma once
 
 // The whole public C++ API of opara.
+#include "opara/costs.h"
 #include "opara/cpu_parallel_executor.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
@@ -9,4 +10,7 @@
 #include "opara/load.h"
 #include "opara/model_inputs.h"
 #include "opara/outputs.h"
+#include "opara/plan.h"
+#include "opara/record_shapes.h"
 #include "opara/reference_forward.h"
+#include "opara/schedule.h"
