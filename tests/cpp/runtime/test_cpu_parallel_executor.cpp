@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <functional>
+#include <future>
 #include <map>
 #include <random>
 #include <set>
@@ -365,6 +366,45 @@ TEST(CpuParallelExecutor, NegativeIntraOpThreadsAreRejected) {
   const Graph graph = diamond_with_view();
   EXPECT_THROW(CpuParallelExecutor(graph, plan_with(graph, {0, 1, kNoStream, 0, 1, 2}, {0, 1, 2, 3, 4, 5}), {-1, 0}),
                Error);
+}
+
+TEST(CpuParallelExecutor, WorkersDefaultToStreamsCappedByCoresAndAnyCountGivesTheSameOutputs) {
+  const Graph graph = diamond_with_view();
+  const Plan plan = plan_with(graph, {0, 1, kNoStream, 0, 1, 2}, {0, 1, 2, 3, 4, 5});
+  const std::vector<c10::IValue> inputs{at::randn({3, 4})};
+  const auto expected = eager_outputs(graph, inputs);
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  CpuParallelExecutor automatic(graph, plan);
+  EXPECT_EQ(automatic.workers(), std::min(3, std::max(cores, 1)));
+  for (int workers : {1, 2, 5}) {
+    CpuParallelExecutor executor(graph, plan, {1, 7, workers});
+    EXPECT_EQ(executor.workers(), workers);
+    EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected)) << workers << " workers";
+  }
+  EXPECT_THROW(CpuParallelExecutor(graph, plan, {1, 0, -2}), Error);
+}
+
+TEST(CpuParallelExecutor, RefusesASecondRunWhileOneIsInProgress) {
+  // The first run blocks inside a node until the second call has been refused.
+  std::promise<void> entered;
+  std::promise<void> refused;
+  auto refused_future = refused.get_future().share();
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const NodeId node = graph.add_node("test::block", {x}, {"Tensor"}, kLaunchesKernel,
+                                     unary([&entered, refused_future](const at::Tensor& t) {
+                                       entered.set_value();
+                                       refused_future.wait();
+                                       return t + 1;
+                                     }));
+  graph.add_output(graph.node(node).outputs[0]);
+  CpuParallelExecutor executor(graph, plan_with(graph, {0}, {0}), {1, 0, 1});
+  std::thread first([&] { executor.run({at::ones({2})}); });
+  entered.get_future().wait();
+  EXPECT_THAT([&] { executor.run({at::ones({2})}); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("another run is in progress")));
+  refused.set_value();
+  first.join();
 }
 
 // ---- intra-op threads -----------------------------------------------------------------------
