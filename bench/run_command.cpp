@@ -152,68 +152,89 @@ void run_modes(const RunOptions& options) {
 
   nlohmann::json report = {{"model", model.path},    {"device", device.str()},   {"import_ms", model.import_ms},
                            {"iters", options.iters}, {"warmup", options.warmup}, {"inputs", inputs.origin}};
-  std::optional<ModelCosts> costs;
-  std::string footnote;
-  for (const std::string& mode_name : options.modes) {
-    const ModeSpec& mode = mode_spec(mode_name, device);
+  // Every mode is set up and warmed up first (round-robin), so that the first mode timed does not
+  // also pay for warming the process up; then each mode is timed in one block: interleaving single
+  // runs would let one mode's idle OpenMP threads, still spinning, slow the next mode down.
+  struct ModeRun {
+    std::string name;
     Runner runner;
-    nlohmann::json entry = {{"mode", mode_name}};
+    nlohmann::json entry;
     std::string schedule = "node by node, one thread pool";
     std::shared_ptr<EagerExecutor> eager;
     CpuSetup setup;
-    if (!mode.planned) {
-      eager = std::make_shared<EagerExecutor>(model.graph, device);
-      runner = [eager](const std::vector<c10::IValue>& in) { return eager->run(in); };
-    } else {
-      if (!costs) costs = model_costs(model, inputs.inputs, options.costs);
-      const bool tune = !options.max_streams && mode.plan.streams != StreamPolicy::kSingle;
-      setup = tune ? tuned_cpu_setup(model.graph, mode.plan, *costs, arguments, options)
-                   : cpu_setup(model.graph, mode.plan, *costs, options.max_streams.value_or(0), options.threads);
-      const Plan& plan = setup.executor->plan();
-      const Plan uncapped = make_plan(model.graph, PlanOptions{mode.plan.streams, mode.plan.order, 0}, costs->costs);
-      schedule = fmt::format("{} of {} streams x {} threads, {} events{}", plan.stream_count, uncapped.stream_count,
-                             setup.executor->intra_op_threads(), plan.wait_count(), tune ? " (cap tuned)" : "");
-      runner = [executor = setup.executor](const std::vector<c10::IValue>& in) { return executor->run(in); };
-      entry["streams"] = plan.stream_count;
-      entry["streams_uncapped"] = uncapped.stream_count;
-      entry["events"] = plan.wait_count();
-      entry["intra_op_threads"] = setup.executor->intra_op_threads();
-      entry["plan_us"] = setup.plan_us;
-      entry["cost_source"] = costs->source;
-      entry["tuned"] = tune;
-    }
+    std::vector<double> samples;
     std::vector<at::Tensor> outputs;
-    time_runs(runner, arguments, options.warmup, device, &outputs);
-    const std::vector<double> samples = time_runs(runner, arguments, options.iters, device, &outputs);
+  };
+  std::vector<ModeRun> runs;
+  std::optional<ModelCosts> costs;
+  for (const std::string& mode_name : options.modes) {
+    const ModeSpec& mode = mode_spec(mode_name, device);
+    ModeRun& run = runs.emplace_back();
+    run.name = mode_name;
+    run.entry = {{"mode", mode_name}};
+    if (!mode.planned) {
+      run.eager = std::make_shared<EagerExecutor>(model.graph, device);
+      run.runner = [eager = run.eager](const std::vector<c10::IValue>& in) { return eager->run(in); };
+      continue;
+    }
+    if (!costs) costs = model_costs(model, inputs.inputs, options.costs);
+    const bool tune = !options.max_streams && mode.plan.streams != StreamPolicy::kSingle;
+    run.setup = tune ? tuned_cpu_setup(model.graph, mode.plan, *costs, arguments, options)
+                     : cpu_setup(model.graph, mode.plan, *costs, options.max_streams.value_or(0), options.threads);
+    const Plan& plan = run.setup.executor->plan();
+    const Plan uncapped = make_plan(model.graph, PlanOptions{mode.plan.streams, mode.plan.order, 0}, costs->costs);
+    run.schedule = fmt::format("{} of {} streams x {} threads, {} events{}", plan.stream_count, uncapped.stream_count,
+                               run.setup.executor->intra_op_threads(), plan.wait_count(), tune ? " (cap tuned)" : "");
+    run.runner = [executor = run.setup.executor](const std::vector<c10::IValue>& in) { return executor->run(in); };
+    run.entry["streams"] = plan.stream_count;
+    run.entry["streams_uncapped"] = uncapped.stream_count;
+    run.entry["events"] = plan.wait_count();
+    run.entry["intra_op_threads"] = run.setup.executor->intra_op_threads();
+    run.entry["plan_us"] = run.setup.plan_us;
+    run.entry["cost_source"] = costs->source;
+    run.entry["tuned"] = tune;
+  }
+  for (int i = 0; i < options.warmup; ++i) {
+    for (ModeRun& run : runs) time_runs(run.runner, arguments, 1, device, &run.outputs);
+  }
+  for (ModeRun& run : runs) {
+    time_runs(run.runner, arguments, 2, device, &run.outputs);  // settle after the previous mode
+    run.samples = time_runs(run.runner, arguments, options.iters, device, &run.outputs);
+  }
+
+  std::string footnote;
+  for (ModeRun& run : runs) {
     std::optional<double> difference;
     std::optional<bool> identical;
     if (inputs.expected) {
-      difference = max_abs_difference(outputs, *inputs.expected);
-      identical = bitwise_equal(outputs, *inputs.expected);
+      difference = max_abs_difference(run.outputs, *inputs.expected);
+      identical = bitwise_equal(run.outputs, *inputs.expected);
     }
     // ATen splits a reduction by the intra-op thread count, so a worker with fewer threads than
     // the reference had may differ in the last bits; it must then equal eager at its own count.
     std::optional<bool> identical_same_threads;
-    if (identical && !*identical && setup.executor && setup.executor->intra_op_threads() != at::get_num_threads()) {
+    const auto& executor = run.setup.executor;
+    if (identical && !*identical && executor && executor->intra_op_threads() != at::get_num_threads()) {
       const int previous = at::get_num_threads();
-      at::set_num_threads(setup.executor->intra_op_threads());
+      at::set_num_threads(executor->intra_op_threads());
       EagerExecutor same_threads(model.graph, device);
-      identical_same_threads = bitwise_equal(outputs, flatten_tensors(same_threads.run(arguments)));
+      identical_same_threads = bitwise_equal(run.outputs, flatten_tensors(same_threads.run(arguments)));
       at::set_num_threads(previous);
       footnote = fmt::format(
           "* equal bit for bit to eager run with the same {} intra-op thread(s): ATen splits reductions by the "
           "thread count, and the reference ran with {}",
-          setup.executor->intra_op_threads(), previous);
+          executor->intra_op_threads(), previous);
     }
-    const double median = percentile(samples, 0.5);
-    const double p90 = percentile(samples, 0.9);
+    const double median = percentile(run.samples, 0.5);
+    const double p90 = percentile(run.samples, 0.9);
     std::string bitwise = identical ? (*identical ? "yes" : "no") : "n/a";
     if (identical_same_threads) bitwise = *identical_same_threads ? "no*" : "NO";
-    fmt::print(table, "{:<11} {:>10.3f} {:>10.3f} {:>14} {:>8}  {}\n", mode_name, median, p90,
-               difference ? fmt::format("{:.3g}", *difference) : "n/a", bitwise, schedule);
+    fmt::print(table, "{:<11} {:>10.3f} {:>10.3f} {:>14} {:>8}  {}\n", run.name, median, p90,
+               difference ? fmt::format("{:.3g}", *difference) : "n/a", bitwise, run.schedule);
+    nlohmann::json& entry = run.entry;
     entry["median_ms"] = median;
     entry["p90_ms"] = p90;
-    if (eager) entry["peak_live_values"] = eager->peak_live_values();
+    if (run.eager) entry["peak_live_values"] = run.eager->peak_live_values();
     entry["max_abs_diff"] = difference ? nlohmann::json(*difference) : nlohmann::json(nullptr);
     entry["bitwise_equal"] = identical ? nlohmann::json(*identical) : nlohmann::json(nullptr);
     if (identical_same_threads) entry["bitwise_equal_eager_same_threads"] = *identical_same_threads;
