@@ -56,7 +56,6 @@
 #include <random>
 #include <thread>
 
-#include "../import/import_errors.h"
 #include "node_op.h"
 #include "opara/error.h"
 
@@ -412,13 +411,7 @@ void CpuParallelExecutor::State::execute_or_throw(NodeId id) {
   std::vector<c10::IValue> stack;
   stack.reserve(std::max(node.inputs.size(), node.outputs.size()));
   for (ValueId input : node.inputs) stack.push_back(values[input]);
-  try {
-    ops[id]->run(stack);
-  } catch (const std::exception& failure) {
-    throw Error(fmt::format("{}: {} failed: {}", graph.source_path, graph.describe(id), first_line(failure)));
-  }
-  TORCH_INTERNAL_ASSERT(stack.size() == node.outputs.size(), "opara bug: ", graph.describe(id), " produced ",
-                        stack.size(), " values, the graph expects ", node.outputs.size());
+  run_node(graph, id, *ops[id], stack);
   for (std::size_t i = 0; i < node.outputs.size(); ++i) {
     const ValueId output = node.outputs[i];
     // An output nobody reads is dropped at once, as EagerExecutor does.

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 #include <algorithm>
 
-#include "../import/import_errors.h"
 #include "node_op.h"
 #include "opara/error.h"
 #include "opara/graph_analysis.h"
@@ -58,13 +57,7 @@ std::vector<c10::IValue> EagerExecutor::run(const std::vector<c10::IValue>& inpu
     stack.clear();
     for (ValueId input : node.inputs) stack.push_back(values[input]);
     if (observer_) observed_inputs = stack;
-    try {
-      ops_[id]->run(stack);
-    } catch (const std::exception& error) {
-      throw Error(fmt::format("{}: {} failed: {}", graph_.source_path, graph_.describe(id), first_line(error)));
-    }
-    TORCH_INTERNAL_ASSERT(stack.size() == node.outputs.size(), "opara bug: ", graph_.describe(id), " produced ",
-                          stack.size(), " values, the graph expects ", node.outputs.size());
+    run_node(graph_, id, *ops_[id], stack);
     if (observer_) observer_(id, observed_inputs, stack);
     for (std::size_t i = 0; i < node.outputs.size(); ++i) {
       const ValueId output = node.outputs[i];

@@ -1,8 +1,24 @@
 #include "node_op.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include "../import/import_errors.h"
+#include "opara/error.h"
 
 namespace opara {
+
+void run_node(const Graph& graph, NodeId id, const NodeOp& op, std::vector<c10::IValue>& stack) {
+  try {
+    op.run(stack);
+  } catch (const std::exception& error) {
+    throw Error(fmt::format("{}: {} failed: {}", graph.source_path, graph.describe(id), first_line(error)));
+  }
+  const std::size_t expected = graph.node(id).outputs.size();
+  TORCH_INTERNAL_ASSERT(stack.size() == expected, "opara bug: ", graph.describe(id), " produced ", stack.size(),
+                        " values, the graph expects ", expected);
+}
 
 c10::IValue move_tensors(const c10::IValue& value, c10::Device device) {
   if (value.isTensor()) {

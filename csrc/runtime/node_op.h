@@ -6,6 +6,8 @@
 #include <memory>
 #include <vector>
 
+#include "opara/graph.h"
+
 namespace opara {
 
 // How one node of a Graph executes. The importers create one per node, with the node's constant
@@ -27,6 +29,10 @@ class NodeOp {
   // The same operation with its constant tensors on `device`.
   [[nodiscard]] virtual std::shared_ptr<const NodeOp> to(c10::Device device) const = 0;
 };
+
+// Runs `op` as node `id` of `graph`: on entry `stack` holds the node's inputs, on return its
+// outputs. A failure becomes opara::Error naming the file and the node.
+void run_node(const Graph& graph, NodeId id, const NodeOp& op, std::vector<c10::IValue>& stack);
 
 // Moves every tensor inside `value` (lists and tuples included) to `device`, and turns a CPU
 // device constant into `device`; wrapped numbers stay CPU scalars.

@@ -26,12 +26,16 @@
 #include "opara/model_inputs.h"
 #include "opara/outputs.h"
 #include "opara/plan.h"
+#include "plan_fixtures.h"
 #include "runtime/node_op.h"
 
 namespace opara {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::kOrderPolicies;
+using testing::kStreamPolicies;
+using testing::random_costs;
 
 // ---- a NodeOp written inline ----------------------------------------------------------------
 
@@ -119,21 +123,6 @@ Plan random_plan(const Graph& graph, int streams, std::uint64_t seed) {
     stream_of[node.id] = next < streams ? next++ : std::uniform_int_distribution<int>(0, streams - 1)(random);
   }
   return plan_with(graph, std::move(stream_of), random_topological_order(graph, seed));
-}
-
-constexpr StreamPolicy kStreamPolicies[] = {StreamPolicy::kOpara, StreamPolicy::kOparaUnhanded, StreamPolicy::kNimble,
-                                            StreamPolicy::kSingle};
-constexpr OrderPolicy kOrderPolicies[] = {OrderPolicy::kTopological, OrderPolicy::kOpara};
-
-// Random demands and classes, so that Alg. 2 orders launches differently from program order.
-std::vector<NodeCost> random_costs(const Graph& graph, std::uint64_t seed) {
-  std::mt19937_64 random(seed);
-  std::vector<NodeCost> costs(graph.size());
-  for (NodeCost& cost : costs) {
-    cost.op_class = random() % 2 ? OpClass::kMemory : OpClass::kCompute;
-    cost.demand = static_cast<double>(random() % 1000);
-  }
-  return costs;
 }
 
 std::vector<at::Tensor> eager_outputs(const Graph& graph, const std::vector<c10::IValue>& inputs) {

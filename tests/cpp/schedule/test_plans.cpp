@@ -11,27 +11,17 @@
 #include "opara/graph_analysis.h"
 #include "opara/load.h"
 #include "opara/plan.h"
+#include "plan_fixtures.h"
 
 namespace opara {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using testing::kOrderPolicies;
+using testing::kStreamPolicies;
+using testing::random_costs;
 using testing::random_dag;
-
-constexpr StreamPolicy kStreamPolicies[] = {StreamPolicy::kOpara, StreamPolicy::kOparaUnhanded, StreamPolicy::kNimble,
-                                            StreamPolicy::kSingle};
-constexpr OrderPolicy kOrderPolicies[] = {OrderPolicy::kTopological, OrderPolicy::kOpara};
-
-std::vector<NodeCost> random_costs(const Graph& graph, std::uint64_t seed) {
-  std::mt19937_64 random(seed);
-  std::vector<NodeCost> costs(graph.size());
-  for (NodeCost& cost : costs) {
-    cost.op_class = random() % 2 ? OpClass::kMemory : OpClass::kCompute;
-    cost.demand = static_cast<double>(random() % 1000);
-  }
-  return costs;
-}
 
 TEST(Plans, EveryPolicyValidatesOnThousandsOfRandomGraphs) {
   std::size_t plans = 0;
