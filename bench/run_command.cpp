@@ -124,7 +124,7 @@ CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, co
   for (const auto& [cap, threads] : candidates) {
     CpuSetup setup = cpu_setup(graph, plan_options, costs, cap, threads);
     const Runner runner = [&setup](const std::vector<c10::IValue>& inputs) { return setup.executor->run(inputs); };
-    time_runs(runner, arguments, 1, c10::kCPU);
+    time_runs(runner, arguments, 3, c10::kCPU);  // warm up: the first candidate also warms the process
     setup.tuning_ms = percentile(time_runs(runner, arguments, 9, c10::kCPU), 0.5);
     if (!best.executor || setup.tuning_ms < best.tuning_ms) best = std::move(setup);
   }
