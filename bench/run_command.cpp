@@ -97,13 +97,39 @@ struct CpuSetup {
   double tuning_ms = 0;  // the median that chose it, when tuned
 };
 
-CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCosts& costs, int cap, int threads) {
+// Each node's longest remaining path to the end, in host time measured on one eager run: the
+// pool runs the ready stream on the critical path first.
+std::vector<double> critical_path_priorities(const Graph& graph, const std::vector<c10::IValue>& arguments) {
+  std::vector<double> seconds(graph.size(), 0);
+  EagerExecutor executor(graph, c10::kCPU);
+  for (int round = 0; round < 3; ++round) {
+    auto last = std::chrono::steady_clock::now();
+    executor.set_observer([&](NodeId id, const auto&, const auto&) {
+      const auto now = std::chrono::steady_clock::now();
+      const double elapsed = std::chrono::duration<double>(now - last).count();
+      seconds[id] = round == 0 ? elapsed : std::min(seconds[id], elapsed);
+      last = now;
+    });
+    executor.run(arguments);
+  }
+  std::vector<double> remaining(graph.size(), 0);
+  for (auto id = static_cast<NodeId>(graph.size()) - 1; id >= 0; --id) {
+    double after = 0;
+    for (NodeId next : graph.node(id).successors) after = std::max(after, remaining[next]);
+    remaining[id] = seconds[id] + after;
+  }
+  return remaining;
+}
+
+CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCosts& costs, int cap, int threads,
+                   const std::vector<double>& priorities) {
   plan_options.max_streams = cap;
   TimedPlan timed = timed_plan(graph, plan_options, costs, 1);
   CpuSetup setup;
   setup.plan_us = timed.plan_us;
   setup.cap = cap;
-  setup.executor = std::make_shared<CpuParallelExecutor>(graph, std::move(timed.plan), CpuExecutorOptions{threads, 0});
+  setup.executor = std::make_shared<CpuParallelExecutor>(graph, std::move(timed.plan),
+                                                         CpuExecutorOptions{threads, 0, 0, priorities});
   return setup;
 }
 
@@ -114,7 +140,8 @@ CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCost
 // several intra-op threads each are left out: each worker's OpenMP team spins while the others
 // run, and on a small machine that halves the speed. Each candidate is timed a few times.
 CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, const ModelCosts& costs,
-                         const std::vector<c10::IValue>& arguments, const RunOptions& options) {
+                         const std::vector<c10::IValue>& arguments, const RunOptions& options,
+                         const std::vector<double>& priorities) {
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<std::pair<int, int>> candidates = {{1, options.threads > 0 ? options.threads : cores}};  // (cap, threads)
   for (int cap = 0; cap <= cores && cores > 1; ++cap) {
@@ -122,7 +149,7 @@ CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, co
   }
   CpuSetup best;
   for (const auto& [cap, threads] : candidates) {
-    CpuSetup setup = cpu_setup(graph, plan_options, costs, cap, threads);
+    CpuSetup setup = cpu_setup(graph, plan_options, costs, cap, threads, priorities);
     const Runner runner = [&setup](const std::vector<c10::IValue>& inputs) { return setup.executor->run(inputs); };
     time_runs(runner, arguments, 3, c10::kCPU);  // warm up: the first candidate also warms the process
     setup.tuning_ms = percentile(time_runs(runner, arguments, 9, c10::kCPU), 0.5);
@@ -167,6 +194,7 @@ void run_modes(const RunOptions& options) {
   };
   std::vector<ModeRun> runs;
   std::optional<ModelCosts> costs;
+  std::vector<double> priorities;
   for (const std::string& mode_name : options.modes) {
     const ModeSpec& mode = mode_spec(mode_name, device);
     ModeRun& run = runs.emplace_back();
@@ -179,8 +207,10 @@ void run_modes(const RunOptions& options) {
     }
     if (!costs) costs = model_costs(model, inputs.inputs, options.costs);
     const bool tune = !options.max_streams && mode.plan.streams != StreamPolicy::kSingle;
-    run.setup = tune ? tuned_cpu_setup(model.graph, mode.plan, *costs, arguments, options)
-                     : cpu_setup(model.graph, mode.plan, *costs, options.max_streams.value_or(0), options.threads);
+    if (priorities.empty()) priorities = critical_path_priorities(model.graph, arguments);
+    run.setup =
+        tune ? tuned_cpu_setup(model.graph, mode.plan, *costs, arguments, options, priorities)
+             : cpu_setup(model.graph, mode.plan, *costs, options.max_streams.value_or(0), options.threads, priorities);
     const Plan& plan = run.setup.executor->plan();
     const Plan uncapped = make_plan(model.graph, PlanOptions{mode.plan.streams, mode.plan.order, 0}, costs->costs);
     run.schedule = fmt::format("{} of {} streams x {} threads, {} events{}", plan.stream_count, uncapped.stream_count,

@@ -1,8 +1,8 @@
 // Runs a Plan on the CPU with a pool of host threads and one queue per stream.
 //
 // Each stream of the plan is a queue of its nodes in launch order. A stream is ready when the
-// events its next node waits on have been recorded; a free worker takes a ready stream, runs that
-// one node, records the node's event when `plan.records[node]`, and puts the stream back if its
+// events its next node waits on have been recorded; a free worker takes a ready stream (the one
+// whose next node has the highest priority, when priorities are given), runs that one node, records the node's event when `plan.records[node]`, and puts the stream back if its
 // next node is ready too. A stream never has two nodes running at once, so each stream keeps its
 // order; events are one-shot flags that unblock the streams waiting on them.
 //
@@ -49,12 +49,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <queue>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "node_op.h"
 #include "opara/error.h"
@@ -130,12 +131,15 @@ struct CpuParallelExecutor::State {
 
   // ---- the scheduler: guarded by `mutex` ---------------------------------------------------
   std::mutex mutex;
-  std::condition_variable work_ready;       // workers: a stream became ready, the run ended, or stopping
-  std::condition_variable finished;         // caller: `busy` reached 0, or a worker started
-  std::vector<std::size_t> next_of;         // by stream: index of its next node in stream_nodes
-  std::vector<std::uint8_t> recorded;       // by NodeId: its event has fired this run
-  std::vector<std::vector<int>> parked;     // by NodeId: streams whose next node waits on its event
-  std::deque<int> ready;                    // streams whose next node can run now, in the order they became ready
+  std::condition_variable work_ready;    // workers: a stream became ready, the run ended, or stopping
+  std::condition_variable finished;      // caller: `busy` reached 0, or a worker started
+  std::vector<std::size_t> next_of;      // by stream: index of its next node in stream_nodes
+  std::vector<std::uint8_t> recorded;    // by NodeId: its event has fired this run
+  std::vector<std::vector<int>> parked;  // by NodeId: streams whose next node waits on its event
+  // Streams whose next node can run now: highest priority of that node first, then the order they
+  // became ready. (priority, -sequence, stream).
+  std::priority_queue<std::tuple<double, std::int64_t, int>> ready;
+  std::int64_t ready_sequence = 0;
   std::atomic<std::size_t> ready_count{0};  // ready.size(), readable without the mutex to spin on
   int streams_left = 0;                     // streams with nodes still to run this run
   std::uint64_t generation = 0;             // bumped once per run
@@ -152,6 +156,10 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
   if (options.intra_op_threads < 0) {
     throw Error(fmt::format("{}: intra_op_threads must be 0 (automatic) or positive, not {}", graph.source_path,
                             options.intra_op_threads));
+  }
+  if (!options.priorities.empty() && options.priorities.size() != graph.size()) {
+    throw Error(fmt::format("{}: {} node priorities given for a graph of {} nodes", graph.source_path,
+                            options.priorities.size(), graph.size()));
   }
   if (options.workers < 0) {
     throw Error(
@@ -258,7 +266,7 @@ void CpuParallelExecutor::State::schedule(int stream) {
       return;
     }
   }
-  ready.push_back(stream);
+  ready.emplace(options.priorities.empty() ? 0.0 : options.priorities[next], -ready_sequence++, stream);
   ready_count.store(ready.size(), std::memory_order_relaxed);
   work_ready.notify_one();
 }
@@ -281,8 +289,8 @@ void CpuParallelExecutor::State::work() {
     }
     work_ready.wait(lock, [&] { return !ready.empty() || streams_left == 0 || aborted.load(); });
     if (streams_left == 0 || aborted.load()) return;
-    const int stream = ready.front();
-    ready.pop_front();
+    const int stream = std::get<2>(ready.top());
+    ready.pop();
     ready_count.store(ready.size(), std::memory_order_relaxed);
     const NodeId id = stream_nodes[stream][next_of[stream]];
     lock.unlock();
@@ -314,7 +322,7 @@ void CpuParallelExecutor::State::reset_run_state() {
   std::fill(next_of.begin(), next_of.end(), 0);
   std::fill(recorded.begin(), recorded.end(), 0);
   for (auto& streams : parked) streams.clear();
-  ready.clear();
+  ready = {};
   ready_count.store(0, std::memory_order_relaxed);
   aborted.store(false, std::memory_order_relaxed);
   error = nullptr;

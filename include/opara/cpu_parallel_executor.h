@@ -20,6 +20,9 @@ struct CpuExecutorOptions {
   std::uint64_t jitter_seed = 0;
   // Host threads that run the streams; 0: as many as streams, at most the machine's cores.
   int workers = 0;
+  // By node, or empty: among ready streams, the one whose next node has the highest priority runs
+  // first (e.g. the longest remaining path in measured time); ties and empty: first ready, first run.
+  std::vector<double> priorities;
 };
 
 // Executes a Plan on the CPU: a pool of host threads with one queue per stream. Each stream runs

@@ -13,6 +13,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -371,6 +372,32 @@ TEST(CpuParallelExecutor, WorkersDefaultToStreamsCappedByCoresAndAnyCountGivesTh
     EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected)) << workers << " workers";
   }
   EXPECT_THROW(CpuParallelExecutor(graph, plan, {1, 0, -2}), Error);
+}
+
+TEST(CpuParallelExecutor, PrioritiesPickWhichReadyStreamRunsFirst) {
+  // Two independent nodes on two streams, one worker: the higher priority runs first.
+  auto order = std::make_shared<std::vector<int>>();
+  auto mutex = std::make_shared<std::mutex>();
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  for (int k = 0; k < 2; ++k) {
+    const NodeId node =
+        graph.add_node("test::log", {x}, {"Tensor"}, kLaunchesKernel, unary([order, mutex, k](const at::Tensor& t) {
+                         std::lock_guard<std::mutex> lock(*mutex);
+                         order->push_back(k);
+                         return t + k;
+                       }));
+    graph.add_output(graph.node(node).outputs[0]);
+  }
+  const Plan plan = plan_with(graph, {0, 1}, {0, 1});
+  for (const auto& [priorities, first] : {std::pair{std::vector<double>{1, 2}, 1}, {std::vector<double>{2, 1}, 0}}) {
+    order->clear();
+    CpuParallelExecutor executor(graph, plan, {1, 0, 1, priorities});
+    executor.run({at::ones({2})});
+    ASSERT_EQ(order->size(), 2u);
+    EXPECT_EQ(order->front(), first);
+  }
+  EXPECT_THROW(CpuParallelExecutor(graph, plan, {1, 0, 1, {1.0}}), Error);
 }
 
 TEST(CpuParallelExecutor, RefusesASecondRunWhileOneIsInProgress) {
