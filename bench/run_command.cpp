@@ -93,7 +93,6 @@ std::vector<double> time_runs(const Runner& runner, const std::vector<c10::IValu
 struct CpuSetup {
   std::shared_ptr<CpuParallelExecutor> executor;
   double plan_us = 0;
-  int cap = 0;
   double tuning_ms = 0;  // the median that chose it, when tuned
 };
 
@@ -127,7 +126,6 @@ CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCost
   TimedPlan timed = timed_plan(graph, plan_options, costs, 1);
   CpuSetup setup;
   setup.plan_us = timed.plan_us;
-  setup.cap = cap;
   setup.executor = std::make_shared<CpuParallelExecutor>(graph, std::move(timed.plan),
                                                          CpuExecutorOptions{threads, 0, 0, priorities});
   return setup;

@@ -2,9 +2,9 @@
 //
 // Each stream of the plan is a queue of its nodes in launch order. A stream is ready when the
 // events its next node waits on have been recorded; a free worker takes a ready stream (the one
-// whose next node has the highest priority, when priorities are given), runs that one node, records the node's event when `plan.records[node]`, and puts the stream back if its
-// next node is ready too. A stream never has two nodes running at once, so each stream keeps its
-// order; events are one-shot flags that unblock the streams waiting on them.
+// whose next node has the highest priority, when priorities are given), runs that one node, records the node's event
+// when `plan.records[node]`, and puts the stream back if its next node is ready too. A stream never has two nodes
+// running at once, so each stream keeps its order; events are one-shot flags that unblock the streams waiting on them.
 //
 //   stream 0:  a ---------> c ---- d          plan: a, b on different streams, c waits on b's
 //   stream 1:  b --(event b)-^                      event: stream 0 is not ready until b records.
@@ -104,7 +104,7 @@ struct CpuParallelExecutor::State {
   // Keeps the first error and aborts the run: every worker stops taking nodes.
   void fail(std::exception_ptr error);
   void jitter(std::mt19937_64& random) const;
-  void worker_main(int worker);
+  void worker_main();
   void stop_workers() noexcept;
   void reset_run_state();
 
@@ -211,7 +211,7 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
     // and ATen's OpenMP team stays the caller's: a second team spinning beside it halves speed).
     const bool caller_is_the_worker = worker_count == 1 && caller_threads == intra_op_threads;
     for (int worker = 0; worker < worker_count && !caller_is_the_worker; ++worker)
-      threads.emplace_back([this, worker] { worker_main(worker); });
+      threads.emplace_back([this] { worker_main(); });
   } catch (...) {
     stop_workers();  // ~State does not run when the constructor throws
     throw;
@@ -237,12 +237,11 @@ void CpuParallelExecutor::State::stop_workers() noexcept {
   threads.clear();
 }
 
-void CpuParallelExecutor::State::worker_main(int worker) {
+void CpuParallelExecutor::State::worker_main() {
   // Thread-local settings, kept for the thread's life: Note [Intra-op threads per thread].
   (void)at::get_num_threads();
   at::set_num_threads(intra_op_threads);
   c10::AutoGradMode no_grad(false);  // inference, like EagerExecutor
-  (void)worker;
   std::uint64_t seen = 0;
   std::unique_lock<std::mutex> lock(mutex);
   ++started;
