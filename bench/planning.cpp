@@ -5,6 +5,7 @@
 
 #include "opara/model_inputs.h"
 #include "opara/record_shapes.h"
+#include "percentile.h"
 
 namespace opara::bench {
 
@@ -31,8 +32,7 @@ TimedPlan timed_plan(const Graph& graph, const PlanOptions& options, const Model
     result.plan = make_plan(graph, options, costs.costs);
     samples.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count());
   }
-  std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(samples.size() / 2), samples.end());
-  result.plan_us = samples[samples.size() / 2];
+  result.plan_us = percentile(samples, 0.5);
   result.plan.cost_source = costs.source;
   return result;
 }

@@ -19,6 +19,7 @@
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/outputs.h"
+#include "percentile.h"
 #include "planning.h"
 
 namespace opara::bench {
@@ -66,12 +67,6 @@ const ModeSpec& mode_spec(const std::string& name, const c10::Device& device) {
     names.push_back(mode.name);
   }
   throw Error(fmt::format("mode '{}' is not available; available: {}", name, fmt::join(names, ", ")));
-}
-
-double percentile(std::vector<double> samples, double fraction) {
-  std::sort(samples.begin(), samples.end());
-  const auto index = static_cast<std::size_t>(fraction * static_cast<double>(samples.size() - 1) + 0.5);
-  return samples[std::min(index, samples.size() - 1)];
 }
 
 using Runner = std::function<std::vector<c10::IValue>(const std::vector<c10::IValue>&)>;

@@ -1,0 +1,15 @@
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+namespace opara::bench {
+
+// The sample at `fraction` (0.5: the median) of the sorted samples, nearest rank.
+inline double percentile(std::vector<double> samples, double fraction) {
+  std::sort(samples.begin(), samples.end());
+  const auto index = static_cast<std::size_t>(fraction * static_cast<double>(samples.size() - 1) + 0.5);
+  return samples[std::min(index, samples.size() - 1)];
+}
+
+}  // namespace opara::bench
