@@ -33,6 +33,16 @@ constexpr std::array kNoKernel = {
     std::string_view{"aten::sym_constrain_range_for_size"},
 };
 
+// Operators whose schema says their result aliases the input, but which copy when a view cannot
+// express the result (reshape of a transposed tensor, contiguous, a dtype change). They launch a
+// kernel then, so the scheduler must treat them as kernel nodes: a "view" that writes on one
+// stream and is read on another without an event is a race on the GPU.
+constexpr std::array kMayCopy = {
+    std::string_view{"aten::reshape"},      std::string_view{"aten::reshape_as"},  std::string_view{"aten::flatten"},
+    std::string_view{"aten::contiguous"},   std::string_view{"aten::to"},          std::string_view{"aten::type_as"},
+    std::string_view{"aten::resolve_conj"}, std::string_view{"aten::resolve_neg"},
+};
+
 // Operators that wait for the device to hand a value to the host, or whose output shape depends
 // on the data: they cannot be captured in a CUDA graph and become host steps.
 constexpr std::array kNotCapturable = {
@@ -84,7 +94,8 @@ bool contains(const std::array<std::string_view, N>& table, std::string_view kin
 }  // namespace
 
 OpTraits op_traits(std::string_view kind) {
-  return OpTraits{!contains(kNoKernel, kind), contains(kNotCapturable, kind), contains(kComputeBound, kind)};
+  return OpTraits{!contains(kNoKernel, kind), contains(kNotCapturable, kind), contains(kComputeBound, kind),
+                  contains(kMayCopy, kind)};
 }
 
 }  // namespace opara

@@ -10,6 +10,7 @@ struct OpTraits {
   bool launches_kernel = true;  // false for containers, metadata and shape queries
   bool not_capturable = false;  // synchronises with the host (.item(), nonzero, ...)
   bool compute_bound = false;   // dense arithmetic (convolutions, matrix products); memory-bound otherwise
+  bool may_copy = false;        // aliases its input when it can, copies when it cannot (reshape, contiguous)
 };
 
 [[nodiscard]] OpTraits op_traits(std::string_view kind);

@@ -32,7 +32,7 @@ std::uint32_t node_flags(std::string_view kind, const c10::FunctionSchema* schem
     }
   }
   if (writes) flags |= kWritesInput;
-  if (traits.launches_kernel && (writes || makes_tensor)) flags |= kLaunchesKernel;
+  if (traits.launches_kernel && (writes || makes_tensor || traits.may_copy)) flags |= kLaunchesKernel;
   return flags;
 }
 

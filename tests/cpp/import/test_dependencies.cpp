@@ -135,5 +135,29 @@ TEST(Dependencies, PredecessorsKeepArgumentOrder) {
   }
 }
 
+// reshape, contiguous and to alias their input when they can and copy when they cannot; on the GPU
+// such a copy is a kernel on some stream, so the scheduler must see a kernel node (with a stream
+// and events), while pure views (transpose, view) stay kernel-free.
+TEST(Dependencies, OpsThatMayCopyAreKernelNodesAndPureViewsAreNot) {
+  OPARA_REQUIRE_MODEL("bert_base");
+  for (const char* extension : {"pt", "pt2"}) {
+    const Graph graph = load(testing::model_path("bert_base", extension));
+    int may_copy = 0;
+    int pure_views = 0;
+    for (const Node& node : graph.nodes()) {
+      if (node.kind == "aten::reshape" || node.kind == "aten::contiguous" || node.kind == "aten::to") {
+        ++may_copy;
+        EXPECT_TRUE(node.has(kLaunchesKernel)) << graph.describe(node.id);
+      } else if (node.kind == "aten::transpose" || node.kind == "aten::view") {
+        ++pure_views;
+        EXPECT_TRUE(node.has(kView)) << graph.describe(node.id);
+        EXPECT_FALSE(node.has(kLaunchesKernel)) << graph.describe(node.id);
+      }
+    }
+    EXPECT_GT(may_copy, 0) << extension;
+    EXPECT_GT(pure_views, 0) << extension;
+  }
+}
+
 }  // namespace
 }  // namespace opara
