@@ -13,7 +13,7 @@ void run_node(const Graph& graph, NodeId id, const NodeOp& op, std::vector<c10::
   try {
     op.run(stack);
   } catch (const std::exception& error) {
-    throw Error(fmt::format("{}: {} failed: {}", graph.source_path, graph.describe(id), first_line(error)));
+    throw NodeError(fmt::format("{}: {} failed: {}", graph.source_path, graph.describe(id), first_line(error)), id);
   }
   const std::size_t expected = graph.node(id).outputs.size();
   TORCH_INTERNAL_ASSERT(stack.size() == expected, "opara bug: ", graph.describe(id), " produced ", stack.size(),

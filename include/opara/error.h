@@ -4,6 +4,7 @@
 #include <string>
 
 #include "opara/export.h"
+#include "opara/graph.h"
 
 namespace opara {
 
@@ -13,6 +14,23 @@ namespace opara {
 class OPARA_API Error : public std::runtime_error {
  public:
   explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+// A node of a graph failed; the message names it, `node()` says which for callers that act on it.
+class OPARA_API NodeError : public Error {
+ public:
+  NodeError(const std::string& message, NodeId node) : Error(message), node_(node) {}
+  [[nodiscard]] NodeId node() const { return node_; }
+
+ private:
+  NodeId node_;
+};
+
+// A node that ran eagerly on the GPU but failed while a CUDA graph was captured: it synchronises
+// with the host or has a data-dependent shape. CompiledModel turns it into a host step.
+class OPARA_API CaptureError : public NodeError {
+ public:
+  using NodeError::NodeError;
 };
 
 }  // namespace opara

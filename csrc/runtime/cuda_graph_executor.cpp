@@ -1,0 +1,226 @@
+#include "opara/cuda_graph_executor.h"
+
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <optional>
+
+#include "action_runner.h"
+#include "capture_actions.h"
+#include "cuda_streams.h"
+#include "node_op.h"
+#include "opara/error.h"
+
+namespace opara {
+namespace {
+
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The actions on CUDA: the lease's streams 0..n-1 are the Plan's, stream n the origin.
+class CudaBackend final : public StreamBackend {
+ public:
+  CudaBackend(const StreamLease& streams, int stream_count, std::size_t node_count, bool record_streams)
+      : streams_(streams),
+        origin_(stream_count),
+        node_events_(node_count),
+        join_events_(stream_count),
+        record_streams_(record_streams) {}
+
+  void fork(int stream) override {
+    if (!fork_event_) {
+      fork_event_.emplace();
+      fork_event_->record(cuda_stream(kOriginStream));
+    }
+    fork_event_->block(cuda_stream(stream));
+  }
+  void join(int stream) override {
+    auto& event = join_events_[stream];
+    if (!event) event.emplace();
+    event->record(cuda_stream(stream));
+    event->block(cuda_stream(kOriginStream));
+  }
+  void record(int stream, NodeId node) override {
+    auto& event = node_events_[node];
+    if (!event) event.emplace();
+    event->record(cuda_stream(stream));
+  }
+  void wait(int stream, NodeId node) override {
+    // CUDAEvent::block on an event never recorded is a silent no-op; capture_actions guarantees
+    // the record comes first, and this says so loudly if it ever does not.
+    TORCH_INTERNAL_ASSERT(node_events_[node].has_value(), "opara bug: waiting on node ", node, " before its record");
+    node_events_[node]->block(cuda_stream(stream));
+  }
+  void enter(int stream) override {
+    if (guard_) {
+      guard_->reset_stream(cuda_stream(stream));
+    } else {
+      guard_.emplace(cuda_stream(stream));
+    }
+  }
+  void read_on(const at::Tensor& tensor, int stream) override {
+    if (record_streams_ && tensor.defined() && tensor.is_cuda()) tensor.record_stream(cuda_stream(stream).unwrap());
+  }
+
+ private:
+  [[nodiscard]] const c10::cuda::CUDAStream& cuda_stream(int stream) const {
+    return streams_[stream == kOriginStream ? origin_ : stream];
+  }
+
+  const StreamLease& streams_;
+  int origin_;
+  std::vector<std::optional<CudaEvent>> node_events_;
+  std::vector<std::optional<CudaEvent>> join_events_;
+  std::optional<CudaEvent> fork_event_;
+  std::optional<c10::cuda::CUDAStreamGuard> guard_;
+  bool record_streams_;
+};
+
+c10::DeviceIndex cuda_device_of(const Graph& graph, const std::vector<c10::IValue>& inputs) {
+  std::optional<c10::Device> device;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].isTensor()) continue;
+    const c10::Device here = inputs[i].toTensor().device();
+    if (!here.is_cuda()) {
+      throw Error(fmt::format("{}: input '{}' is on {}; the CUDA graph needs its inputs on a CUDA device",
+                              graph.source_path, graph.value(graph.inputs()[i]).name, here.str()));
+    }
+    if (device && *device != here) {
+      throw Error(fmt::format("{}: inputs on {} and {}: a CUDA graph runs on one device", graph.source_path,
+                              device->str(), here.str()));
+    }
+    device = here;
+  }
+  return device ? device->index() : c10::cuda::current_device();
+}
+
+std::size_t allocated_bytes(c10::DeviceIndex device) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  return static_cast<std::size_t>(stats.allocated_bytes[0].current);
+}
+
+std::size_t peak_allocated_bytes(c10::DeviceIndex device) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  return static_cast<std::size_t>(stats.allocated_bytes[0].peak);
+}
+
+}  // namespace
+
+struct CudaGraphExecutor::State {
+  Graph graph;
+  Plan plan;
+  CudaGraphOptions options;
+  c10::DeviceIndex device = 0;
+  std::vector<std::shared_ptr<const NodeOp>> ops;
+  std::vector<c10::IValue> static_inputs;
+  std::vector<c10::IValue> static_outputs;
+  std::unique_ptr<at::cuda::CUDAGraph> cuda_graph;
+  CaptureStats stats;
+};
+
+CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<c10::IValue> static_inputs,
+                                     CudaGraphOptions options)
+    : state_(std::make_unique<State>()) {
+  State& state = *state_;
+  require_valid(graph, plan);
+  if (static_inputs.size() != graph.inputs().size()) {
+    throw Error(fmt::format("{}: the graph takes {} inputs, {} static inputs were given", graph.source_path,
+                            graph.inputs().size(), static_inputs.size()));
+  }
+  if (options.warmup_runs < 1) throw Error("CudaGraphOptions::warmup_runs must be at least 1");
+  state.graph = graph;
+  state.plan = std::move(plan);
+  state.options = options;
+  state.static_inputs = std::move(static_inputs);
+  state.device = cuda_device_of(graph, state.static_inputs);
+  const c10::Device device(c10::kCUDA, state.device);
+  c10::cuda::CUDAGuard device_guard(state.device);
+  for (const Node& node : graph.nodes()) {
+    if (!node.op)
+      throw Error(fmt::format("{}: {} has no operation to run", graph.source_path, graph.describe(node.id)));
+    state.ops.push_back(node.op->to(device));
+  }
+
+  const std::vector<CaptureAction> actions = capture_actions(state.graph, state.plan);
+  const int stream_count = state.plan.stream_count;
+  StreamLease streams(state.device, static_cast<std::size_t>(stream_count) + 1);
+  const bool record_streams = options.memory == MemoryProtection::kRecordStream;
+
+  // Warm-up: the same actions, eagerly, on the same streams.
+  const auto warmup_started = std::chrono::steady_clock::now();
+  c10::cuda::device_synchronize();  // the static inputs were written on the caller's stream
+  for (int round = 0; round < options.warmup_runs; ++round) {
+    CudaBackend backend(streams, stream_count, state.graph.size(), record_streams);
+    run_actions(state.graph, state.ops, actions, state.static_inputs, backend, options.memory);
+  }
+  c10::cuda::device_synchronize();
+  state.stats.warmup_ms = milliseconds_since(warmup_started);
+
+  // Capture on the origin stream (never the default stream).
+  const auto capture_started = std::chrono::steady_clock::now();
+  const std::size_t allocated_before = allocated_bytes(state.device);
+  c10::cuda::CUDACachingAllocator::resetPeakStats(state.device);
+  state.cuda_graph = std::make_unique<at::cuda::CUDAGraph>(/*keep_graph=*/true);  // to count its nodes
+  {
+    c10::cuda::CUDAStreamGuard origin_guard(streams[stream_count]);
+    state.cuda_graph->capture_begin(options.pool, cudaStreamCaptureModeThreadLocal);
+    ActionRun run;
+    try {
+      CudaBackend backend(streams, stream_count, state.graph.size(), record_streams);
+      run = run_actions(state.graph, state.ops, actions, state.static_inputs, backend, options.memory);
+    } catch (const NodeError& error) {
+      // End the broken capture, leave its streams alone, and say which node could not be captured:
+      // it ran in the warm-up, so capture is what it cannot stand.
+      try {
+        state.cuda_graph->capture_end();
+      } catch (const std::exception&) {
+      }
+      (void)cudaGetLastError();
+      streams.discard();
+      state.cuda_graph.reset();
+      throw CaptureError(fmt::format("{} (while capturing the CUDA graph: the operation synchronises with the host "
+                                     "or has a data-dependent shape; run it as a host step)",
+                                     error.what()),
+                         error.node());
+    }
+    state.cuda_graph->capture_end();
+    C10_CUDA_CHECK(cudaGraphGetNodes(state.cuda_graph->raw_cuda_graph(), nullptr, &state.stats.graph_nodes));
+    state.cuda_graph->instantiate();
+    state.static_outputs = std::move(run.outputs);
+    // run.kept (kKeepAlive) is released here, after the capture ended.
+  }
+  state.stats.capture_ms = milliseconds_since(capture_started);
+  const std::size_t peak = peak_allocated_bytes(state.device);
+  state.stats.capture_peak_bytes = peak > allocated_before ? peak - allocated_before : 0;
+  state.stats.streams = stream_count;
+  state.stats.events = state.plan.wait_count();
+  for (const Node& node : state.graph.nodes()) state.stats.captured_nodes += node.has(kLaunchesKernel) ? 1 : 0;
+}
+
+CudaGraphExecutor::~CudaGraphExecutor() = default;
+
+void CudaGraphExecutor::replay() {
+  c10::cuda::CUDAGuard device_guard(state_->device);
+  state_->cuda_graph->replay();
+}
+
+const std::vector<c10::IValue>& CudaGraphExecutor::static_inputs() const {
+  return state_->static_inputs;
+}
+const std::vector<c10::IValue>& CudaGraphExecutor::static_outputs() const {
+  return state_->static_outputs;
+}
+const Plan& CudaGraphExecutor::plan() const {
+  return state_->plan;
+}
+const CaptureStats& CudaGraphExecutor::stats() const {
+  return state_->stats;
+}
+
+}  // namespace opara

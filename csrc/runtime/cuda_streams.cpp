@@ -1,0 +1,67 @@
+#include "cuda_streams.h"
+
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <map>
+#include <mutex>
+
+namespace opara {
+namespace {
+
+// Idle streams per device; process lifetime.
+struct IdleStreams {
+  std::mutex mutex;
+  std::map<c10::DeviceIndex, std::vector<cudaStream_t>> by_device;
+};
+
+IdleStreams& idle_streams() {
+  static auto* idle = new IdleStreams;  // never destroyed: streams may be returned during exit
+  return *idle;
+}
+
+}  // namespace
+
+StreamLease::StreamLease(c10::DeviceIndex device, std::size_t count) : device_(device) {
+  {
+    std::lock_guard<std::mutex> lock(idle_streams().mutex);
+    auto& idle = idle_streams().by_device[device];
+    while (raw_.size() < count && !idle.empty()) {
+      raw_.push_back(idle.back());
+      idle.pop_back();
+    }
+  }
+  c10::cuda::CUDAGuard guard(device);
+  while (raw_.size() < count) {
+    cudaStream_t stream = nullptr;
+    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    raw_.push_back(stream);
+  }
+  streams_.reserve(count);
+  for (cudaStream_t stream : raw_) streams_.push_back(c10::cuda::getStreamFromExternal(stream, device));
+}
+
+StreamLease::~StreamLease() {
+  if (discarded_) return;  // leaked on purpose: destroying a stream still capturing is undefined
+  std::lock_guard<std::mutex> lock(idle_streams().mutex);
+  auto& idle = idle_streams().by_device[device_];
+  idle.insert(idle.end(), raw_.begin(), raw_.end());
+}
+
+CudaEvent::CudaEvent() {
+  C10_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+}
+
+CudaEvent::~CudaEvent() {
+  if (event_) C10_CUDA_CHECK_WARN(cudaEventDestroy(event_));
+}
+
+void CudaEvent::record(const c10::cuda::CUDAStream& stream) {
+  C10_CUDA_CHECK(cudaEventRecord(event_, stream.stream()));
+}
+
+void CudaEvent::block(const c10::cuda::CUDAStream& stream) const {
+  C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), event_, 0));
+}
+
+}  // namespace opara

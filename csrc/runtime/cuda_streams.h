@@ -1,0 +1,51 @@
+#pragma once
+
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+namespace opara {
+
+// Streams we create ourselves (cudaStreamNonBlocking), lent out for warm-up and capture.
+// c10's stream pool hands out 32 streams per priority round-robin, so past 32 two of a Plan's
+// streams would silently be one; ours are distinct however many a Plan opens. A captured graph
+// does not use the streams it was captured from when it replays, so the streams go back to the
+// pool after capture and the next model's capture reuses them.
+class StreamLease {
+ public:
+  StreamLease(c10::DeviceIndex device, std::size_t count);
+  ~StreamLease();
+  StreamLease(const StreamLease&) = delete;
+  StreamLease& operator=(const StreamLease&) = delete;
+
+  [[nodiscard]] const c10::cuda::CUDAStream& operator[](std::size_t index) const { return streams_[index]; }
+  [[nodiscard]] std::size_t size() const { return streams_.size(); }
+  // After a failed capture a stream may still be in a capture sequence: destroy, never reuse.
+  void discard() { discarded_ = true; }
+
+ private:
+  c10::DeviceIndex device_;
+  std::vector<c10::cuda::CUDAStream> streams_;
+  std::vector<cudaStream_t> raw_;
+  bool discarded_ = false;
+};
+
+// cudaEvent_t without timing, destroyed with its owner.
+class CudaEvent {
+ public:
+  CudaEvent();
+  ~CudaEvent();
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  CudaEvent(CudaEvent&& other) noexcept : event_(other.event_) { other.event_ = nullptr; }
+  CudaEvent& operator=(CudaEvent&& other) = delete;
+
+  void record(const c10::cuda::CUDAStream& stream);
+  void block(const c10::cuda::CUDAStream& stream) const;
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+}  // namespace opara

@@ -1,0 +1,70 @@
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "opara/export.h"
+#include "opara/graph.h"
+#include "opara/plan.h"
+
+namespace opara {
+
+// How a tensor read on another stream than the one that made it is kept from being reused by a
+// later allocation while the graph is captured.
+enum class MemoryProtection : std::uint8_t {
+  kRecordStream,  // freed after its last reader, record_stream on every other stream that read it
+  kKeepAlive,     // every intermediate is kept until the capture ends
+};
+
+struct CudaGraphOptions {
+  MemoryProtection memory = MemoryProtection::kRecordStream;
+  // Eager runs of the plan on the capture streams before capture, so that cuBLAS and cuDNN
+  // handles and workspaces exist outside the graph's memory pool. At least 1.
+  int warmup_runs = 2;
+  // A memory pool shared with other graphs that replay in capture order (the segments of one
+  // model); {0, 0}: the graph's own pool.
+  std::pair<unsigned long long, unsigned long long> pool{0, 0};
+};
+
+struct CaptureStats {
+  int streams = 0;                 // side streams captured
+  std::size_t events = 0;          // cross-stream waits captured (the plan's, after reduction)
+  std::size_t captured_nodes = 0;  // graph nodes that launch kernels
+  std::size_t graph_nodes = 0;     // nodes of the CUDA graph (kernels, copies, memsets)
+  double warmup_ms = 0;
+  double capture_ms = 0;               // capture and instantiation
+  std::size_t capture_peak_bytes = 0;  // most bytes allocated at once during capture, above what was allocated before
+};
+
+// Captures a Plan into one CUDA graph over many streams, then replays it with one launch.
+// Capture begins on a stream of its own; the Plan's streams are side streams forked from it and
+// joined back; the Plan's events become graph dependencies. The graph reads `static_inputs` and
+// writes `static_outputs()`: copy new inputs into the former before replay() (CompiledModel does).
+// Throws opara::Error naming the node when an operation cannot be captured.
+class OPARA_API CudaGraphExecutor {
+ public:
+  CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<c10::IValue> static_inputs,
+                    CudaGraphOptions options = {});
+  ~CudaGraphExecutor();
+  CudaGraphExecutor(const CudaGraphExecutor&) = delete;
+  CudaGraphExecutor& operator=(const CudaGraphExecutor&) = delete;
+
+  // Launches the graph on the current CUDA stream.
+  void replay();
+
+  [[nodiscard]] const std::vector<c10::IValue>& static_inputs() const;
+  [[nodiscard]] const std::vector<c10::IValue>& static_outputs() const;
+  [[nodiscard]] const Plan& plan() const;
+  [[nodiscard]] const CaptureStats& stats() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace opara
