@@ -1,0 +1,102 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opara/costs.h"
+#include "opara/cuda_graph_executor.h"
+#include "opara/export.h"
+#include "opara/graph.h"
+#include "opara/plan.h"
+
+namespace opara {
+
+struct Options {
+  // Where the model runs: a CUDA device (parallel CUDA graphs) or the CPU (host threads play the
+  // streams). Unset: the device of the example inputs.
+  std::optional<c10::Device> device;
+  StreamPolicy streams = StreamPolicy::kOpara;
+  OrderPolicy order = OrderPolicy::kOpara;
+  int max_streams = 0;  // 0: no cap
+  // A recorded profile for the launch order's demands; empty: estimated from shapes recorded on
+  // the example inputs (one eager run on the CPU).
+  std::string profile;
+  double ridge_point = kDefaultRidgePoint;
+
+  enum class Outputs : std::uint8_t {
+    kClone,  // run() returns tensors of the caller's own
+    kView,   // run() returns views of the static output buffers: valid until the next run()
+  };
+  Outputs outputs = Outputs::kClone;
+
+  // CUDA only.
+  MemoryProtection memory = MemoryProtection::kRecordStream;
+  enum class OnUncapturable : std::uint8_t {
+    kSplit,  // the node runs as a host step between graph segments
+    kError,  // compile() throws, naming the node
+  };
+  OnUncapturable on_uncapturable = OnUncapturable::kSplit;
+  int warmup_runs = 2;
+
+  // CPU only: intra-op threads per worker (0: cores / streams).
+  int intra_op_threads = 0;
+};
+
+struct CompiledStats {
+  std::string device;
+  int streams = 0;                  // the most streams of any graph segment
+  std::size_t events = 0;           // cross-stream waits, all segments
+  std::size_t captured_nodes = 0;   // nodes captured in CUDA graphs
+  std::size_t graph_nodes = 0;      // nodes of the CUDA graphs (kernels, copies, memsets)
+  std::size_t segments = 0;         // graph segments and host steps
+  std::size_t host_nodes = 0;       // nodes run in host steps
+  double compile_ms = 0;            // planning, warm-up and capture
+  double plan_us = 0;               // planning alone
+  double capture_ms = 0;            // capture and instantiation, all segments
+  std::size_t peak_bytes = 0;       // CUDA: most bytes allocated at once while compiling, weights and buffers included
+  std::size_t runs = 0;             // calls of run()
+  std::size_t eager_fallbacks = 0;  // runs where a host step's result no longer fitted the captured graphs
+};
+
+// A model compiled for one input signature: the example inputs' count, shapes and dtypes.
+//
+// run() on CUDA copies the inputs into static buffers, replays the captured graphs (host steps
+// between them) on the caller's current stream, and returns the outputs; it does not wait for
+// the GPU. Concurrent run() calls on one CompiledModel are serialized (a mutex, and each run's
+// stream waits for the previous run's work), so they never overwrite each other's buffers;
+// separate CompiledModels run concurrently. Copies of a CompiledModel share one compiled state.
+class OPARA_API CompiledModel {
+ public:
+  // Throws opara::Error naming the input and what was expected when the count, a shape, a dtype
+  // or a device differs from the example inputs; nothing is reshaped or moved silently.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+
+  // The schedule over the whole graph: with host steps, nodes in them have kNoStream and the
+  // dependencies between segments are kept by the segment order rather than by events.
+  [[nodiscard]] const Plan& plan() const;
+  [[nodiscard]] CompiledStats stats() const;
+  [[nodiscard]] const Graph& graph() const;
+  // Per node: true when it runs in a host step.
+  [[nodiscard]] const std::vector<bool>& host_nodes() const;
+
+  struct State;
+  explicit CompiledModel(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// Loads a model file (.pt or .pt2), plans it and compiles it for the example inputs' signature.
+OPARA_API CompiledModel compile(const std::string& path, const std::vector<at::Tensor>& example_inputs,
+                                const Options& options = {});
+OPARA_API CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example_inputs,
+                                const Options& options = {});
+
+}  // namespace opara
