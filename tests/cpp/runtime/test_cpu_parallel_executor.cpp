@@ -28,46 +28,19 @@
 #include "opara/outputs.h"
 #include "opara/plan.h"
 #include "plan_fixtures.h"
-#include "runtime/node_op.h"
+#include "random_models.h"
 
 namespace opara {
 namespace {
 
+using testing::binary;
 using ::testing::HasSubstr;
 using testing::kOrderPolicies;
 using testing::kStreamPolicies;
+using testing::op;
 using testing::random_costs;
-
-// ---- a NodeOp written inline ----------------------------------------------------------------
-
-using Body = std::function<std::vector<c10::IValue>(const std::vector<c10::IValue>&)>;
-
-class LambdaOp final : public NodeOp {
- public:
-  explicit LambdaOp(Body body) : body_(std::move(body)) {}
-  void run(std::vector<c10::IValue>& stack) const override { stack = body_(stack); }
-  [[nodiscard]] std::shared_ptr<const NodeOp> to(c10::Device /*device*/) const override {
-    return std::make_shared<LambdaOp>(body_);
-  }
-
- private:
-  Body body_;
-};
-
-std::shared_ptr<const NodeOp> op(Body body) {
-  return std::make_shared<LambdaOp>(std::move(body));
-}
-
-// A one-tensor-in, one-tensor-out op.
-std::shared_ptr<const NodeOp> unary(std::function<at::Tensor(const at::Tensor&)> f) {
-  return op([f](const std::vector<c10::IValue>& in) { return std::vector<c10::IValue>{f(in.at(0).toTensor())}; });
-}
-
-std::shared_ptr<const NodeOp> binary(std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> f) {
-  return op([f](const std::vector<c10::IValue>& in) {
-    return std::vector<c10::IValue>{f(in.at(0).toTensor(), in.at(1).toTensor())};
-  });
-}
+using testing::random_model;
+using testing::unary;
 
 // ---- plans written by hand ------------------------------------------------------------------
 
@@ -460,96 +433,6 @@ TEST(CpuParallelExecutor, IntraOpThreadsDefaultAndExplicit) {
 }
 
 // ---- random graphs --------------------------------------------------------------------------
-
-// Every op of the random graphs sees its inputs as 4x6 tensors: a list is summed, a transposed
-// view reshaped (which copies it).
-at::Tensor as_block(const c10::IValue& value) {
-  if (value.isTensor()) return value.toTensor().reshape({4, 6});
-  at::Tensor sum;
-  for (const at::Tensor& tensor : value.toTensorList().vec()) {
-    sum = sum.defined() ? sum + tensor.reshape({4, 6}) : tensor.reshape({4, 6});
-  }
-  return sum;
-}
-
-struct RandomOp {
-  const char* kind;
-  int arity;
-  std::uint32_t flags;
-  int outputs;
-  std::function<std::vector<c10::IValue>(const std::vector<at::Tensor>&)> body;
-};
-
-std::vector<RandomOp> random_ops() {
-  const at::Tensor weight = at::randn({6, 6}, at::TensorOptions().dtype(at::kFloat)) / 3;
-  using Tensors = std::vector<at::Tensor>;
-  using Values = std::vector<c10::IValue>;
-  return {
-      {"test::affine", 1, kLaunchesKernel, 1, [](const Tensors& t) { return Values{t[0] * 0.5 + 1}; }},
-      {"test::mix", 2, kLaunchesKernel, 1, [](const Tensors& t) { return Values{t[0] * 0.5 + t[1].sin()}; }},
-      {"test::tanh_mul", 2, kLaunchesKernel, 1, [](const Tensors& t) { return Values{(t[0] * t[1]).tanh()}; }},
-      {"test::sum3", 3, kLaunchesKernel, 1, [](const Tensors& t) { return Values{t[0] + t[1] - t[2] / 3}; }},
-      {"test::mm", 1, kLaunchesKernel, 1, [weight](const Tensors& t) { return Values{t[0].mm(weight)}; }},
-      {"test::center", 1, kLaunchesKernel, 1,
-       [](const Tensors& t) { return Values{t[0] - t[0].mean(1, /*keepdim=*/true)}; }},
-      {"test::pair", 2, kLaunchesKernel, 2,
-       [](const Tensors& t) {
-         return Values{t[0].sin(), t[0].cos() * t[1]};
-       }},
-      {"aten::t", 1, kView, 1, [](const Tensors& t) { return Values{t[0].t()}; }},
-      {"aten::view", 1, kView, 1,
-       [](const Tensors& t) {
-         return Values{t[0].view({6, 4})};
-       }},
-  };
-}
-
-// A seeded random DAG of `count` nodes over two 4x6 inputs: element-wise, matmul and reduction
-// kernels, views without a kernel, multi-output nodes and list constructs; every value nobody
-// reads is an output.
-Graph random_model(int count, std::uint64_t seed) {
-  std::mt19937_64 random(seed);
-  const std::vector<RandomOp> ops = random_ops();
-  Graph graph;
-  std::vector<ValueId> values{graph.add_input("x"), graph.add_input("y")};
-  auto pick = [&] {
-    // Mostly recent values: long chains and wide fans both appear.
-    const int n = static_cast<int>(values.size());
-    const int back = std::min(n - 1, std::geometric_distribution<int>(0.25)(random));
-    return std::uniform_int_distribution<int>(0, 3)(random) == 0
-               ? values[std::uniform_int_distribution<int>(0, n - 1)(random)]
-               : values[n - 1 - back];
-  };
-  for (int k = 0; k < count; ++k) {
-    if (std::uniform_int_distribution<int>(0, 9)(random) == 0) {
-      const NodeId list = graph.add_node("prim::ListConstruct", {pick(), pick()}, {"Tensor[]"}, 0,
-                                         op([](const std::vector<c10::IValue>& in) {
-                                           c10::List<at::Tensor> list;
-                                           for (const auto& value : in)
-                                             list.push_back(value.isTensor() ? value.toTensor() : as_block(value));
-                                           return std::vector<c10::IValue>{list};
-                                         }));
-      values.push_back(graph.node(list).outputs[0]);
-      continue;
-    }
-    const RandomOp& chosen = ops[std::uniform_int_distribution<std::size_t>(0, ops.size() - 1)(random)];
-    std::vector<ValueId> inputs;
-    for (int i = 0; i < chosen.arity; ++i) inputs.push_back(pick());
-    const auto body = chosen.body;
-    const NodeId node = graph.add_node(chosen.kind, inputs, std::vector<std::string>(chosen.outputs, "Tensor"),
-                                       chosen.flags, op([body](const std::vector<c10::IValue>& in) {
-                                         std::vector<at::Tensor> blocks;
-                                         for (const auto& value : in) blocks.push_back(as_block(value));
-                                         return body(blocks);
-                                       }));
-    for (ValueId output : graph.node(node).outputs) values.push_back(output);
-  }
-  for (const Value& value : graph.values()) {
-    if (value.producer != kNoNode && value.users.empty()) graph.add_output(value.id);
-  }
-  graph.add_output(values[std::uniform_int_distribution<std::size_t>(2, values.size() - 1)(random)]);
-  return graph;
-}
 
 TEST(CpuParallelRandomGraphs, MatchEagerUnderRandomPlansAndJitter) {
   for (std::uint64_t seed = 1; seed <= 300; ++seed) {

@@ -1,0 +1,75 @@
+#pragma once
+
+// Cutting a Graph into segments: graph segments (captured as CUDA graphs, or run by any planner
+// and executor as they are) with host steps between them for the nodes that cannot live inside a
+// CUDA graph (kNotCapturable) or that a placement sends to the CPU. See segments.cpp for the rule.
+
+#include <ATen/core/ivalue.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "opara/export.h"
+#include "opara/graph.h"
+
+namespace opara {
+
+enum class SegmentKind : std::uint8_t {
+  kGraph,  // device work: one CUDA graph (or one plan on the CPU)
+  kHost,   // a host step between two graph segments
+};
+
+struct Segment {
+  SegmentKind kind = SegmentKind::kGraph;
+  // Ids in the whole graph, ascending (a topological order).
+  std::vector<NodeId> nodes;
+  // The segment alone: node i of it is nodes[i] of the whole graph (same kind, flags, op, source,
+  // constants, output value names); the data and ordering edges between its own nodes are kept.
+  // Its inputs are input_values, its outputs output_values, in order; source_path is the whole
+  // graph's. Messages from an executor of this graph name its own node ids, not the whole graph's.
+  Graph graph;
+  // Whole-graph value of each input of `graph`, ascending: values its nodes read that earlier
+  // segments produce, and model inputs.
+  std::vector<ValueId> input_values;
+  // Whole-graph value of each output of `graph`, ascending: values its nodes produce that later
+  // segments read, and model outputs.
+  std::vector<ValueId> output_values;
+};
+
+// Cuts `graph` into segments. host[node] true: the node runs in a host step. Every other node
+// goes to a graph segment, each node as early as its dependencies (data and ordering edges) allow,
+// so device work that does not depend on a host step lands in the segment before it and can run
+// while the host works. Segments alternate graph, host, graph, ... (the first may be a host step);
+// none is empty; host nodes that do not depend on graph work between them share one host step. A
+// graph without nodes gives no segments. Throws opara::Error if host.size() != graph.size().
+OPARA_API std::vector<Segment> split_segments(const Graph& graph, const std::vector<bool>& host);
+
+// The nodes flagged kNotCapturable (aten::item, nonzero, ...), as a mask for split_segments.
+OPARA_API std::vector<bool> uncapturable_nodes(const Graph& graph);
+
+// Every problem with `segments` for `graph`, each naming the nodes (graph.describe) or values
+// involved; empty when they are correct: no segment empty and kinds alternating; every node in
+// exactly one segment, ascending; every edge going to the same or a later segment; each segment's
+// inputs exactly what its nodes read from outside it, each a model input or an output of exactly
+// one earlier segment; its outputs exactly what it produces that later segments read or the model
+// returns; every model output produced by a segment or a model input; each segment's graph the
+// whole graph's nodes (kind, flags, values read) and edges restricted to the segment.
+OPARA_API std::vector<std::string> validate_segments(const Graph& graph, const std::vector<Segment>& segments);
+
+// Runs the segment at `segment_index` on `inputs` (its input_values, in order) and returns its
+// outputs (its output_values, in order). Called for every segment, graph and host alike: the
+// runner looks at the segment's kind to choose how.
+using SegmentRunner =
+    std::function<std::vector<c10::IValue>(std::size_t segment_index, const std::vector<c10::IValue>& inputs)>;
+
+// Runs `segments` one after the other on the calling thread, each through `runner`, routing values
+// between them by ValueId and dropping each one after the last segment that reads it; returns the
+// model's outputs in order. Throws opara::Error for a wrong input count (the eager message) or
+// when the runner returns the wrong number of values.
+OPARA_API std::vector<c10::IValue> run_segments(const Graph& graph, const std::vector<Segment>& segments,
+                                                const std::vector<c10::IValue>& inputs, const SegmentRunner& runner);
+
+}  // namespace opara
