@@ -8,7 +8,9 @@
 namespace opara {
 namespace {
 
-std::string shape_text(c10::IntArrayRef sizes) { return fmt::format("[{}]", fmt::join(sizes, ", ")); }
+std::string shape_text(c10::IntArrayRef sizes) {
+  return fmt::format("[{}]", fmt::join(sizes, ", "));
+}
 
 }  // namespace
 
@@ -22,7 +24,8 @@ InputSignature::InputSignature(const Graph& graph, const std::vector<at::Tensor>
   }
   for (std::size_t i = 0; i < examples.size(); ++i) {
     const std::string& name = graph.value(graph.inputs()[i]).name;
-    if (!examples[i].defined()) throw Error(fmt::format("{}: example input '{}' is an undefined tensor", source_path_, name));
+    if (!examples[i].defined())
+      throw Error(fmt::format("{}: example input '{}' is an undefined tensor", source_path_, name));
     names_.push_back(name);
     shapes_.push_back(examples[i].sizes().vec());
     dtypes_.push_back(examples[i].scalar_type());
@@ -32,16 +35,16 @@ InputSignature::InputSignature(const Graph& graph, const std::vector<at::Tensor>
 
 void InputSignature::check(const std::vector<at::Tensor>& inputs) const {
   if (inputs.size() != names_.size()) {
-    throw Error(fmt::format("{}: the model was compiled for {} inputs ({}), {} were given", source_path_,
-                            names_.size(), describe(), inputs.size()));
+    throw Error(fmt::format("{}: the model was compiled for {} inputs ({}), {} were given", source_path_, names_.size(),
+                            describe(), inputs.size()));
   }
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& input = inputs[i];
     const std::string where = fmt::format("{}: input {} ('{}')", source_path_, i, names_[i]);
     if (!input.defined()) throw Error(where + " is an undefined tensor");
     if (input.sizes() != c10::IntArrayRef(shapes_[i])) {
-      throw Error(fmt::format("{} has shape {}, the model was compiled for {}; compile again for other shapes",
-                              where, shape_text(input.sizes()), shape_text(shapes_[i])));
+      throw Error(fmt::format("{} has shape {}, the model was compiled for {}; compile again for other shapes", where,
+                              shape_text(input.sizes()), shape_text(shapes_[i])));
     }
     if (input.scalar_type() != dtypes_[i]) {
       throw Error(fmt::format("{} has dtype {}, the model was compiled for {}; convert it with .to({})", where,
@@ -58,8 +61,8 @@ void InputSignature::check(const std::vector<at::Tensor>& inputs) const {
 std::string InputSignature::describe() const {
   std::vector<std::string> parts;
   for (std::size_t i = 0; i < names_.size(); ++i) {
-    parts.push_back(fmt::format("{}: {}{} on {}", names_[i], c10::toString(dtypes_[i]), shape_text(shapes_[i]),
-                                devices_[i].str()));
+    parts.push_back(
+        fmt::format("{}: {}{} on {}", names_[i], c10::toString(dtypes_[i]), shape_text(shapes_[i]), devices_[i].str()));
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }

@@ -1,8 +1,10 @@
 #pragma once
 
 // The whole public C++ API of opara.
+#include "opara/compiled_model.h"
 #include "opara/costs.h"
 #include "opara/cpu_parallel_executor.h"
+#include "opara/cuda_graph_executor.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/graph.h"

@@ -1,0 +1,194 @@
+#include "opara/compiled_model.h"
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+
+#include <chrono>
+#include <mutex>
+
+#include "cuda_model.h"
+#include "input_signature.h"
+#include "opara/cpu_parallel_executor.h"
+#include "opara/eager_executor.h"
+#include "opara/error.h"
+#include "opara/load.h"
+#include "opara/outputs.h"
+#include "opara/record_shapes.h"
+
+namespace opara {
+
+struct CompiledModel::State {
+  Graph graph;
+  Options options;
+  c10::Device device = c10::kCPU;
+  std::optional<InputSignature> signature;
+  std::vector<bool> host;
+  CompiledStats stats;
+  Plan plan;
+  std::unique_ptr<CpuParallelExecutor> cpu;
+  std::unique_ptr<CudaModel> cuda;
+  mutable std::mutex mutex;  // one run at a time: runs share the static buffers
+};
+
+namespace {
+
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::vector<NodeCost> plan_costs(const Graph& graph, const std::vector<at::Tensor>& examples, const Options& options,
+                                 std::string& source) {
+  if (!options.profile.empty()) {
+    source = "profile";
+    return costs_from_profile(graph, options.profile);
+  }
+  // Shapes from one eager run on CPU copies of the examples: no device time, same shapes.
+  std::vector<c10::IValue> cpu_inputs;
+  for (const at::Tensor& example : examples) cpu_inputs.emplace_back(example.cpu());
+  source = "shapes";
+  return estimate_costs(graph, record_shapes(graph, cpu_inputs), options.ridge_point);
+}
+
+// Nodes the op table says cannot be captured, kept only when they read a tensor on the GPU: an
+// aten::Int of a CPU scalar (a size made a tensor) synchronises with nothing. One eager run on
+// the device tells.
+std::vector<bool> host_nodes_on_device(const Graph& graph, const std::vector<at::Tensor>& examples,
+                                       c10::Device device) {
+  std::vector<bool> host = uncapturable_nodes(graph);
+  if (std::none_of(host.begin(), host.end(), [](bool h) { return h; })) return host;
+  std::vector<bool> reads_device(graph.size(), false);
+  EagerExecutor executor(graph, device);
+  executor.set_observer([&](NodeId id, const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>&) {
+    for (const at::Tensor& tensor : flatten_tensors(inputs)) reads_device[id] = reads_device[id] || tensor.is_cuda();
+  });
+  executor.run(std::vector<c10::IValue>(examples.begin(), examples.end()));
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) host[id] = host[id] && reads_device[id];
+  return host;
+}
+
+void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& examples,
+                  const std::vector<NodeCost>& costs) {
+  if (!torch::cuda::is_available()) {
+    throw Error(
+        fmt::format("{}: compiling for {} needs a CUDA GPU, and none is visible here; compile for the CPU "
+                    "(Options::device = cpu) instead",
+                    state.graph.source_path, state.device.str()));
+  }
+  const c10::DeviceIndex index = state.device.index();
+  const std::size_t before = c10::cuda::CUDACachingAllocator::getDeviceStats(index).allocated_bytes[0].current;
+  c10::cuda::CUDACachingAllocator::resetPeakStats(index);
+  state.host = host_nodes_on_device(state.graph, examples, state.device);
+  // A node that fails capture becomes a host node and the model is compiled again.
+  for (;;) {
+    try {
+      state.cuda = std::make_unique<CudaModel>(state.graph, state.host, costs, examples, state.options);
+      break;
+    } catch (const CaptureError& error) {
+      if (state.options.on_uncapturable == Options::OnUncapturable::kError || state.host[error.node()]) throw;
+      state.host[error.node()] = true;
+    }
+  }
+  const std::size_t peak = c10::cuda::CUDACachingAllocator::getDeviceStats(index).allocated_bytes[0].peak;
+  state.stats.peak_bytes = peak > before ? peak - before : 0;
+  state.plan = state.cuda->plan();
+  state.cuda->add_stats(state.stats);
+}
+
+void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs, const std::string& cost_source) {
+  const auto started = std::chrono::steady_clock::now();
+  state.plan = make_plan(state.graph, {state.options.streams, state.options.order, state.options.max_streams}, costs);
+  state.plan.cost_source = cost_source;
+  state.stats.plan_us = milliseconds_since(started) * 1000;
+  state.host.assign(state.graph.size(), false);
+  CpuExecutorOptions cpu_options;
+  cpu_options.intra_op_threads = state.options.intra_op_threads;
+  state.cpu = std::make_unique<CpuParallelExecutor>(state.graph, state.plan, cpu_options);
+  state.stats.streams = state.plan.stream_count;
+  state.stats.events = state.plan.wait_count();
+  state.stats.segments = 1;
+}
+
+}  // namespace
+
+CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example_inputs, const Options& options) {
+  const auto started = std::chrono::steady_clock::now();
+  auto state = std::make_shared<CompiledModel::State>();
+  state->graph = graph;
+  state->options = options;
+  if (options.device) {
+    state->device = *options.device;
+  } else if (!example_inputs.empty() && example_inputs.front().defined()) {
+    state->device = example_inputs.front().device();
+  }
+  if (state->device.is_cuda() && !state->device.has_index()) {
+    state->device = c10::Device(c10::kCUDA, torch::cuda::is_available() ? c10::cuda::current_device() : 0);
+  }
+  if (!state->device.is_cpu() && !state->device.is_cuda()) {
+    throw Error(fmt::format("{}: opara runs models on the CPU or a CUDA GPU, not on {}", graph.source_path,
+                            state->device.str()));
+  }
+  state->stats.device = state->device.str();
+  // The examples on the model's device: they define the signature run() checks.
+  InputSignature{graph, example_inputs};  // count and definedness, before anything moves
+  std::vector<at::Tensor> examples;
+  if (state->device.is_cuda() && !torch::cuda::is_available()) {
+    examples = example_inputs;  // compile_cuda says there is no GPU
+  } else {
+    for (const at::Tensor& example : example_inputs) examples.push_back(example.to(state->device));
+  }
+  state->signature.emplace(graph, examples);
+
+  std::string cost_source;
+  const std::vector<NodeCost> costs = plan_costs(graph, examples, options, cost_source);
+  if (state->device.is_cuda()) {
+    compile_cuda(*state, examples, costs);
+  } else {
+    compile_cpu(*state, costs, cost_source);
+  }
+  state->plan.cost_source = cost_source;
+  state->stats.compile_ms = milliseconds_since(started);
+  return CompiledModel(std::move(state));
+}
+
+CompiledModel compile(const std::string& path, const std::vector<at::Tensor>& example_inputs, const Options& options) {
+  return compile(load(path), example_inputs, options);
+}
+
+std::vector<at::Tensor> CompiledModel::run(const std::vector<at::Tensor>& inputs) const {
+  State& state = *state_;
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.signature->check(inputs);
+  std::vector<at::Tensor> outputs;
+  if (state.cpu) {
+    outputs = flatten_tensors(state.cpu->run(std::vector<c10::IValue>(inputs.begin(), inputs.end())));
+  } else {
+    outputs = flatten_tensors(state.cuda->run(inputs));
+    if (state.options.outputs == Options::Outputs::kClone) {
+      for (at::Tensor& output : outputs) output = output.clone();
+    }
+    state.stats.eager_fallbacks = state.cuda->eager_fallbacks();
+  }
+  ++state.stats.runs;
+  return outputs;
+}
+
+const Plan& CompiledModel::plan() const {
+  return state_->plan;
+}
+
+CompiledStats CompiledModel::stats() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->stats;
+}
+
+const Graph& CompiledModel::graph() const {
+  return state_->graph;
+}
+
+const std::vector<bool>& CompiledModel::host_nodes() const {
+  return state_->host;
+}
+
+}  // namespace opara

@@ -1,0 +1,180 @@
+#include "cuda_model.h"
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "opara/error.h"
+
+namespace opara {
+namespace {
+
+std::vector<NodeCost> segment_costs(const Segment& segment, const std::vector<NodeCost>& costs) {
+  if (costs.empty()) return {};
+  std::vector<NodeCost> local;
+  local.reserve(segment.nodes.size());
+  for (NodeId node : segment.nodes) local.push_back(costs[node]);
+  return local;
+}
+
+// A host step's result still fits the graphs captured after it: same shape and dtype for a
+// tensor (copied into its buffer), the same value for anything else (captured as a constant).
+bool fits(const c10::IValue& captured, const c10::IValue& fresh) {
+  if (captured.isTensor() && fresh.isTensor()) {
+    const at::Tensor& slot = captured.toTensor();
+    const at::Tensor& value = fresh.toTensor();
+    return slot.sizes() == value.sizes() && slot.scalar_type() == value.scalar_type() &&
+           slot.device() == value.device();
+  }
+  if (captured.isTensor() || fresh.isTensor()) return false;
+  try {
+    return captured == fresh;
+  } catch (const std::exception&) {
+    return false;  // values without a defined equality: take the safe road
+  }
+}
+
+}  // namespace
+
+CudaModel::CudaModel(const Graph& graph, const std::vector<bool>& host, const std::vector<NodeCost>& costs,
+                     const std::vector<at::Tensor>& example_inputs, const Options& options)
+    : graph_(graph), device_(example_inputs.empty() ? *options.device : example_inputs.front().device()) {
+  c10::cuda::CUDAGuard device_guard(device_);
+  segments_ = split_segments(graph, host);
+  graphs_.resize(segments_.size());
+  eager_.resize(segments_.size());
+  slots_.resize(graph.values().size());
+  for (std::size_t i = 0; i < example_inputs.size(); ++i) {
+    static_inputs_.push_back(example_inputs[i].clone());
+    slots_[graph.inputs()[i]] = static_inputs_.back();
+  }
+
+  whole_plan_.stream_policy = options.streams;
+  whole_plan_.order_policy = options.order;
+  whole_plan_.max_streams = options.max_streams;
+  whole_plan_.stream_of.assign(graph.size(), kNoStream);
+  whole_plan_.waits.assign(graph.size(), {});
+  whole_plan_.records.assign(graph.size(), 0);
+
+  const c10::MempoolId_t pool = at::cuda::graph_pool_handle();
+  const PlanOptions plan_options{options.streams, options.order, options.max_streams};
+  for (std::size_t k = 0; k < segments_.size(); ++k) {
+    const Segment& segment = segments_[k];
+    std::vector<c10::IValue> inputs;
+    for (ValueId value : segment.input_values) inputs.push_back(slots_[value]);
+    std::vector<c10::IValue> outputs;
+    if (segment.kind == SegmentKind::kGraph) {
+      Plan plan = make_plan(segment.graph, plan_options, segment_costs(segment, costs));
+      try {
+        graphs_[k] = std::make_unique<CudaGraphExecutor>(
+            segment.graph, std::move(plan), inputs,
+            CudaGraphOptions{options.memory, options.warmup_runs, {pool.first, pool.second}});
+      } catch (const CaptureError& error) {
+        throw CaptureError(error.what(), segment.nodes[error.node()]);  // the whole graph's id
+      }
+      outputs = graphs_[k]->static_outputs();
+      const Plan& local = graphs_[k]->plan();
+      whole_plan_.stream_count = std::max(whole_plan_.stream_count, local.stream_count);
+      whole_plan_.events_unreduced += local.events_unreduced;
+      whole_plan_.cost_source = local.cost_source;
+      for (NodeId id : local.launch_order) whole_plan_.launch_order.push_back(segment.nodes[id]);
+      for (std::size_t i = 0; i < segment.nodes.size(); ++i) {
+        const NodeId whole = segment.nodes[i];
+        whole_plan_.stream_of[whole] = local.stream_of[i];
+        whole_plan_.records[whole] = local.records[i];
+        for (NodeId waited : local.waits[i]) whole_plan_.waits[whole].push_back(segment.nodes[waited]);
+      }
+    } else {
+      eager_[k] = std::make_unique<EagerExecutor>(segment.graph, device_);
+      outputs = eager_[k]->run(inputs);
+      // Later graphs read these at fixed addresses: buffers of their own, refilled each run.
+      for (c10::IValue& output : outputs) {
+        if (output.isTensor()) output = output.toTensor().clone();
+      }
+      whole_plan_.launch_order.insert(whole_plan_.launch_order.end(), segment.nodes.begin(), segment.nodes.end());
+    }
+    for (std::size_t j = 0; j < outputs.size(); ++j) slots_[segment.output_values[j]] = outputs[j];
+  }
+  c10::cuda::device_synchronize();
+}
+
+std::vector<c10::IValue> CudaModel::run(const std::vector<at::Tensor>& inputs) {
+  c10::cuda::CUDAGuard device_guard(device_);
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
+  if (last_run_) last_run_->block(stream);  // the previous run, perhaps on another stream, is done with the buffers
+  for (std::size_t i = 0; i < inputs.size(); ++i) static_inputs_[i].copy_(inputs[i], /*non_blocking=*/true);
+
+  std::vector<c10::IValue> outputs;
+  bool eager = false;
+  for (std::size_t k = 0; k < segments_.size() && !eager; ++k) {
+    const Segment& segment = segments_[k];
+    if (graphs_[k]) {
+      graphs_[k]->replay();
+      continue;
+    }
+    std::vector<c10::IValue> step_inputs;
+    for (ValueId value : segment.input_values) step_inputs.push_back(slots_[value]);
+    std::vector<c10::IValue> results = eager_[k]->run(step_inputs);
+    bool all_fit = true;
+    for (std::size_t j = 0; j < results.size() && all_fit; ++j)
+      all_fit = fits(slots_[segment.output_values[j]], results[j]);
+    if (all_fit) {
+      for (std::size_t j = 0; j < results.size(); ++j) {
+        if (results[j].isTensor()) slots_[segment.output_values[j]].toTensor().copy_(results[j].toTensor());
+      }
+      continue;
+    }
+    ++eager_fallbacks_;
+    eager = true;
+    outputs = run_rest_eagerly(k, slots_, &results);
+  }
+  if (!eager) {
+    for (ValueId output : graph_.outputs()) outputs.push_back(slots_[output]);
+  }
+  if (!last_run_) last_run_.emplace();
+  last_run_->record(stream);
+  return outputs;
+}
+
+// From host step `first_segment` (whose fresh results are `host_outputs`) on, node by node on the
+// current stream: the graphs after it were captured for other values.
+std::vector<c10::IValue> CudaModel::run_rest_eagerly(std::size_t first_segment, std::vector<c10::IValue> values,
+                                                     const std::vector<c10::IValue>* host_outputs) {
+  for (std::size_t j = 0; j < host_outputs->size(); ++j) {
+    values[segments_[first_segment].output_values[j]] = (*host_outputs)[j];
+  }
+  for (std::size_t k = first_segment + 1; k < segments_.size(); ++k) {
+    const Segment& segment = segments_[k];
+    if (!eager_[k]) eager_[k] = std::make_unique<EagerExecutor>(segment.graph, device_);
+    std::vector<c10::IValue> inputs;
+    for (ValueId value : segment.input_values) inputs.push_back(values[value]);
+    std::vector<c10::IValue> results = eager_[k]->run(inputs);
+    for (std::size_t j = 0; j < results.size(); ++j) values[segment.output_values[j]] = std::move(results[j]);
+  }
+  std::vector<c10::IValue> outputs;
+  for (ValueId output : graph_.outputs()) outputs.push_back(values[output]);
+  return outputs;
+}
+
+void CudaModel::add_stats(CompiledStats& stats) const {
+  stats.segments = segments_.size();
+  for (std::size_t k = 0; k < segments_.size(); ++k) {
+    if (!graphs_[k]) {
+      stats.host_nodes += segments_[k].nodes.size();
+      continue;
+    }
+    const CaptureStats& capture = graphs_[k]->stats();
+    stats.streams = std::max(stats.streams, capture.streams);
+    stats.events += capture.events;
+    stats.captured_nodes += capture.captured_nodes;
+    stats.graph_nodes += capture.graph_nodes;
+    stats.capture_ms += capture.capture_ms;
+  }
+  stats.eager_fallbacks = eager_fallbacks_;
+}
+
+}  // namespace opara

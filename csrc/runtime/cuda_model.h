@@ -1,0 +1,53 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cuda_streams.h"
+#include "opara/compiled_model.h"
+#include "opara/eager_executor.h"
+#include "segments.h"
+
+namespace opara {
+
+// A model on one CUDA device as graph segments, each a captured parallel CUDA graph, with host
+// steps between them; all graphs share one memory pool and replay in capture order. Every value
+// a later segment reads lives at a fixed address (a slot): graph outputs in the pool, host-step
+// results copied into buffers of their own. When a host step's result no longer fits what the
+// later graphs were captured with (another shape, another scalar), the rest of that run goes
+// eagerly, node by node, and the run still gives the right outputs.
+class CudaModel {
+ public:
+  // Throws CaptureError for a node that fails capture: the caller makes it a host node and
+  // compiles again.
+  CudaModel(const Graph& graph, const std::vector<bool>& host, const std::vector<NodeCost>& costs,
+            const std::vector<at::Tensor>& example_inputs, const Options& options);
+
+  // On the current stream; the caller serialises runs.
+  std::vector<c10::IValue> run(const std::vector<at::Tensor>& inputs);
+
+  [[nodiscard]] const Plan& plan() const { return whole_plan_; }
+  // Fills the CUDA fields of `stats`.
+  void add_stats(CompiledStats& stats) const;
+  [[nodiscard]] std::size_t eager_fallbacks() const { return eager_fallbacks_; }
+
+ private:
+  std::vector<c10::IValue> run_rest_eagerly(std::size_t first_segment, std::vector<c10::IValue> values,
+                                            const std::vector<c10::IValue>* host_outputs);
+
+  const Graph& graph_;
+  c10::Device device_;
+  std::vector<Segment> segments_;
+  std::vector<std::unique_ptr<CudaGraphExecutor>> graphs_;  // by segment; null for host steps
+  std::vector<std::unique_ptr<EagerExecutor>> eager_;       // by segment: host steps, and fallbacks made on demand
+  std::vector<c10::IValue> slots_;                          // by whole-graph value
+  std::vector<at::Tensor> static_inputs_;
+  std::optional<CudaEvent> last_run_;
+  Plan whole_plan_;
+  std::size_t eager_fallbacks_ = 0;
+};
+
+}  // namespace opara

@@ -1,0 +1,328 @@
+// CompiledModel: compile a model file for example inputs and run it. On the CPU (host threads
+// play the streams) it equals the model's own forward bit for bit; bad inputs are errors naming
+// the input and what was expected; concurrent runs are serialized. On a GPU (skipped without
+// one): every mode is allclose to eager, 64 branches get 64 streams, an operation that cannot be
+// captured becomes a host step, and 1,000 replays with fresh inputs match eager.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+
+#include <future>
+
+#include "model_files.h"
+#include "opara/compiled_model.h"
+#include "opara/eager_executor.h"
+#include "opara/error.h"
+#include "opara/load.h"
+#include "opara/model_inputs.h"
+#include "opara/outputs.h"
+#include "plan_fixtures.h"
+#include "random_models.h"
+
+namespace opara {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+Options cpu_options(int threads = at::get_num_threads()) {
+  Options options;
+  options.device = c10::kCPU;
+  options.intra_op_threads = threads;
+  return options;
+}
+
+struct Loaded {
+  std::string path;
+  std::vector<at::Tensor> inputs;
+  std::vector<at::Tensor> expected;
+};
+
+Loaded reference_of(const std::string& model, const std::string& extension) {
+  const Reference reference = load_reference(testing::model_path(model, "ref.pt"));
+  return {testing::model_path(model, extension), reference.inputs,
+          extension == "pt" ? reference.outputs_pt : reference.outputs_pt2};
+}
+
+// ---- CPU ---------------------------------------------------------------------------------------
+
+TEST(CompiledModelCpu, EveryPolicyGivesTheModelsOutputBitwise) {
+  for (const char* model : {"branchy", "inplace", "googlenet"}) {
+    if (!testing::model_exported(model)) continue;
+    for (const char* extension : {"pt", "pt2"}) {
+      const Loaded loaded = reference_of(model, extension);
+      for (StreamPolicy streams : testing::kStreamPolicies) {
+        Options options = cpu_options();
+        options.streams = streams;
+        const CompiledModel compiled = compile(loaded.path, loaded.inputs, options);
+        EXPECT_THAT(validate(compiled.graph(), compiled.plan()), IsEmpty());
+        EXPECT_TRUE(bitwise_equal(compiled.run(loaded.inputs), loaded.expected))
+            << model << "." << extension << " " << to_string(streams);
+      }
+    }
+  }
+}
+
+TEST(CompiledModelCpu, StatsDescribeThePlan) {
+  OPARA_REQUIRE_MODEL("googlenet");
+  const Loaded loaded = reference_of("googlenet", "pt");
+  const CompiledModel compiled = compile(loaded.path, loaded.inputs, cpu_options());
+  compiled.run(loaded.inputs);
+  const CompiledStats stats = compiled.stats();
+  EXPECT_EQ(stats.device, "cpu");
+  EXPECT_EQ(stats.streams, compiled.plan().stream_count);
+  EXPECT_EQ(stats.streams, 28);  // Opara's allocation on GoogLeNet, as in the paper
+  EXPECT_EQ(stats.events, compiled.plan().wait_count());
+  EXPECT_EQ(stats.segments, 1u);
+  EXPECT_EQ(stats.host_nodes, 0u);
+  EXPECT_EQ(stats.runs, 1u);
+  EXPECT_GT(stats.compile_ms, 0);
+  EXPECT_EQ(compiled.plan().cost_source, "shapes");
+}
+
+TEST(CompiledModelCpu, BadInputsAreNamedWithWhatWasExpected) {
+  OPARA_REQUIRE_MODEL("branchy");
+  const Loaded loaded = reference_of("branchy", "pt");
+  const CompiledModel compiled = compile(loaded.path, loaded.inputs, cpu_options());
+  const at::Tensor& x = loaded.inputs.at(0);
+  auto error_of = [&](const std::vector<at::Tensor>& inputs) {
+    try {
+      compiled.run(inputs);
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(error_of({}),
+              AllOf(HasSubstr("branchy_b1.pt"), HasSubstr("compiled for 1 inputs"), HasSubstr("0 were given")));
+  EXPECT_THAT(error_of({x, x}), HasSubstr("2 were given"));
+  std::vector<std::int64_t> other_shape = x.sizes().vec();
+  other_shape[0] += 1;
+  EXPECT_THAT(error_of({at::zeros(other_shape)}),
+              AllOf(HasSubstr("input 0"), HasSubstr("has shape"), HasSubstr("compile again")));
+  EXPECT_THAT(error_of({x.to(at::kDouble)}), AllOf(HasSubstr("dtype Double"), HasSubstr("compiled for Float")));
+  EXPECT_THAT(error_of({x.to(at::kMeta)}), AllOf(HasSubstr("is on meta"), HasSubstr("compiled for cpu")));
+  EXPECT_THAT(error_of({at::Tensor()}), HasSubstr("undefined"));
+  // Still usable after the errors.
+  EXPECT_TRUE(bitwise_equal(compiled.run(loaded.inputs), loaded.expected));
+}
+
+TEST(CompiledModelCpu, BadPathsAndExamplesAreErrors) {
+  EXPECT_THROW(compile("/nonexistent/model.pt", {at::zeros({1})}, cpu_options()), Error);
+  OPARA_REQUIRE_MODEL("branchy");
+  try {
+    compile(testing::model_path("branchy", "pt"), {}, cpu_options());
+    FAIL() << "compiled without example inputs";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), AllOf(HasSubstr("branchy_b1.pt"), HasSubstr("0 example inputs")));
+  }
+}
+
+TEST(CompiledModelCpu, CudaWithoutAGpuSaysSo) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is present: the message for its absence cannot be shown";
+  OPARA_REQUIRE_MODEL("branchy");
+  const Loaded loaded = reference_of("branchy", "pt");
+  Options options;
+  options.device = c10::Device(c10::kCUDA, 0);
+  try {
+    compile(loaded.path, loaded.inputs, options);
+    FAIL() << "compiled for CUDA without a GPU";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), AllOf(HasSubstr("needs a CUDA GPU"), HasSubstr("Options::device = cpu")));
+  }
+}
+
+TEST(CompiledModelCpu, ConcurrentRunsOnOneModelAreSerializedAndRight) {
+  OPARA_REQUIRE_MODEL("branchy");
+  const Loaded loaded = reference_of("branchy", "pt");
+  const CompiledModel compiled = compile(loaded.path, loaded.inputs, cpu_options());
+  std::vector<std::future<bool>> results;
+  for (int thread = 0; thread < 4; ++thread) {
+    results.push_back(std::async(std::launch::async, [&] {
+      bool all = true;
+      for (int i = 0; i < 5; ++i) all = all && bitwise_equal(compiled.run(loaded.inputs), loaded.expected);
+      return all;
+    }));
+  }
+  for (auto& result : results) EXPECT_TRUE(result.get());
+  EXPECT_EQ(compiled.stats().runs, 20u);
+}
+
+// ---- GPU (skipped without one) ---------------------------------------------------------------------
+
+#define OPARA_REQUIRE_GPU()                                                                        \
+  do {                                                                                             \
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run"; \
+  } while (false)
+
+// fp32 with TF32 off, as eager.
+struct NoTf32 {
+  NoTf32() : matmul(at::globalContext().allowTF32CuBLAS()), cudnn(at::globalContext().allowTF32CuDNN()) {
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setAllowTF32CuDNN(false);
+  }
+  ~NoTf32() {
+    at::globalContext().setAllowTF32CuBLAS(matmul);
+    at::globalContext().setAllowTF32CuDNN(cudnn);
+  }
+  bool matmul;
+  bool cudnn;
+};
+
+std::vector<at::Tensor> to_cuda(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> moved;
+  for (const at::Tensor& tensor : tensors) moved.push_back(tensor.cuda());
+  return moved;
+}
+
+std::vector<at::Tensor> eager_cuda(const Graph& graph, const std::vector<at::Tensor>& inputs) {
+  EagerExecutor eager(graph, c10::Device(c10::kCUDA, 0));
+  return flatten_tensors(eager.run(std::vector<c10::IValue>(inputs.begin(), inputs.end())));
+}
+
+void expect_close(const std::vector<at::Tensor>& actual, const std::vector<at::Tensor>& expected,
+                  const std::string& label) {
+  ASSERT_EQ(actual.size(), expected.size()) << label;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    EXPECT_TRUE(at::allclose(actual[i].cpu(), expected[i].cpu(), 1e-4, 1e-5))
+        << label << ", output " << i << ": max |diff| "
+        << (actual[i].cpu() - expected[i].cpu()).abs().max().item<double>();
+  }
+}
+
+TEST(CompiledModelCuda, EveryModeOfEveryModelIsCloseToEager) {
+  OPARA_REQUIRE_GPU();
+  NoTf32 no_tf32;
+  for (const std::string& model : testing::all_models()) {
+    if (!testing::model_exported(model)) continue;
+    for (const char* extension : {"pt", "pt2"}) {
+      const Loaded loaded = reference_of(model, extension);
+      const Graph graph = load(loaded.path);
+      const auto inputs = to_cuda(loaded.inputs);
+      const auto expected = eager_cuda(graph, inputs);
+      for (StreamPolicy streams : {StreamPolicy::kSingle, StreamPolicy::kNimble, StreamPolicy::kOpara}) {
+        for (MemoryProtection memory : {MemoryProtection::kRecordStream, MemoryProtection::kKeepAlive}) {
+          Options options;
+          options.streams = streams;
+          options.order = streams == StreamPolicy::kOpara ? OrderPolicy::kOpara : OrderPolicy::kTopological;
+          options.memory = memory;
+          const CompiledModel compiled = compile(graph, inputs, options);
+          const std::string label =
+              fmt::format("{}.{} {} {}", model, extension, to_string(streams),
+                          memory == MemoryProtection::kKeepAlive ? "keep-alive" : "record-stream");
+          expect_close(compiled.run(inputs), expected, label);
+          expect_close(compiled.run(inputs), expected, label + " (second run)");
+        }
+      }
+    }
+  }
+}
+
+// x -> 64 independent branches -> their sum: Opara opens 64 streams, and all of them are distinct.
+Graph wide_graph(int branches) {
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  std::vector<ValueId> ends;
+  for (int b = 0; b < branches; ++b) {
+    const double scale = 1.0 + b;
+    const NodeId first = graph.add_node("test::scale", {x}, {"Tensor"}, kLaunchesKernel,
+                                        testing::unary([scale](const at::Tensor& t) { return (t * scale).sin(); }));
+    const NodeId second = graph.add_node("test::tanh", {graph.node(first).outputs[0]}, {"Tensor"}, kLaunchesKernel,
+                                         testing::unary([](const at::Tensor& t) { return t.tanh() + 1; }));
+    ends.push_back(graph.node(second).outputs[0]);
+  }
+  const NodeId sum = graph.add_node("test::sum", ends, {"Tensor"}, kLaunchesKernel,
+                                    testing::op([](const std::vector<c10::IValue>& in) {
+                                      at::Tensor total = in[0].toTensor().clone();
+                                      for (std::size_t i = 1; i < in.size(); ++i) total.add_(in[i].toTensor());
+                                      return std::vector<c10::IValue>{total};
+                                    }));
+  graph.add_output(graph.node(sum).outputs[0]);
+  return graph;
+}
+
+TEST(CompiledModelCuda, SixtyFourBranchesUseSixtyFourStreamsAndAreRight) {
+  OPARA_REQUIRE_GPU();
+  const Graph graph = wide_graph(64);
+  const std::vector<at::Tensor> inputs{at::randn({256, 256}, at::kCUDA)};
+  const CompiledModel compiled = compile(graph, inputs);
+  EXPECT_EQ(compiled.stats().streams, 64);
+  expect_close(compiled.run(inputs), eager_cuda(graph, inputs), "64 branches");
+}
+
+TEST(CompiledModelCuda, AThousandReplaysWithFreshInputsMatchEager) {
+  OPARA_REQUIRE_GPU();
+  OPARA_REQUIRE_MODEL("branchy");
+  NoTf32 no_tf32;
+  const Loaded loaded = reference_of("branchy", "pt");
+  const Graph graph = load(loaded.path);
+  const CompiledModel compiled = compile(graph, to_cuda(loaded.inputs));
+  EagerExecutor eager(graph, c10::Device(c10::kCUDA, 0));
+  for (int i = 0; i < 1000; ++i) {
+    const at::Tensor x = at::randn(loaded.inputs[0].sizes(), at::kCUDA);
+    const auto expected = flatten_tensors(eager.run({x}));
+    const auto actual = compiled.run({x});
+    ASSERT_TRUE(at::allclose(actual[0], expected[0], 1e-4, 1e-5)) << "replay " << i;
+  }
+}
+
+TEST(CompiledModelCuda, BadInputsAreNamed) {
+  OPARA_REQUIRE_GPU();
+  OPARA_REQUIRE_MODEL("branchy");
+  const Loaded loaded = reference_of("branchy", "pt");
+  const CompiledModel compiled = compile(loaded.path, to_cuda(loaded.inputs));
+  EXPECT_THAT([&] { compiled.run(loaded.inputs); }, ::testing::ThrowsMessage<Error>(HasSubstr("is on cpu")));
+  EXPECT_THAT([&] { compiled.run({loaded.inputs[0].cuda().to(at::kHalf)}); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("dtype Half")));
+}
+
+// y = x.sin(); n = int(y.sum() > 0) (a host synchronisation the op table does not know); z = y * n + 1
+Graph graph_with_item() {
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const NodeId y = graph.add_node("test::sin", {x}, {"Tensor"}, kLaunchesKernel,
+                                  testing::unary([](const at::Tensor& t) { return t.sin(); }));
+  const NodeId n = graph.add_node(
+      "test::positive", {graph.node(y).outputs[0]}, {"int"}, kLaunchesKernel,
+      testing::op([](const std::vector<c10::IValue>& in) {
+        return std::vector<c10::IValue>{static_cast<std::int64_t>(in[0].toTensor().sum().item<double>() > 0)};
+      }));
+  const NodeId z = graph.add_node("test::scale", {graph.node(y).outputs[0], graph.node(n).outputs[0]}, {"Tensor"},
+                                  kLaunchesKernel, testing::op([](const std::vector<c10::IValue>& in) {
+                                    return std::vector<c10::IValue>{in[0].toTensor() * in[1].toInt() + 1};
+                                  }));
+  graph.add_output(graph.node(z).outputs[0]);
+  return graph;
+}
+
+TEST(CompiledModelCuda, AnOperationThatFailsCaptureBecomesAHostStep) {
+  OPARA_REQUIRE_GPU();
+  const Graph graph = graph_with_item();
+  const at::Tensor positive = at::ones({64}, at::kCUDA);
+  const CompiledModel compiled = compile(graph, {positive});
+  EXPECT_TRUE(compiled.host_nodes()[1]);
+  EXPECT_EQ(compiled.stats().segments, 3u);
+  expect_close(compiled.run({positive}), eager_cuda(graph, {positive}), "host step");
+  // Another scalar than the one captured: the rest of the run goes eagerly, still right.
+  const at::Tensor negative = -at::ones({64}, at::kCUDA) * 2;
+  expect_close(compiled.run({negative}), eager_cuda(graph, {negative}), "eager fallback");
+  EXPECT_EQ(compiled.stats().eager_fallbacks, 1u);
+
+  Options strict;
+  strict.on_uncapturable = Options::OnUncapturable::kError;
+  try {
+    compile(graph, {positive}, strict);
+    FAIL() << "captured a host synchronisation";
+  } catch (const CaptureError& error) {
+    EXPECT_EQ(error.node(), 1);
+    EXPECT_THAT(error.what(), HasSubstr("test::positive"));
+  }
+}
+
+}  // namespace
+}  // namespace opara
