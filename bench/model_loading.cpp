@@ -30,10 +30,11 @@ LoadedModel load_model(const std::string& model) {
   return loaded;
 }
 
-RunInputs prepare_inputs(const LoadedModel& model, const std::string& input_shape, std::optional<std::uint64_t> seed) {
+RunInputs prepare_inputs(const LoadedModel& model, const std::string& input_shape, std::optional<std::uint64_t> seed,
+                         std::optional<std::int64_t> batch) {
   RunInputs run;
   const bool script = model.format == ModelFormat::kTorchScript;
-  if (input_shape.empty() && !seed && model.spec && !model.spec->reference.empty() &&
+  if (input_shape.empty() && !seed && !batch && model.spec && !model.spec->reference.empty() &&
       std::filesystem::exists(model.spec->reference)) {
     Reference reference = load_reference(model.spec->reference);
     run.inputs = std::move(reference.inputs);
@@ -51,6 +52,11 @@ RunInputs prepare_inputs(const LoadedModel& model, const std::string& input_shap
         fmt::format("{}: no sidecar {} describes the inputs; give them with --input-shape, e.g. "
                     "--input-shape x:1x3x224x224",
                     model.path, sidecar_path(model.path)));
+  }
+  if (batch) {
+    for (InputSpec& spec : specs) {
+      if (!spec.shape.empty()) spec.shape[0] = *batch;
+    }
   }
   run.inputs = make_inputs(specs, seed.value_or(model.spec ? model.spec->seed : 0));
   if (script) {

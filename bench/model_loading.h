@@ -35,6 +35,8 @@ struct RunInputs {
   std::string origin;  // where the inputs and expected outputs came from, for the report
 };
 
-RunInputs prepare_inputs(const LoadedModel& model, const std::string& input_shape, std::optional<std::uint64_t> seed);
+// `batch`: random inputs, the first dimension of each sidecar shape replaced.
+RunInputs prepare_inputs(const LoadedModel& model, const std::string& input_shape, std::optional<std::uint64_t> seed,
+                         std::optional<std::int64_t> batch = std::nullopt);
 
 }  // namespace opara::bench

@@ -1,10 +1,13 @@
 #include "run_command.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/core/Device.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/cuda.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +16,7 @@
 #include <memory>
 #include <thread>
 
+#include "cuda_modes.h"
 #include "json_output.h"
 #include "model_loading.h"
 #include "opara/cpu_parallel_executor.h"
@@ -25,12 +29,21 @@
 namespace opara::bench {
 namespace {
 
+// "NVIDIA H200 (cuda:0), torch 2.11.0, CUDA 13.0".
+std::string device_description() {
+  const cudaDeviceProp* properties = at::cuda::getCurrentDeviceProperties();
+  return fmt::format("{} (cuda:{}), torch {}, CUDA {}.{}", properties->name, c10::cuda::current_device(), TORCH_VERSION,
+                     CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+}
+
 struct RunOptions {
   std::string model;
   std::string device = "cpu";
   std::vector<std::string> modes{"eager"};
-  int iters = 20;
-  int warmup = 3;
+  std::optional<int> iters;   // default: 20 on the CPU, 1,000 on the GPU (as the paper)
+  std::optional<int> warmup;  // default: 3 on the CPU, 10 on the GPU
+  std::optional<std::int64_t> batch;
+  std::string memory = "record-stream";
   std::string json;
   std::string input_shape;
   std::optional<std::uint64_t> seed;
@@ -52,18 +65,10 @@ constexpr ModeSpec kModes[] = {
     {"opara", true, {StreamPolicy::kOpara, OrderPolicy::kOpara, 0}},
 };
 
-const ModeSpec& mode_spec(const std::string& name, const c10::Device& device) {
+const ModeSpec& mode_spec(const std::string& name) {
   std::vector<std::string_view> names;
   for (const ModeSpec& mode : kModes) {
-    if (mode.name == name) {
-      if (mode.planned && device.is_cuda()) {
-        throw Error(
-            fmt::format("mode '{}' on --device cuda needs the CUDA graph runtime, which this build does not "
-                        "have yet; on the GPU use eager, or run the planned modes with --device cpu",
-                        name));
-      }
-      return mode;
-    }
+    if (mode.name == name) return mode;
     names.push_back(mode.name);
   }
   throw Error(fmt::format("mode '{}' is not available; available: {}", name, fmt::join(names, ", ")));
@@ -153,25 +158,45 @@ CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, co
 
 void run_modes(const RunOptions& options) {
   const c10::Device device(options.device);
-  for (const std::string& mode : options.modes) mode_spec(mode, device);
+  for (const std::string& mode : options.modes) mode_spec(mode);
   if (device.is_cuda() && !torch::cuda::is_available()) {
     throw Error("--device cuda: no CUDA GPU is visible on this machine; use --device cpu");
   }
   const LoadedModel model = load_model(options.model);
-  const RunInputs inputs = prepare_inputs(model, options.input_shape, options.seed);
+  const RunInputs inputs = prepare_inputs(model, options.input_shape, options.seed, options.batch);
+  const int iters = options.iters.value_or(device.is_cuda() ? 1000 : 20);
+  const int warmup = options.warmup.value_or(device.is_cuda() ? 10 : 3);
   const std::vector<c10::IValue> arguments(inputs.inputs.begin(), inputs.inputs.end());
   // With --json - the JSON alone goes to stdout; the table then goes to stderr.
   std::FILE* table = options.json == "-" ? stderr : stdout;
   fmt::print(table, "model   {} ({} nodes, imported in {:.1f} ms)\n", model.path, model.graph.size(), model.import_ms);
   fmt::print(table, "device  {}\ninputs  {}\n", device.str(), inputs.origin);
+  if (device.is_cuda()) {
+    CudaRunRequest request;
+    request.modes = options.modes;
+    request.inputs = inputs.inputs;
+    request.iters = iters;
+    request.warmup = warmup;
+    request.max_streams = options.max_streams;
+    request.profile = options.costs.profile;
+    request.ridge_point = options.costs.ridge_point;
+    request.memory = options.memory == "keep-alive" ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
+    nlohmann::json report = {
+        {"model", model.path}, {"device", device_description()}, {"import_ms", model.import_ms}, {"iters", iters},
+        {"warmup", warmup},    {"inputs", inputs.origin},        {"memory", options.memory}};
+    fmt::print(table, "gpu     {}\n", report["device"].get<std::string>());
+    report["modes"] = run_cuda_modes(model, request, table);
+    if (!options.json.empty()) write_json(report, options.json);
+    return;
+  }
   if (!torch::cuda::is_available()) {
     fmt::print(table, "note    no GPU here: the CUDA graph modes need a GPU; planned modes run on CPU workers\n");
   }
   fmt::print(table, "\n{:<11} {:>10} {:>10} {:>14} {:>8}  {}\n", "mode", "median ms", "p90 ms", "max |diff|", "bitwise",
              "schedule");
 
-  nlohmann::json report = {{"model", model.path},    {"device", device.str()},   {"import_ms", model.import_ms},
-                           {"iters", options.iters}, {"warmup", options.warmup}, {"inputs", inputs.origin}};
+  nlohmann::json report = {{"model", model.path}, {"device", device.str()}, {"import_ms", model.import_ms},
+                           {"iters", iters},      {"warmup", warmup},       {"inputs", inputs.origin}};
   // Every mode is set up and warmed up first (round-robin), so that the first mode timed does not
   // also pay for warming the process up; then each mode is timed in one block: interleaving single
   // runs would let one mode's idle OpenMP threads, still spinning, slow the next mode down.
@@ -189,7 +214,7 @@ void run_modes(const RunOptions& options) {
   std::optional<ModelCosts> costs;
   std::vector<double> priorities;
   for (const std::string& mode_name : options.modes) {
-    const ModeSpec& mode = mode_spec(mode_name, device);
+    const ModeSpec& mode = mode_spec(mode_name);
     ModeRun& run = runs.emplace_back();
     run.name = mode_name;
     run.entry = {{"mode", mode_name}};
@@ -217,12 +242,12 @@ void run_modes(const RunOptions& options) {
     run.entry["cost_source"] = costs->source;
     run.entry["tuned"] = tune;
   }
-  for (int i = 0; i < options.warmup; ++i) {
+  for (int i = 0; i < warmup; ++i) {
     for (ModeRun& run : runs) time_runs(run.runner, arguments, 1, device, &run.outputs);
   }
   for (ModeRun& run : runs) {
     time_runs(run.runner, arguments, 2, device, &run.outputs);  // settle after the previous mode
-    run.samples = time_runs(run.runner, arguments, options.iters, device, &run.outputs);
+    run.samples = time_runs(run.runner, arguments, iters, device, &run.outputs);
   }
 
   std::string footnote;
@@ -276,8 +301,16 @@ void add_run_command(CLI::App& app) {
   run->add_option("--device", options->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   run->add_option("--modes", options->modes, "comma-separated execution modes: eager, sequential, nimble, opara")
       ->delimiter(',');
-  run->add_option("--iters,-n", options->iters, "timed iterations")->check(CLI::PositiveNumber);
-  run->add_option("--warmup,-w", options->warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
+  run->add_option("--iters,-n", options->iters, "timed iterations (default: 20 on the CPU, 1000 on the GPU)")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--warmup,-w", options->warmup, "untimed iterations first (default: 3 on the CPU, 10 on the GPU)")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--batch,-b", options->batch,
+                  "random inputs with this batch size (the sidecar's shapes with the first dimension replaced)")
+      ->check(CLI::PositiveNumber);
+  run->add_option("--memory", options->memory,
+                  "CUDA graphs: how tensors read on other streams are protected during capture")
+      ->check(CLI::IsMember({"record-stream", "keep-alive"}));
   run->add_option("--json", options->json, "also write the results as JSON to this file ('-' for stdout)");
   run->add_option("--input-shape", options->input_shape,
                   "inputs for a model without a sidecar JSON: SHAPE or NAME:SHAPE[:DTYPE],... (1x3x224x224)");

@@ -77,7 +77,7 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
                     state.graph.source_path, state.device.str()));
   }
   const c10::DeviceIndex index = state.device.index();
-  const std::size_t before = c10::cuda::CUDACachingAllocator::getDeviceStats(index).allocated_bytes[0].current;
+  const std::size_t before = allocated_bytes(index);
   c10::cuda::CUDACachingAllocator::resetPeakStats(index);
   state.host = host_nodes_on_device(state.graph, examples, state.device);
   // A node that fails capture becomes a host node and the model is compiled again.
@@ -90,7 +90,7 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
       state.host[error.node()] = true;
     }
   }
-  const std::size_t peak = c10::cuda::CUDACachingAllocator::getDeviceStats(index).allocated_bytes[0].peak;
+  const std::size_t peak = peak_allocated_bytes(index);
   state.stats.peak_bytes = peak > before ? peak - before : 0;
   state.plan = state.cuda->plan();
   state.cuda->add_stats(state.stats);

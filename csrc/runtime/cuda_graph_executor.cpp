@@ -1,7 +1,6 @@
 #include "opara/cuda_graph_executor.h"
 
 #include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -100,16 +99,6 @@ c10::DeviceIndex cuda_device_of(const Graph& graph, const std::vector<c10::IValu
   return device ? device->index() : c10::cuda::current_device();
 }
 
-std::size_t allocated_bytes(c10::DeviceIndex device) {
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
-  return static_cast<std::size_t>(stats.allocated_bytes[0].current);
-}
-
-std::size_t peak_allocated_bytes(c10::DeviceIndex device) {
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
-  return static_cast<std::size_t>(stats.allocated_bytes[0].peak);
-}
-
 }  // namespace
 
 struct CudaGraphExecutor::State {
@@ -164,8 +153,7 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
 
   // Capture on the origin stream (never the default stream).
   const auto capture_started = std::chrono::steady_clock::now();
-  const std::size_t allocated_before = allocated_bytes(state.device);
-  c10::cuda::CUDACachingAllocator::resetPeakStats(state.device);
+  const std::size_t reserved_before = reserved_bytes(state.device);
   state.cuda_graph = std::make_unique<at::cuda::CUDAGraph>(/*keep_graph=*/true);  // to count its nodes
   {
     c10::cuda::CUDAStreamGuard origin_guard(streams[stream_count]);
@@ -196,8 +184,8 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
     // run.kept (kKeepAlive) is released here, after the capture ended.
   }
   state.stats.capture_ms = milliseconds_since(capture_started);
-  const std::size_t peak = peak_allocated_bytes(state.device);
-  state.stats.capture_peak_bytes = peak > allocated_before ? peak - allocated_before : 0;
+  const std::size_t reserved_after = reserved_bytes(state.device);
+  state.stats.pool_bytes = reserved_after > reserved_before ? reserved_after - reserved_before : 0;
   state.stats.streams = stream_count;
   state.stats.events = state.plan.wait_count();
   for (const Node& node : state.graph.nodes()) state.stats.captured_nodes += node.has(kLaunchesKernel) ? 1 : 0;

@@ -173,6 +173,7 @@ void CudaModel::add_stats(CompiledStats& stats) const {
     stats.captured_nodes += capture.captured_nodes;
     stats.graph_nodes += capture.graph_nodes;
     stats.capture_ms += capture.capture_ms;
+    stats.pool_bytes += capture.pool_bytes;
   }
   stats.eager_fallbacks = eager_fallbacks_;
 }

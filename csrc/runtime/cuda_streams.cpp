@@ -1,5 +1,6 @@
 #include "cuda_streams.h"
 
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -62,6 +63,18 @@ void CudaEvent::record(const c10::cuda::CUDAStream& stream) {
 
 void CudaEvent::block(const c10::cuda::CUDAStream& stream) const {
   C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), event_, 0));
+}
+
+std::size_t allocated_bytes(c10::DeviceIndex device) {
+  return static_cast<std::size_t>(c10::cuda::CUDACachingAllocator::getDeviceStats(device).allocated_bytes[0].current);
+}
+
+std::size_t peak_allocated_bytes(c10::DeviceIndex device) {
+  return static_cast<std::size_t>(c10::cuda::CUDACachingAllocator::getDeviceStats(device).allocated_bytes[0].peak);
+}
+
+std::size_t reserved_bytes(c10::DeviceIndex device) {
+  return static_cast<std::size_t>(c10::cuda::CUDACachingAllocator::getDeviceStats(device).reserved_bytes[0].current);
 }
 
 }  // namespace opara

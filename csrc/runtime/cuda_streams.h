@@ -3,6 +3,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <vector>
 
 namespace opara {
@@ -47,5 +48,11 @@ class CudaEvent {
  private:
   cudaEvent_t event_ = nullptr;
 };
+
+// Bytes the caching allocator has handed out on `device` now, at most since the last
+// resetPeakStats, and holds from the driver now.
+std::size_t allocated_bytes(c10::DeviceIndex device);
+std::size_t peak_allocated_bytes(c10::DeviceIndex device);
+std::size_t reserved_bytes(c10::DeviceIndex device);
 
 }  // namespace opara

@@ -60,6 +60,7 @@ struct CompiledStats {
   double compile_ms = 0;            // planning, warm-up and capture
   double plan_us = 0;               // planning alone
   double capture_ms = 0;            // capture and instantiation, all segments
+  std::size_t pool_bytes = 0;       // CUDA: the graphs' memory pool
   std::size_t peak_bytes = 0;       // CUDA: most bytes allocated at once while compiling, weights and buffers included
   std::size_t runs = 0;             // calls of run()
   std::size_t eager_fallbacks = 0;  // runs where a host step's result no longer fitted the captured graphs

@@ -37,8 +37,10 @@ struct CaptureStats {
   std::size_t captured_nodes = 0;  // graph nodes that launch kernels
   std::size_t graph_nodes = 0;     // nodes of the CUDA graph (kernels, copies, memsets)
   double warmup_ms = 0;
-  double capture_ms = 0;               // capture and instantiation
-  std::size_t capture_peak_bytes = 0;  // most bytes allocated at once during capture, above what was allocated before
+  double capture_ms = 0;  // capture and instantiation
+  // Bytes the capture took from the driver for the graph's memory pool: what the graph's
+  // intermediates cost (less where a shared pool already had room).
+  std::size_t pool_bytes = 0;
 };
 
 // Captures a Plan into one CUDA graph over many streams, then replays it with one launch.

@@ -1,0 +1,170 @@
+#include "cuda_modes.h"
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#include <fmt/format.h>
+
+#include <functional>
+#include <memory>
+
+#include "opara/eager_executor.h"
+#include "opara/error.h"
+#include "opara/outputs.h"
+#include "percentile.h"
+
+namespace opara::bench {
+namespace {
+
+using Runner = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
+
+struct ModeResult {
+  std::string name;
+  std::vector<double> samples_ms;
+  std::vector<at::Tensor> outputs;
+  std::size_t peak_bytes = 0;
+  nlohmann::json entry;
+};
+
+// Milliseconds of each run between CUDA events on the current stream.
+std::vector<double> time_on_gpu(const Runner& runner, const std::vector<at::Tensor>& inputs, int iters,
+                                std::vector<at::Tensor>& outputs) {
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
+  std::vector<double> samples;
+  samples.reserve(iters);
+  for (int i = 0; i < iters; ++i) {
+    at::cuda::CUDAEvent start(cudaEventDefault);
+    at::cuda::CUDAEvent end(cudaEventDefault);
+    start.record(stream);
+    outputs = runner(inputs);
+    end.record(stream);
+    end.synchronize();
+    samples.push_back(start.elapsed_time(end));
+  }
+  return samples;
+}
+
+double max_relative_difference(const std::vector<at::Tensor>& actual, const std::vector<at::Tensor>& expected) {
+  double worst = 0;
+  for (std::size_t i = 0; i < actual.size() && i < expected.size(); ++i) {
+    const at::Tensor a = actual[i].to(at::kDouble).cpu();
+    const at::Tensor e = expected[i].to(at::kDouble).cpu();
+    worst = std::max(worst, ((a - e).abs() / e.abs().clamp_min(1e-12)).max().item<double>());
+  }
+  return worst;
+}
+
+std::string megabytes(std::size_t bytes) {
+  return fmt::format("{:.1f}", static_cast<double>(bytes) / (1 << 20));
+}
+
+}  // namespace
+
+nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& request, std::FILE* table) {
+  const c10::Device device(c10::kCUDA, c10::cuda::current_device());
+  std::vector<at::Tensor> inputs;
+  for (const at::Tensor& input : request.inputs) inputs.push_back(input.to(device));
+  auto allocated = [&] {
+    return static_cast<std::size_t>(
+        c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).allocated_bytes[0].current);
+  };
+  auto peak = [&] {
+    return static_cast<std::size_t>(
+        c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).allocated_bytes[0].peak);
+  };
+
+  std::vector<std::string> modes{"eager"};  // the reference, always first
+  for (const std::string& mode : request.modes) {
+    if (mode != "eager") modes.push_back(mode);
+  }
+  std::vector<ModeResult> results;
+  for (const std::string& mode : modes) {
+    ModeResult& result = results.emplace_back();
+    result.name = mode;
+    result.entry = {{"mode", mode}};
+    c10::cuda::device_synchronize();
+    const std::size_t before = allocated();
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+    Runner runner;
+    std::shared_ptr<EagerExecutor> eager;
+    std::optional<CompiledModel> compiled;
+    if (mode == "eager") {
+      eager = std::make_shared<EagerExecutor>(model.graph, device);
+      runner = [eager](const std::vector<at::Tensor>& in) {
+        return flatten_tensors(eager->run(std::vector<c10::IValue>(in.begin(), in.end())));
+      };
+    } else {
+      Options options;
+      options.device = device;
+      options.streams = mode == "sequential" ? StreamPolicy::kSingle
+                        : mode == "nimble"   ? StreamPolicy::kNimble
+                                             : StreamPolicy::kOpara;
+      options.order = mode == "opara" ? OrderPolicy::kOpara : OrderPolicy::kTopological;
+      options.max_streams = request.max_streams.value_or(0);
+      options.profile = request.profile;
+      options.ridge_point = request.ridge_point;
+      options.memory = request.memory;
+      compiled = compile(model.graph, inputs, options);
+      runner = [model = *compiled](const std::vector<at::Tensor>& in) { return model.run(in); };
+    }
+    time_on_gpu(runner, inputs, request.warmup, result.outputs);
+    result.samples_ms = time_on_gpu(runner, inputs, request.iters, result.outputs);
+    c10::cuda::device_synchronize();
+    result.peak_bytes = peak() > before ? peak() - before : 0;
+    if (compiled) {
+      const CompiledStats stats = compiled->stats();
+      result.entry["streams"] = stats.streams;
+      result.entry["events"] = stats.events;
+      result.entry["segments"] = stats.segments;
+      result.entry["host_nodes"] = stats.host_nodes;
+      result.entry["captured_nodes"] = stats.captured_nodes;
+      result.entry["graph_nodes"] = stats.graph_nodes;
+      result.entry["compile_ms"] = stats.compile_ms;
+      result.entry["capture_ms"] = stats.capture_ms;
+      result.entry["pool_bytes"] = stats.pool_bytes;
+      result.entry["eager_fallbacks"] = stats.eager_fallbacks;
+    }
+  }
+
+  const auto median_of = [&](const std::string& name) -> std::optional<double> {
+    for (const ModeResult& result : results) {
+      if (result.name == name) return percentile(result.samples_ms, 0.5);
+    }
+    return std::nullopt;
+  };
+  const std::optional<double> eager_ms = median_of("eager");
+  const std::optional<double> sequential_ms = median_of("sequential");
+  fmt::print(table, "\n{:<11} {:>9} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10} {:>9} {:>7} {:>7}\n", "mode", "median ms",
+             "p10 ms", "p90 ms", "x seq", "x eager", "max |diff|", "max rel", "peak MiB", "streams", "events");
+  nlohmann::json entries = nlohmann::json::array();
+  const std::vector<at::Tensor>& reference = results.front().outputs;
+  for (ModeResult& result : results) {
+    const bool requested = std::find(request.modes.begin(), request.modes.end(), result.name) != request.modes.end();
+    if (!requested) continue;
+    const double median = percentile(result.samples_ms, 0.5);
+    const double difference = max_abs_difference(result.outputs, reference);
+    const double relative = max_relative_difference(result.outputs, reference);
+    nlohmann::json& entry = result.entry;
+    entry["median_ms"] = median;
+    entry["p10_ms"] = percentile(result.samples_ms, 0.1);
+    entry["p90_ms"] = percentile(result.samples_ms, 0.9);
+    entry["speedup_vs_sequential"] = sequential_ms ? nlohmann::json(*sequential_ms / median) : nlohmann::json(nullptr);
+    entry["speedup_vs_eager"] = eager_ms ? nlohmann::json(*eager_ms / median) : nlohmann::json(nullptr);
+    entry["max_abs_diff"] = difference;
+    entry["max_rel_diff"] = relative;
+    entry["peak_bytes"] = result.peak_bytes;
+    const auto ratio = [](const nlohmann::json& value) {
+      return value.is_null() ? std::string("n/a") : fmt::format("{:.2f}", value.get<double>());
+    };
+    fmt::print(table, "{:<11} {:>9.3f} {:>9.3f} {:>9.3f} {:>8} {:>8} {:>10.3g} {:>10.3g} {:>9} {:>7} {:>7}\n",
+               result.name, median, entry["p10_ms"].get<double>(), entry["p90_ms"].get<double>(),
+               ratio(entry["speedup_vs_sequential"]), ratio(entry["speedup_vs_eager"]), difference, relative,
+               megabytes(result.peak_bytes), entry.value("streams", 1), entry.value("events", 0));
+    entries.push_back(entry);
+  }
+  return entries;
+}
+
+}  // namespace opara::bench

@@ -1,0 +1,33 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model_loading.h"
+#include "opara/compiled_model.h"
+
+namespace opara::bench {
+
+struct CudaRunRequest {
+  std::vector<std::string> modes;  // eager, sequential, nimble, opara
+  std::vector<at::Tensor> inputs;  // on the CPU; moved to the GPU here
+  int iters = 1000;
+  int warmup = 10;
+  std::optional<int> max_streams;
+  std::string profile;
+  double ridge_point = kDefaultRidgePoint;
+  MemoryProtection memory = MemoryProtection::kRecordStream;
+};
+
+// Times each mode on the GPU with CUDA events around each run (median, p10, p90), one mode after
+// the other: build, warm up, time, then its peak memory; prints a table on `table` and returns
+// the modes' JSON entries. Errors are against eager on the GPU, which always runs first.
+nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& request, std::FILE* table);
+
+}  // namespace opara::bench
