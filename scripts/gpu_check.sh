@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Run ON THE GPU MACHINE, from the repo root, with .gpu_deps carried (scripts/fetch_gpu_deps.sh
 # makes it here). One call: unpack the carried libraries, build, export a few models, run the
-# GPU tests and the CUDA benchmark, and print a short table last. Output files go to $OUT when set.
+# GPU tests and the CUDA benchmark, and print a short table last. The logs and JSON go to
+# /tmp/opara-out, and as one archive to $OUT when set (the device tool brings back few files).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 deps=/tmp/opara-deps
-out="${OUT:-/tmp/opara-out}"
+out=/tmp/opara-out
 models=/tmp/opara-models
 mkdir -p "$deps" "$out" "$models"
 for deb in "$root"/.gpu_deps/debs/*.deb; do dpkg -x "$deb" "$deps"; done
@@ -15,25 +16,38 @@ export PYTHONPATH=/tmp/opara-site${PYTHONPATH:+:$PYTHONPATH}
 cmake -S "$root" -B /tmp/opara-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPARA_PYTHON="$(command -v python3)" \
   -DCMAKE_PREFIX_PATH="$deps/usr" -DOPARA_TEST_MODELS="$models" >/dev/null
 cmake --build /tmp/opara-build -j "$(nproc)" 2>&1 | tail -3
-python3 -W ignore "$root/scripts/export_models.py" --models googlenet inception_v3 bert_base branchy inplace \
-  --out "$models"
+all_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy inplace)
+python3 -W ignore "$root/scripts/export_models.py" --models "${all_models[@]}" --batch 1 8 --out "$models"
 
 export OPARA_MODELS="$models"
+# The GPU tests (CompiledModelCuda: every model and mode allclose to eager, 64 streams, host
+# steps, 1,000 replays) and the eager CUDA reference.
 ctest --test-dir /tmp/opara-build --output-on-failure -R 'Cuda|MatchesForward|RandomOrders' 2>&1 | tee "$out/ctest.log" | tail -5
 bench=/tmp/opara-build/bin/opara-bench
-for model in googlenet inception_v3 bert_base branchy; do
-  for format in pt pt2; do
-    "$bench" run --model "$models/${model}_b1.$format" --device cuda --modes eager --iters 100 --warmup 10 \
-      --json "$out/${model}_${format}.json" >/dev/null
+for model in googlenet inception_v3 resnet50 bert_base t5_small branchy; do
+  for batch in 1 8; do
+    "$bench" run --model "$models/${model}_b${batch}.pt" --device cuda --modes eager,sequential,nimble,opara --json "$out/${model}_b${batch}.json" >"$out/${model}_b${batch}.txt" 2>&1 ||
+      echo "FAILED: $model batch $batch (see $out/${model}_b${batch}.txt)"
   done
 done
+# Races and memory errors in the captured multi-stream graph, on one small model.
+if command -v compute-sanitizer >/dev/null; then
+  for tool in racecheck memcheck; do
+    compute-sanitizer --tool "$tool" --print-limit 5 "$bench" run --model "$models/branchy_b1.pt" --device cuda \
+      --modes opara --iters 3 --warmup 1 >"$out/sanitizer_$tool.txt" 2>&1 || true
+    echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.txt" | tail -1)"
+  done
+fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 - "$out" <<'PY'
 import json, pathlib, sys
-print(f"{'model':<14}{'format':<8}{'mode':<10}{'median ms':>10}{'p90 ms':>10}{'max |diff|':>12}")
-for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
+print(f"{'model':<14}{'batch':>5} {'mode':<11}{'median ms':>10}{'x seq':>7}{'x eager':>8}{'max |diff|':>11}{'peak MiB':>9}{'streams':>8}")
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*_b*.json")):
     run = json.loads(path.read_text())
-    model, fmt = path.stem.rsplit("_", 1)
+    model, batch = path.stem.rsplit("_b", 1)
     for m in run["modes"]:
-        print(f"{model:<14}{fmt:<8}{m['mode']:<10}{m['median_ms']:>10.3f}{m['p90_ms']:>10.3f}{m['max_abs_diff']:>12.2e}")
+        ratio = lambda key: f"{m[key]:.2f}" if m.get(key) is not None else "n/a"
+        print(f"{model:<14}{batch:>5} {m['mode']:<11}{m['median_ms']:>10.3f}{ratio('speedup_vs_sequential'):>7}"
+              f"{ratio('speedup_vs_eager'):>8}{m['max_abs_diff']:>11.2e}{m['peak_bytes'] / 2**20:>9.1f}{m.get('streams', 1):>8}")
 PY
+if [ -n "${OUT:-}" ]; then tar -czf "$OUT/gpu_check.tar.gz" -C "$out" .; fi

@@ -212,7 +212,46 @@ def test_run_with_a_fixed_stream_cap_and_threads(bench):
     assert mode["bitwise_equal"] is True or mode["bitwise_equal_eager_same_threads"] is True
 
 
-def test_planned_modes_on_cuda_are_refused_until_the_graph_runtime(bench):
-    result = bench("run", "--model", "chain", "--device", "cuda", "--modes", "opara", check=False)
+def test_planned_modes_on_cuda_without_a_gpu_say_so(bench):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: test_cuda_modes_report_the_documented_keys runs instead")
+    result = bench("run", "--model", "chain", "--device", "cuda", "--modes", "eager,sequential,nimble,opara",
+                   check=False)
     assert result.returncode == 1
-    assert "mode 'opara'" in result.stderr or "no CUDA GPU" in result.stderr
+    assert "no CUDA GPU" in result.stderr and "--device cpu" in result.stderr
+
+
+def test_cuda_modes_report_the_documented_keys(bench):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU here: the GPU path is not run")
+    report = json.loads(bench("run", "--model", "branchy", "--device", "cuda", "--modes",
+                              "eager,sequential,nimble,opara", "--iters", "20", "--json", "-").stdout)
+    modes = {mode["mode"]: mode for mode in report["modes"]}
+    assert set(modes) == {"eager", "sequential", "nimble", "opara"}
+    for mode in modes.values():
+        for key in ("median_ms", "p10_ms", "p90_ms", "speedup_vs_sequential", "speedup_vs_eager", "max_abs_diff",
+                    "max_rel_diff", "peak_bytes"):
+            assert key in mode, key
+        assert mode["max_abs_diff"] < 1e-3
+    assert modes["sequential"]["streams"] == 1
+    assert modes["opara"]["streams"] > 1
+
+
+def test_run_with_a_batch_size_uses_random_inputs_of_that_batch(bench):
+    report = json.loads(bench("run", "--model", "branchy", "--modes", "eager,opara", "--batch", "3", "--iters", "2",
+                              "--json", "-").stdout)
+    assert "random inputs" in report["inputs"]
+    for mode in report["modes"]:
+        assert mode["max_abs_diff"] < 1e-5
+
+
+@pytest.mark.parametrize("args", [
+    ["--memory", "forever"],
+    ["--batch", "0"],
+])
+def test_run_cuda_flags_are_checked(bench, args):
+    result = bench("run", "--model", "branchy", *args, check=False)
+    assert result.returncode == 2
+    assert "opara-bench:" in result.stderr
