@@ -9,6 +9,7 @@
 #include "node_op.h"
 #include "opara/error.h"
 #include "opara/graph_analysis.h"
+#include "value_lifetimes.h"
 
 namespace opara {
 
@@ -37,15 +38,9 @@ std::vector<c10::IValue> EagerExecutor::run(const std::vector<c10::IValue>& inpu
 
   c10::AutoGradMode no_grad(false);  // inference: like the reference forward, record no autograd history
   std::vector<c10::IValue> values(graph_.values().size());
-  // Uses left before each value can be freed; graph inputs and outputs are never freed here.
-  std::vector<std::size_t> uses_left(graph_.values().size(), 0);
-  std::vector<bool> pinned(graph_.values().size(), false);
-  for (const Value& value : graph_.values()) uses_left[value.id] = value.users.size();
-  for (ValueId output : graph_.outputs()) pinned[output] = true;
+  ValueLifetimes lifetimes(graph_);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const ValueId id = graph_.inputs()[i];
-    values[id] = inputs[i].isTensor() ? c10::IValue(inputs[i].toTensor().to(device_)) : inputs[i];
-    pinned[id] = true;
+    values[graph_.inputs()[i]] = inputs[i].isTensor() ? c10::IValue(inputs[i].toTensor().to(device_)) : inputs[i];
   }
 
   std::size_t live = 0;
@@ -65,21 +60,9 @@ std::vector<c10::IValue> EagerExecutor::run(const std::vector<c10::IValue>& inpu
       ++live;
     }
     peak_live_values_ = std::max(peak_live_values_, live);
-    // Free what this node read for the last time, and outputs nobody reads.
-    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
-      const ValueId input = node.inputs[k];
-      // Value::users lists a node once even when it reads the value twice.
-      if (std::find(node.inputs.begin(), node.inputs.begin() + k, input) != node.inputs.begin() + k) continue;
-      if (--uses_left[input] == 0 && !pinned[input]) {
-        values[input] = c10::IValue();
-        --live;
-      }
-    }
-    for (ValueId output : node.outputs) {
-      if (uses_left[output] == 0 && !pinned[output]) {
-        values[output] = c10::IValue();
-        --live;
-      }
+    for (ValueId released : lifetimes.release_after(id)) {
+      values[released] = c10::IValue();
+      --live;
     }
   }
 
