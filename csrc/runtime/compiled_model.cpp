@@ -83,7 +83,7 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
   // A node that fails capture becomes a host node and the model is compiled again.
   for (;;) {
     try {
-      state.cuda = std::make_unique<CudaModel>(state.graph, state.host, costs, examples, state.options);
+      state.cuda = std::make_unique<CudaModel>(state.graph, state.device, state.host, costs, examples, state.options);
       break;
     } catch (const CaptureError& error) {
       if (state.options.on_uncapturable == Options::OnUncapturable::kError || state.host[error.node()]) throw;

@@ -40,9 +40,10 @@ bool fits(const c10::IValue& captured, const c10::IValue& fresh) {
 
 }  // namespace
 
-CudaModel::CudaModel(const Graph& graph, const std::vector<bool>& host, const std::vector<NodeCost>& costs,
-                     const std::vector<at::Tensor>& example_inputs, const Options& options)
-    : graph_(graph), device_(example_inputs.empty() ? *options.device : example_inputs.front().device()) {
+CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<bool>& host,
+                     const std::vector<NodeCost>& costs, const std::vector<at::Tensor>& example_inputs,
+                     const Options& options)
+    : graph_(graph), device_(device) {
   c10::cuda::CUDAGuard device_guard(device_);
   segments_ = split_segments(graph, host);
   graphs_.resize(segments_.size());

@@ -23,7 +23,7 @@ class CudaModel {
  public:
   // Throws CaptureError for a node that fails capture: the caller makes it a host node and
   // compiles again.
-  CudaModel(const Graph& graph, const std::vector<bool>& host, const std::vector<NodeCost>& costs,
+  CudaModel(const Graph& graph, c10::Device device, const std::vector<bool>& host, const std::vector<NodeCost>& costs,
             const std::vector<at::Tensor>& example_inputs, const Options& options);
 
   // On the current stream; the caller serialises runs.
