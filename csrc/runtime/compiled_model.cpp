@@ -129,15 +129,17 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
     throw Error(fmt::format("{}: opara runs models on the CPU or a CUDA GPU, not on {}", graph.source_path,
                             state->device.str()));
   }
+  if (state->device.is_cuda() && !torch::cuda::is_available()) {
+    throw Error(
+        fmt::format("{}: compiling for {} needs a CUDA GPU, and none is visible here; compile for the CPU "
+                    "(Options::device = cpu) instead",
+                    graph.source_path, state->device.str()));
+  }
   state->stats.device = state->device.str();
-  // The examples on the model's device: they define the signature run() checks.
+  // The examples on the model's device define the signature run() checks.
   InputSignature{graph, example_inputs};  // count and definedness, before anything moves
   std::vector<at::Tensor> examples;
-  if (state->device.is_cuda() && !torch::cuda::is_available()) {
-    examples = example_inputs;  // compile_cuda says there is no GPU
-  } else {
-    for (const at::Tensor& example : example_inputs) examples.push_back(example.to(state->device));
-  }
+  for (const at::Tensor& example : example_inputs) examples.push_back(example.to(state->device));
   state->signature.emplace(graph, examples);
 
   std::string cost_source;
