@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "opara/model_inputs.h"
+
 namespace opara::testing {
 
 std::string model_path(const std::string& name, const std::string& extension) {
@@ -21,6 +23,15 @@ const std::vector<std::string>& all_models() {
   static const std::vector<std::string> models = {"googlenet", "inception_v3", "resnet50", "bert_base",
                                                   "t5_small",  "branchy",      "chain",    "inplace"};
   return models;
+}
+
+FormatReference format_reference(const std::string& name, const std::string& extension) {
+  Reference reference = load_reference(model_path(name, "ref.pt"));
+  FormatReference result;
+  result.inputs.assign(reference.inputs.begin(), reference.inputs.end());
+  result.tensors = std::move(reference.inputs);
+  result.expected = extension == "pt" ? std::move(reference.outputs_pt) : std::move(reference.outputs_pt2);
+  return result;
 }
 
 std::string fixture_path(const std::string& file_name) {

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
 #include <string>
 #include <vector>
 
@@ -13,6 +16,15 @@ bool model_exported(const std::string& name);
 
 // Every model scripts/export_models.py writes.
 const std::vector<std::string>& all_models();
+
+// The exporter's reference for one format of a model: its inputs, and the outputs of that
+// format's own forward on them (the exported program's module for .pt2).
+struct FormatReference {
+  std::vector<at::Tensor> tensors;  // the inputs
+  std::vector<c10::IValue> inputs;  // the same, as executors take them
+  std::vector<at::Tensor> expected;
+};
+FormatReference format_reference(const std::string& name, const std::string& extension);
 
 // A small committed fixture in tests/data (made by tests/data/make_fixtures.py).
 std::string fixture_path(const std::string& file_name);

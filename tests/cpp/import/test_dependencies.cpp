@@ -81,9 +81,7 @@ TEST_P(RandomOrders, EveryTopologicalOrderGivesTheModelsOutputBitwise) {
   const Case& c = GetParam();
   OPARA_REQUIRE_MODEL(c.model);
   const Graph graph = load(testing::model_path(c.model, c.extension));
-  const Reference reference = load_reference(testing::model_path(c.model, "ref.pt"));
-  const auto& expected = c.extension == "pt" ? reference.outputs_pt : reference.outputs_pt2;
-  const std::vector<c10::IValue> inputs(reference.inputs.begin(), reference.inputs.end());
+  const auto [tensors, inputs, expected] = testing::format_reference(c.model, c.extension);
   EagerExecutor executor(graph);
   const int orders = c.model == "inplace" ? 500 : 200;
   for (int seed = 0; seed < orders; ++seed) {
@@ -102,9 +100,7 @@ class WithoutOrderingEdges : public ::testing::TestWithParam<std::string> {};
 TEST_P(WithoutOrderingEdges, SomeOrderGoesWrong) {
   OPARA_REQUIRE_MODEL("inplace");
   const Graph graph = without_order_edges(load(testing::model_path("inplace", GetParam())));
-  const Reference reference = load_reference(testing::model_path("inplace", "ref.pt"));
-  const auto& expected = GetParam() == "pt" ? reference.outputs_pt : reference.outputs_pt2;
-  const std::vector<c10::IValue> inputs(reference.inputs.begin(), reference.inputs.end());
+  const auto [tensors, inputs, expected] = testing::format_reference("inplace", GetParam());
   EagerExecutor executor(graph);
   int wrong = 0;
   for (int seed = 0; seed < 200; ++seed) {

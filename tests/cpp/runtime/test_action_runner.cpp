@@ -108,9 +108,7 @@ TEST_P(ActionRunnerModels, EveryPolicyAndMemoryModeGivesTheReferenceAndReportsCr
   const ModelCase& c = GetParam();
   OPARA_REQUIRE_MODEL(c.model);
   const Graph graph = load(testing::model_path(c.model, c.extension));
-  const Reference reference = load_reference(testing::model_path(c.model, "ref.pt"));
-  const std::vector<c10::IValue> inputs(reference.inputs.begin(), reference.inputs.end());
-  const auto& expected = c.extension == "pt" ? reference.outputs_pt : reference.outputs_pt2;
+  const auto [tensors, inputs, expected] = testing::format_reference(c.model, c.extension);
   int cross_stream_plans = 0;
   for (StreamPolicy streams : testing::kStreamPolicies) {
     for (OrderPolicy order : testing::kOrderPolicies) {

@@ -44,9 +44,8 @@ struct Loaded {
 };
 
 Loaded reference_of(const std::string& model, const std::string& extension) {
-  const Reference reference = load_reference(testing::model_path(model, "ref.pt"));
-  return {testing::model_path(model, extension), reference.inputs,
-          extension == "pt" ? reference.outputs_pt : reference.outputs_pt2};
+  testing::FormatReference reference = testing::format_reference(model, extension);
+  return {testing::model_path(model, extension), std::move(reference.tensors), std::move(reference.expected)};
 }
 
 // ---- CPU ---------------------------------------------------------------------------------------

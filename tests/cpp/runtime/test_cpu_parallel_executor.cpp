@@ -497,9 +497,9 @@ class CpuParallelModels : public ::testing::TestWithParam<ModelCase> {
     const ModelCase& c = GetParam();
     OPARA_REQUIRE_MODEL(c.model);
     graph_ = load(testing::model_path(c.model, c.extension));
-    const Reference reference = load_reference(testing::model_path(c.model, "ref.pt"));
-    inputs_.assign(reference.inputs.begin(), reference.inputs.end());
-    recorded_ = c.extension == "pt" ? reference.outputs_pt : reference.outputs_pt2;
+    testing::FormatReference reference = testing::format_reference(c.model, c.extension);
+    inputs_ = std::move(reference.inputs);
+    recorded_ = std::move(reference.expected);
     caller_threads_ = at::get_num_threads();
     ASSERT_TRUE(bitwise_equal(eager_outputs(graph_, inputs_), recorded_));
   }

@@ -40,17 +40,14 @@ TEST_P(MatchesForward, OutputsAreBitwiseTheModelsOwn) {
   const Case& c = GetParam();
   OPARA_REQUIRE_MODEL(c.model);
   const std::string path = testing::model_path(c.model, c.extension);
-  const Reference reference = load_reference(testing::model_path(c.model, "ref.pt"));
+  const auto [tensors, inputs, expected] = testing::format_reference(c.model, c.extension);
   EagerExecutor executor(load(path));
-  const std::vector<c10::IValue> inputs(reference.inputs.begin(), reference.inputs.end());
   const auto outputs = flatten_tensors(executor.run(inputs));
   // The exporter's record of the format's own forward (the exported program's module for .pt2).
-  EXPECT_TRUE(bitwise_equal(outputs, c.extension == "pt" ? reference.outputs_pt : reference.outputs_pt2))
-      << "max |diff| "
-      << max_abs_difference(outputs, c.extension == "pt" ? reference.outputs_pt : reference.outputs_pt2);
+  EXPECT_TRUE(bitwise_equal(outputs, expected)) << "max |diff| " << max_abs_difference(outputs, expected);
   if (c.extension == "pt") {
     // And the TorchScript module's forward run here, in this process.
-    EXPECT_TRUE(bitwise_equal(outputs, torchscript_forward(path, reference.inputs)));
+    EXPECT_TRUE(bitwise_equal(outputs, torchscript_forward(path, tensors)));
   }
   EXPECT_GT(executor.peak_live_values(), 0u);
   EXPECT_LT(executor.peak_live_values(), executor.graph().values().size());

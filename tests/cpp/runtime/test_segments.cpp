@@ -655,8 +655,7 @@ TEST_P(SegmentModels, RandomHostNodesMatchEager) {
   const ModelCase& c = GetParam();
   OPARA_REQUIRE_MODEL(c.model);
   const Graph graph = load(testing::model_path(c.model, c.extension));
-  const Reference reference = load_reference(testing::model_path(c.model, "ref.pt"));
-  const std::vector<c10::IValue> inputs(reference.inputs.begin(), reference.inputs.end());
+  const std::vector<c10::IValue> inputs = testing::format_reference(c.model, c.extension).inputs;
   const IntraOpThreads one(1);
   const auto expected = flatten_tensors(EagerExecutor(graph).run(inputs));
   // The nodes the model itself cannot capture, then random ones on top.
