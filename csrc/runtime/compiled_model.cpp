@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "cuda_model.h"
+#include "elapsed.h"
 #include "input_signature.h"
 #include "opara/cpu_parallel_executor.h"
 #include "opara/eager_executor.h"
@@ -33,10 +34,6 @@ struct CompiledModel::State {
 };
 
 namespace {
-
-double milliseconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
 
 std::vector<NodeCost> plan_costs(const Graph& graph, const std::vector<at::Tensor>& examples, const Options& options,
                                  std::string& source) {

@@ -12,15 +12,12 @@
 #include "action_runner.h"
 #include "capture_actions.h"
 #include "cuda_streams.h"
+#include "elapsed.h"
 #include "node_op.h"
 #include "opara/error.h"
 
 namespace opara {
 namespace {
-
-double milliseconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
 
 // The actions on CUDA: the lease's streams 0..n-1 are the Plan's, stream n the origin.
 class CudaBackend final : public StreamBackend {
