@@ -36,7 +36,8 @@ void run_plan(const PlanCommandOptions& options) {
                                  options.max_streams};
   const LoadedModel model = load_model(options.model);
   const Graph& graph = model.graph;
-  const ModelCosts costs = model_costs(model, planning_inputs(model, options.input_shape), options.costs);
+  const ModelCosts costs =
+      model_costs(graph, planning_inputs(model, options.input_shape), options.costs.profile, options.costs.ridge_point);
   const TimedPlan timed = timed_plan(graph, plan_options, costs);
   const Plan& plan = timed.plan;
 

@@ -4,17 +4,9 @@
 #include <chrono>
 
 #include "opara/model_inputs.h"
-#include "opara/record_shapes.h"
 #include "percentile.h"
 
 namespace opara::bench {
-
-ModelCosts model_costs(const LoadedModel& model, const std::vector<at::Tensor>& inputs, const CostSettings& settings) {
-  if (!settings.profile.empty()) return {costs_from_profile(model.graph, settings.profile), "profile"};
-  if (inputs.empty()) return {estimate_costs(model.graph, {}, settings.ridge_point), "none"};
-  const auto shapes = record_shapes(model.graph, std::vector<c10::IValue>(inputs.begin(), inputs.end()));
-  return {estimate_costs(model.graph, shapes, settings.ridge_point), "shapes"};
-}
 
 std::vector<at::Tensor> planning_inputs(const LoadedModel& model, const std::string& input_shape) {
   if (!input_shape.empty()) {

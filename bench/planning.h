@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "model_loading.h"
-#include "opara/costs.h"
+#include "opara/model_costs.h"
 #include "opara/plan.h"
 
 namespace opara::bench {
@@ -17,14 +17,6 @@ struct CostSettings {
   std::string profile;
   double ridge_point = kDefaultRidgePoint;
 };
-
-struct ModelCosts {
-  std::vector<NodeCost> costs;
-  std::string source;  // "profile", "shapes" or "none"
-};
-
-// `inputs` may be empty: the costs then come from the profile or the op table.
-ModelCosts model_costs(const LoadedModel& model, const std::vector<at::Tensor>& inputs, const CostSettings& settings);
 
 // The example inputs planning records shapes on: the sidecar's, or --input-shape; none when the
 // model has neither.

@@ -223,7 +223,7 @@ void run_modes(const RunOptions& options) {
       run.runner = [eager = run.eager](const std::vector<c10::IValue>& in) { return eager->run(in); };
       continue;
     }
-    if (!costs) costs = model_costs(model, inputs.inputs, options.costs);
+    if (!costs) costs = model_costs(model.graph, inputs.inputs, options.costs.profile, options.costs.ridge_point);
     const bool tune = !options.max_streams && mode.plan.streams != StreamPolicy::kSingle;
     if (priorities.empty()) priorities = critical_path_priorities(model.graph, arguments);
     run.setup =

@@ -15,8 +15,8 @@
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/load.h"
+#include "opara/model_costs.h"
 #include "opara/outputs.h"
-#include "opara/record_shapes.h"
 
 namespace opara {
 
@@ -34,19 +34,6 @@ struct CompiledModel::State {
 };
 
 namespace {
-
-std::vector<NodeCost> plan_costs(const Graph& graph, const std::vector<at::Tensor>& examples, const Options& options,
-                                 std::string& source) {
-  if (!options.profile.empty()) {
-    source = "profile";
-    return costs_from_profile(graph, options.profile);
-  }
-  // Shapes from one eager run on CPU copies of the examples: no device time, same shapes.
-  std::vector<c10::IValue> cpu_inputs;
-  for (const at::Tensor& example : examples) cpu_inputs.emplace_back(example.cpu());
-  source = "shapes";
-  return estimate_costs(graph, record_shapes(graph, cpu_inputs), options.ridge_point);
-}
 
 // Nodes the op table says cannot be captured, kept only when they read a tensor on the GPU: an
 // aten::Int of a CPU scalar (a size made a tensor) synchronises with nothing. One eager run on
@@ -93,10 +80,9 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
   state.cuda->add_stats(state.stats);
 }
 
-void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs, const std::string& cost_source) {
+void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs) {
   const auto started = std::chrono::steady_clock::now();
   state.plan = make_plan(state.graph, {state.options.streams, state.options.order, state.options.max_streams}, costs);
-  state.plan.cost_source = cost_source;
   state.stats.plan_us = milliseconds_since(started) * 1000;
   state.host.assign(state.graph.size(), false);
   CpuExecutorOptions cpu_options;
@@ -139,14 +125,13 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   for (const at::Tensor& example : example_inputs) examples.push_back(example.to(state->device));
   state->signature.emplace(graph, examples);
 
-  std::string cost_source;
-  const std::vector<NodeCost> costs = plan_costs(graph, examples, options, cost_source);
+  const ModelCosts costs = model_costs(graph, examples, options.profile, options.ridge_point);
   if (state->device.is_cuda()) {
-    compile_cuda(*state, examples, costs);
+    compile_cuda(*state, examples, costs.costs);
   } else {
-    compile_cpu(*state, costs, cost_source);
+    compile_cpu(*state, costs.costs);
   }
-  state->plan.cost_source = cost_source;
+  state->plan.cost_source = costs.source;
   state->stats.compile_ms = milliseconds_since(started);
   return CompiledModel(std::move(state));
 }

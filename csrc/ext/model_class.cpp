@@ -1,0 +1,78 @@
+// torch.classes.opara.Model: a CompiledModel for Python and TorchScript callers.
+#include <fmt/format.h>
+#include <torch/custom_class.h>
+#include <torch/library.h>
+
+#include <fstream>
+
+#include "opara/compiled_model.h"
+#include "opara/error.h"
+#include "opara/plan.h"
+#include "text_options.h"
+
+namespace opara::ext {
+namespace {
+
+class Model : public torch::CustomClassHolder {
+ public:
+  Model(const std::string& path, const std::vector<at::Tensor>& example_inputs,
+        const std::optional<c10::Dict<std::string, std::string>>& options)
+      : model_(compile(path, example_inputs, options_from_dict(options))) {}
+
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const { return model_.run(inputs); }
+
+  std::string plan() const { return to_json(model_.plan()); }
+
+  void save_plan(const std::string& path) const {
+    std::ofstream file(path);
+    if (!file) throw Error(fmt::format("{}: cannot write the plan there; check that the folder exists", path));
+    file << to_json(model_.plan()) << '\n';
+    if (!file.flush()) throw Error(fmt::format("{}: writing the plan failed", path));
+  }
+
+  std::string device() const { return model_.stats().device; }
+
+  // Every number CompiledStats has; the device is device().
+  c10::Dict<std::string, double> stats() const {
+    const CompiledStats stats = model_.stats();
+    c10::Dict<std::string, double> dict;
+    auto put = [&dict](const char* key, double value) { dict.insert(key, value); };
+    put("streams", stats.streams);
+    put("events", static_cast<double>(stats.events));
+    put("captured_nodes", static_cast<double>(stats.captured_nodes));
+    put("graph_nodes", static_cast<double>(stats.graph_nodes));
+    put("segments", static_cast<double>(stats.segments));
+    put("host_nodes", static_cast<double>(stats.host_nodes));
+    put("compile_ms", stats.compile_ms);
+    put("plan_us", stats.plan_us);
+    put("capture_ms", stats.capture_ms);
+    put("pool_bytes", static_cast<double>(stats.pool_bytes));
+    put("peak_bytes", static_cast<double>(stats.peak_bytes));
+    put("runs", static_cast<double>(stats.runs));
+    put("eager_fallbacks", static_cast<double>(stats.eager_fallbacks));
+    return dict;
+  }
+
+ private:
+  CompiledModel model_;
+};
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(opara, m) {
+  m.class_<Model>("Model")
+      .def(torch::init<std::string, std::vector<at::Tensor>, std::optional<c10::Dict<std::string, std::string>>>(),
+           "Loads a .pt or .pt2 model, plans it and compiles it for the example inputs' signature",
+           {
+               torch::arg("path"),
+               torch::arg("example_inputs"),
+               torch::arg("options") = torch::arg::none(),
+           })
+      .def("run", &Model::run, "Runs the compiled model; inputs must match the examples' shapes, dtypes and device")
+      .def("plan", &Model::plan, "The schedule as JSON (streams, launch order, events)")
+      .def("save_plan", &Model::save_plan, "Writes plan() to a file")
+      .def("stats", &Model::stats, "Compile-time and run-time counters")
+      .def("device", &Model::device, "The device the model runs on");
+}
+
+}  // namespace opara::ext
