@@ -7,11 +7,12 @@ export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/opara/ccache}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 # Paths relative to the checkout, so that clones in other folders (CI) hit the same cache.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$OPARA_ROOT}"
-OPARA_PYTHON="$OPARA_VENV/bin/python"
+OPARA_PYTHON="${OPARA_PYTHON:-$OPARA_VENV/bin/python}"
 
 say() { printf '[opara] %s\n' "$*" >&2; }
 
-# Configures (once) and builds the CMake project with ninja; reruns are incremental.
+# Configures (once) and builds the CMake project with ninja; reruns are incremental. Arguments:
+# the targets to build (default: all).
 opara_build() {
   if [ ! -f "$OPARA_BUILD/build.ninja" ]; then
     say "configuring CMake in $OPARA_BUILD"
@@ -20,17 +21,18 @@ opara_build() {
       -DOPARA_PYTHON="$OPARA_PYTHON" >&2
   fi
   say "building (ninja, $(nproc) jobs)"
-  cmake --build "$OPARA_BUILD" -j "$(nproc)" >&2
+  cmake --build "$OPARA_BUILD" -j "$(nproc)" ${1:+--target "$@"} >&2
 }
 
 OPARA_ALL_MODELS=(googlenet inception_v3 resnet50 bert_base t5_small branchy chain inplace)
 
 # Exports the models whose files are missing, or all of them when the exporter, the model code
-# or the pinned requirements changed since the last export (a stamp records their hash).
+# or the pins of the libraries that build them changed since the last export (a stamp records their hash).
 opara_export_models() {
   local models=("$@") missing=() stamp="$OPARA_MODELS/.export-stamp" want
   want="$(cat "$OPARA_ROOT/scripts/export_models.py" "$OPARA_ROOT"/scripts/opara_models/*.py \
-    "$OPARA_ROOT/requirements.txt" | sha256sum | cut -d' ' -f1)"
+    <(grep -E '^(torch|torchvision|transformers|numpy)==' "$OPARA_ROOT/requirements.txt") |
+    sha256sum | cut -d' ' -f1)"
   mkdir -p "$OPARA_MODELS"
   [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] || rm -f "$OPARA_MODELS"/*_b1.*
   for name in "${models[@]}"; do

@@ -1,7 +1,8 @@
-"""Shared fixtures: where opara-bench and the exported models are."""
+"""Shared fixtures: where opara-bench, the Python package and the exported models are."""
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = Path(os.environ.get("OPARA_MODELS", ROOT / "torchscript_models"))
 BENCH = Path(os.environ.get("OPARA_BENCH", ROOT / "build" / "bin" / "opara-bench"))
+# The package from this checkout (python/opara), finding libopara_ext in the build folder.
+sys.path.insert(0, str(ROOT / "python"))
 ALL_MODELS = ["googlenet", "inception_v3", "resnet50", "bert_base", "t5_small", "branchy", "chain", "inplace"]
 
 

@@ -1,0 +1,144 @@
+"""opara.compile: an nn.Module, a ScriptModule or a model file, compiled into a parallel CUDA graph
+(or, on the CPU, a parallel host-thread executor)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+import torch.utils._pytree as pytree
+
+from ._library import load_library
+
+
+def _option_text(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float, torch.device, os.PathLike)):
+        return str(value)
+    raise TypeError(f"opara option {key}={value!r}: expected a string, a number or a torch.device")
+
+
+def _options_text(options: dict[str, Any]) -> dict[str, str]:
+    return {key: _option_text(key, value) for key, value in options.items()}
+
+
+def _tensor_list(example_inputs: torch.Tensor | Sequence[torch.Tensor], what: str) -> list[torch.Tensor]:
+    inputs = [example_inputs] if isinstance(example_inputs, torch.Tensor) else list(example_inputs)
+    for index, value in enumerate(inputs):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{what} {index} is a {type(value).__name__}; opara takes tensors only")
+    return inputs
+
+
+def _export_module(module: torch.nn.Module, inputs: list[torch.Tensor], folder: str) -> tuple[str, str, Any]:
+    """Writes `module` to a file opara loads: torch.export first, TorchScript tracing when export
+    fails. Returns the path, how it was made and the output tree spec (None: unknown)."""
+    if isinstance(module, torch.jit.ScriptModule):
+        path = os.path.join(folder, "model.pt")
+        module.save(path)
+        return path, "torchscript", None
+    try:
+        exported = torch.export.export(module, tuple(inputs), strict=False)
+        path = os.path.join(folder, "model.pt2")
+        torch.export.save(exported, path)
+        return path, "torch.export", exported.call_spec.out_spec
+    except Exception as error:  # export fails in many ways; tracing is the documented fallback
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        warnings.warn(
+            f"opara: torch.export could not export {type(module).__name__} ({reason}); "
+            "falling back to TorchScript tracing, which records the branches these inputs take",
+            stacklevel=3,
+        )
+    with torch.no_grad(), warnings.catch_warnings():
+        # torch.jit.trace's own deprecation notice; the TracerWarnings about the model still show.
+        warnings.filterwarnings("ignore", category=DeprecationWarning, message=r".*torch\.jit\.trace")
+        _, spec = pytree.tree_flatten(module(*inputs))
+        traced = torch.jit.trace(module, tuple(inputs), check_trace=False, strict=False)
+    path = os.path.join(folder, "model.pt")
+    traced.save(path)
+    return path, "torchscript-trace", spec
+
+
+class CompiledModel:
+    """A model compiled for one input signature (the example inputs' count, shapes, dtypes and
+    device). Call it like the model; inputs of another signature raise an error naming the input."""
+
+    def __init__(self, handle: Any, source: str, exported_with: str, out_spec: Any = None):
+        self._handle = handle
+        self._out_spec = out_spec
+        self.source = source
+        self.exported_with = exported_with
+
+    def __call__(self, *inputs: torch.Tensor) -> Any:
+        outputs = self._handle.run(_tensor_list(inputs, "input"))
+        if self._out_spec is not None and self._out_spec.num_leaves == len(outputs):
+            return pytree.tree_unflatten(outputs, self._out_spec)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(self._handle.device())
+
+    def plan(self) -> dict[str, Any]:
+        """The schedule: stream of each node, launch order, the events between streams."""
+        return json.loads(self._handle.plan())
+
+    def save_plan(self, path: str | os.PathLike) -> None:
+        self._handle.save_plan(str(path))
+
+    def stats(self) -> dict[str, float]:
+        """Streams, events, graph segments, host nodes, compile and capture times, memory, runs."""
+        return dict(self._handle.stats())
+
+    def __repr__(self) -> str:
+        stats = self.stats()
+        return (
+            f"opara.CompiledModel({self.source!r}, device={self.device}, streams={int(stats['streams'])}, "
+            f"segments={int(stats['segments'])}, exported_with={self.exported_with!r})"
+        )
+
+
+def compile(
+    model: torch.nn.Module | str | os.PathLike,
+    example_inputs: torch.Tensor | Sequence[torch.Tensor],
+    **options: Any,
+) -> CompiledModel:
+    """Compiles `model` for the signature of `example_inputs`.
+
+    `model` is an nn.Module (exported with torch.export, or traced with TorchScript when export
+    fails, with a warning), a ScriptModule, or the path of a .pt / .pt2 file. Options are those of
+    opara::Options: device ("cuda", "cuda:1", "cpu"; default: the inputs' device), streams
+    ("opara", "opara-unhanded", "nimble", "single"), order ("opara", "topological"), max_streams,
+    profile, ridge_point, outputs ("clone", "view"), memory ("record-stream", "keep-alive"),
+    on_uncapturable ("split", "error"), warmup_runs, intra_op_threads.
+    """
+    load_library()
+    inputs = _tensor_list(example_inputs, "example input")
+    text = _options_text(options)
+    if isinstance(model, (str, os.PathLike)):
+        path = str(model)
+        return CompiledModel(torch.classes.opara.Model(path, inputs, text), path, "file")
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"opara.compile takes an nn.Module or a model file path, not a {type(model).__name__}")
+    with tempfile.TemporaryDirectory(prefix="opara-") as folder:
+        path, exported_with, out_spec = _export_module(model, inputs, folder)
+        handle = torch.classes.opara.Model(path, inputs, text)
+    return CompiledModel(handle, type(model).__name__, exported_with, out_spec)
+
+
+def plan(
+    path: str | os.PathLike,
+    example_inputs: torch.Tensor | Sequence[torch.Tensor] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """The plan of a .pt / .pt2 file without compiling it (torch.ops.opara.plan). With example
+    inputs the launch order weighs nodes by the shapes they record; without, by the op table."""
+    load_library()
+    inputs = None if example_inputs is None else _tensor_list(example_inputs, "example input")
+    return json.loads(torch.ops.opara.plan(str(Path(path)), inputs, _options_text(options)))

@@ -1,0 +1,59 @@
+"""The opara Python package: python/opara and the two libraries the CMake project builds
+(libopara, and libopara_ext that registers torch.classes.opara and torch.ops.opara).
+
+    pip install --no-build-isolation .
+
+in a Python that has the pinned torch (the project's venv: scripts/setup.sh makes it). No build
+isolation: the libraries link that Python's LibTorch. The CMake build folder is the checkout's
+(build/, or $OPARA_BUILD) and ccache's, so a rebuild after scripts/run.sh is quick.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+LIBRARIES = ("libopara.so", "libopara_ext.so")
+
+
+class CMakeLibraries(Extension):
+    def __init__(self) -> None:
+        super().__init__("opara._lib.libopara_ext", sources=[])
+
+
+class BuildWithCMake(build_ext):
+    def build_extension(self, extension: Extension) -> None:
+        env = {"OPARA_PYTHON": sys.executable}
+        result = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "build.sh"), "opara_ext"],
+            env={**os.environ, **env},
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        build = Path(result.stdout.strip().splitlines()[-1])
+        target = Path(self.get_ext_fullpath(extension.name)).parent
+        target.mkdir(parents=True, exist_ok=True)
+        for library in LIBRARIES:
+            shutil.copy2(build / "lib" / library, target / library)
+
+
+setup(
+    name="opara",
+    version="0.1.0",
+    description="Parallel multi-stream CUDA Graph inference for PyTorch models",
+    packages=["opara"],
+    package_dir={"": "python"},
+    python_requires=">=3.10",
+    install_requires=["torch==2.11.0"],
+    ext_modules=[CMakeLibraries()],
+    cmdclass={"build_ext": BuildWithCMake},
+    zip_safe=False,
+    # setuptools' scratch space inside the CMake build folder (git ignores it), not a second build/.
+    options={"build": {"build_base": str(ROOT / "build" / "setuptools")}},
+)

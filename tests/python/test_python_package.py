@@ -1,0 +1,197 @@
+"""The Python package and the torch.classes extension as a user meets them: compiled models give
+the module's outputs in the module's structure, errors arrive as exceptions carrying opara's
+message, and `pip install` gives a package that works on its own."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torchvision
+
+import opara
+from conftest import ROOT, model_file
+
+STATS_KEYS = {"streams", "events", "captured_nodes", "graph_nodes", "segments", "host_nodes", "compile_ms",
+              "plan_us", "capture_ms", "pool_bytes", "peak_bytes", "runs", "eager_fallbacks"}
+
+
+def cpu_options():
+    # The reference ran with this many intra-op threads; the same count gives the same float sums.
+    return {"device": "cpu", "intra_op_threads": torch.get_num_threads()}
+
+
+@pytest.fixture(scope="module")
+def library():
+    try:
+        return opara.load_library()
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
+
+
+class TwoHeads(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.left = torch.nn.Linear(16, 16)
+        self.right = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return {"left": self.left(x).relu(), "pair": (self.right(x), x.sum(dim=1))}
+
+
+class DataDependent(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+def test_the_library_registers_the_class_and_the_op(library):
+    assert os.path.isfile(library)
+    assert opara.library_path() == library
+    assert hasattr(torch.classes.opara, "Model")
+    assert callable(torch.ops.opara.plan)
+
+
+def test_googlenet_compiled_for_the_cpu_gives_the_modules_output(library):
+    torch.manual_seed(0)
+    model = torchvision.models.googlenet(weights=None, aux_logits=False, init_weights=False).eval()
+    x = torch.randn(1, 3, 224, 224)
+    compiled = opara.compile(model, [x], **cpu_options())
+    assert compiled.exported_with == "torch.export"
+    with torch.no_grad():
+        expected = model(x)
+    assert torch.equal(compiled(x), expected)
+    stats = compiled.stats()
+    assert stats["streams"] > 1, "googlenet's branches should get streams of their own"
+    assert stats["runs"] == 1
+
+
+def test_outputs_keep_the_modules_structure(library):
+    model = TwoHeads().eval()
+    x = torch.randn(4, 16)
+    compiled = opara.compile(model, x, **cpu_options())
+    out = compiled(x)
+    expected = model(x)
+    assert set(out) == {"left", "pair"} and isinstance(out["pair"], tuple)
+    assert torch.equal(out["left"], expected["left"])
+    assert torch.equal(out["pair"][0], expected["pair"][0])
+    assert torch.equal(out["pair"][1], expected["pair"][1])
+
+
+def test_a_module_export_rejects_is_traced_and_the_user_is_told(library):
+    with pytest.warns(UserWarning, match="falling back to TorchScript tracing"):
+        compiled = opara.compile(DataDependent(), [torch.ones(3)], device="cpu")
+    assert compiled.exported_with == "torchscript-trace"
+    assert torch.equal(compiled(torch.full((3,), 2.0)), torch.full((3,), 4.0))
+
+
+@pytest.mark.parametrize("extension", ["pt", "pt2"])
+def test_model_files_give_their_reference_outputs(library, extension):
+    path = model_file("branchy", extension)
+    reference = torch.load(str(path).replace(f".{extension}", ".ref.pt"))
+    compiled = opara.compile(path, reference["inputs"], **cpu_options())
+    expected = reference["outputs_pt" if extension == "pt" else "outputs_pt2"]
+    actual = compiled(*reference["inputs"])
+    actual = [actual] if isinstance(actual, torch.Tensor) else list(actual)
+    assert len(actual) == len(expected)
+    assert all(torch.equal(a, e) for a, e in zip(actual, expected))
+
+
+def test_a_bad_path_raises_with_opara_s_message(library):
+    with pytest.raises(RuntimeError, match="no-such-model.pt: no such file"):
+        opara.compile("no-such-model.pt", [torch.ones(1)])
+    with pytest.raises(RuntimeError, match="no such file"):
+        torch.classes.opara.Model("no-such-model.pt2", [torch.ones(1)], None)
+
+
+def test_bad_options_name_the_option(library):
+    path = model_file("branchy", "pt")
+    x = torch.randn(1, 3, 32, 32)
+    with pytest.raises(RuntimeError, match="unknown option 'stream'; the options are: device, streams"):
+        opara.compile(path, [x], stream="nimble")
+    with pytest.raises(RuntimeError, match="option max_streams='-2'"):
+        opara.compile(path, [x], max_streams=-2)
+    with pytest.raises(TypeError, match=r"opara option streams=\['opara'\]"):
+        opara.compile(path, [x], streams=["opara"])
+    with pytest.raises(TypeError, match="example input 1 is a int"):
+        opara.compile(path, [x, 3])
+
+
+def test_inputs_of_another_signature_name_the_input(library):
+    path = model_file("branchy", "pt")
+    compiled = opara.compile(path, [torch.randn(1, 3, 32, 32)], device="cpu")
+    with pytest.raises(RuntimeError, match=r"input 0 .* has shape \[2, 3, 32, 32\], the model was compiled for"):
+        compiled(torch.randn(2, 3, 32, 32))
+    with pytest.raises(RuntimeError, match="dtype"):
+        compiled(torch.randn(1, 3, 32, 32, dtype=torch.float64))
+
+
+def test_stats_plan_and_save_plan(library, tmp_path):
+    path = model_file("branchy", "pt")
+    x = torch.randn(1, 3, 32, 32)
+    compiled = opara.compile(path, [x], device="cpu", streams="nimble", order="topological")
+    assert STATS_KEYS <= compiled.stats().keys()
+    assert compiled.device == torch.device("cpu")
+    plan = compiled.plan()
+    assert plan["format"] == "opara-plan"
+    assert plan["stream_policy"] == "nimble" and plan["order_policy"] == "topological"
+    assert sorted(plan["launch_order"]) == list(range(plan["nodes"])), "every node is launched once"
+    saved = tmp_path / "plan.json"
+    compiled.save_plan(saved)
+    assert json.loads(saved.read_text()) == plan
+    with pytest.raises(RuntimeError, match="cannot write the plan"):
+        compiled.save_plan(tmp_path / "missing-folder" / "plan.json")
+
+
+def test_the_plan_op_plans_without_compiling(library):
+    path = model_file("branchy", "pt2")
+    without_inputs = opara.plan(path)
+    assert without_inputs["cost_source"] == "none"
+    with_inputs = json.loads(torch.ops.opara.plan(str(path), [torch.randn(1, 3, 32, 32)], {"streams": "single"}))
+    assert with_inputs["cost_source"] == "shapes"
+    assert with_inputs["streams"] == 1 and with_inputs["events"] == 0
+    with pytest.raises(RuntimeError, match="option order: unknown launch order 'fastest'"):
+        opara.plan(path, order="fastest")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given where there is no GPU")
+def test_compiling_for_cuda_without_a_gpu_says_so(library):
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU, and none is visible here"):
+        opara.compile(model_file("branchy", "pt"), [torch.randn(1, 3, 32, 32)], device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")
+def test_googlenet_compiled_for_cuda_is_close_to_the_module(library):
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    model = torchvision.models.googlenet(weights=None, aux_logits=False, init_weights=False).eval().cuda()
+    x = torch.randn(1, 3, 224, 224, device="cuda")
+    compiled = opara.compile(model, [x])
+    with torch.no_grad():
+        expected = model(x)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), expected, rtol=1e-4, atol=1e-5)
+    assert compiled.stats()["captured_nodes"] > 0
+
+
+def test_pip_install_gives_a_working_package(library, tmp_path):
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
+                    "--target", str(target), str(ROOT)], check=True, timeout=1200)
+    script = (
+        "import opara, torch, sys\n"
+        "path = opara.library_path()\n"
+        "assert path.startswith(sys.argv[1]), path\n"
+        "compiled = opara.compile(sys.argv[2], [torch.randn(1, 3, 32, 32)], device='cpu')\n"
+        "print(int(compiled.stats()['streams']))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("OPARA_LIBRARY", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(target)
+    result = subprocess.run([sys.executable, "-c", script, str(target), str(model_file("branchy", "pt"))],
+                            env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.strip()) > 1
