@@ -14,6 +14,7 @@
 #include "opara/error.h"
 #include "opara/outputs.h"
 #include "percentile.h"
+#include "progress.h"
 
 namespace opara::bench {
 namespace {
@@ -30,11 +31,12 @@ struct ModeResult {
 
 // Milliseconds of each run between CUDA events on the current stream.
 std::vector<double> time_on_gpu(const Runner& runner, const std::vector<at::Tensor>& inputs, int iters,
-                                std::vector<at::Tensor>& outputs) {
+                                std::vector<at::Tensor>& outputs, Progress* progress = nullptr) {
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
   std::vector<double> samples;
   samples.reserve(iters);
   for (int i = 0; i < iters; ++i) {
+    if (progress) progress->advance();
     at::cuda::CUDAEvent start(cudaEventDefault);
     at::cuda::CUDAEvent end(cudaEventDefault);
     start.record(stream);
@@ -109,8 +111,9 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
       compiled = compile(model.graph, inputs, options);
       runner = [model = *compiled](const std::vector<at::Tensor>& in) { return model.run(in); };
     }
-    time_on_gpu(runner, inputs, request.warmup, result.outputs);
-    result.samples_ms = time_on_gpu(runner, inputs, request.iters, result.outputs);
+    Progress progress(fmt::format("timing {}", mode), static_cast<std::size_t>(request.warmup + request.iters));
+    time_on_gpu(runner, inputs, request.warmup, result.outputs, &progress);
+    result.samples_ms = time_on_gpu(runner, inputs, request.iters, result.outputs, &progress);
     c10::cuda::device_synchronize();
     result.peak_bytes = peak() > before ? peak() - before : 0;
     if (compiled) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 
+#include "csv_output.h"
 #include "json_output.h"
 #include "model_loading.h"
 #include "opara/error.h"
@@ -18,10 +19,12 @@ namespace {
 struct InfoOptions {
   std::string model;
   std::string json;
+  std::string csv;
   std::string dot;
 };
 
 void run_info(const InfoOptions& options) {
+  std::FILE* table = table_stream(options.json, options.csv);
   const LoadedModel model = load_model(options.model);
   const Graph& graph = model.graph;
   std::size_t data_edges = 0;
@@ -40,8 +43,6 @@ void run_info(const InfoOptions& options) {
   const CriticalPath path = critical_path(graph);
   const std::size_t reduced = transitive_reduction(graph).size();
 
-  // With --json - the JSON alone goes to stdout; the table then goes to stderr.
-  std::FILE* table = options.json == "-" ? stderr : stdout;
   fmt::print(table, "model          {}\n", model.path);
   fmt::print(table, "format         {}\n", model.format == ModelFormat::kTorchScript ? "TorchScript" : "torch.export");
   fmt::print(table, "import         {:.1f} ms\n", model.import_ms);
@@ -63,7 +64,7 @@ void run_info(const InfoOptions& options) {
     if (!file) throw Error(fmt::format("{}: cannot write the DOT file here", options.dot));
     file << to_dot(graph);
   }
-  if (!options.json.empty()) {
+  if (!options.json.empty() || !options.csv.empty()) {
     nlohmann::json json = {
         {"model", model.path},
         {"format", model.format == ModelFormat::kTorchScript ? "torchscript" : "export"},
@@ -82,7 +83,8 @@ void run_info(const InfoOptions& options) {
         {"critical_path", path.nodes.size()},
         {"op_kinds", kinds},
     };
-    write_json(json, options.json);
+    if (!options.json.empty()) write_json(json, options.json);
+    if (!options.csv.empty()) write_csv({json}, {"model", "format"}, options.csv);  // op_kinds: --json
   }
 }
 
@@ -93,6 +95,7 @@ void add_info_command(CLI::App& app) {
   CLI::App* info = app.add_subcommand("info", "Describe a model's operator graph");
   info->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
   info->add_option("--json", options->json, "also write the figures as JSON to this file ('-' for stdout)");
+  info->add_option("--csv", options->csv, "also write the figures as one CSV row to this file ('-' for stdout)");
   info->add_option("--dot", options->dot, "write the graph as Graphviz DOT to this file (ordering edges dashed)");
   info->callback([options] { run_info(*options); });
 }

@@ -8,6 +8,7 @@
 #include "opara/error.h"
 #include "plan_command.h"
 #include "run_command.h"
+#include "trace_command.h"
 
 namespace {
 
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   opara::bench::add_info_command(app);
   opara::bench::add_plan_command(app);
   opara::bench::add_run_command(app);
+  opara::bench::add_trace_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {

@@ -8,11 +8,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "csv_output.h"
 #include "json_output.h"
 #include "model_loading.h"
 #include "opara/error.h"
 #include "opara/graph_analysis.h"
 #include "planning.h"
+#include "svg_render.h"
 
 namespace opara::bench {
 namespace {
@@ -26,12 +28,31 @@ struct PlanCommandOptions {
   std::string input_shape;
   bool check = false;
   std::string json;
+  std::string csv;
   std::string dot;
+  std::string svg;
 };
 
 constexpr std::size_t kLaunchOrderHead = 12;
 
+// One row per node, in launch order: where it runs and what it waits for.
+std::vector<nlohmann::json> node_rows(const Graph& graph, const Plan& plan) {
+  std::vector<nlohmann::json> rows;
+  for (std::size_t position = 0; position < plan.launch_order.size(); ++position) {
+    const NodeId id = plan.launch_order[position];
+    const int stream = plan.stream_of[id];
+    rows.push_back({{"launch", position},
+                    {"node", id},
+                    {"kind", graph.node(id).kind},
+                    {"stream", stream == kNoStream ? nlohmann::json("host") : nlohmann::json(stream)},
+                    {"waits_on", plan.waits[id]},
+                    {"records_event", static_cast<bool>(plan.records[id])}});
+  }
+  return rows;
+}
+
 void run_plan(const PlanCommandOptions& options) {
+  std::FILE* table = table_stream(options.json, options.csv);
   const PlanOptions plan_options{parse_stream_policy(options.allocator), parse_order_policy(options.order),
                                  options.max_streams};
   const LoadedModel model = load_model(options.model);
@@ -48,7 +69,6 @@ void run_plan(const PlanCommandOptions& options) {
   std::size_t kernels = 0;
   for (const Node& node : graph.nodes()) kernels += node.has(kLaunchesKernel);
 
-  std::FILE* table = options.json == "-" ? stderr : stdout;
   fmt::print(table, "model          {}\n", model.path);
   fmt::print(table, "policy         streams {}, order {}, max streams {}, costs from {}\n",
              to_string(plan.stream_policy), to_string(plan.order_policy),
@@ -101,9 +121,13 @@ void run_plan(const PlanCommandOptions& options) {
     }
     write_json(report, options.json);
   }
-  if (!options.dot.empty()) {
-    std::ofstream file(options.dot);
-    if (!(file << to_dot(graph, plan))) throw Error(fmt::format("{}: cannot write the DOT file", options.dot));
+  if (!options.csv.empty()) write_csv(node_rows(graph, plan), {"launch", "node", "kind", "stream"}, options.csv);
+  if (!options.dot.empty() || !options.svg.empty()) {
+    const std::string dot = to_dot(graph, plan);
+    if (!options.dot.empty() && !(std::ofstream(options.dot) << dot)) {
+      throw Error(fmt::format("{}: cannot write the DOT file", options.dot));
+    }
+    if (!options.svg.empty()) render_svg(dot, options.svg);
   }
   if (!problems.empty()) throw Error(fmt::format("{}: the plan is invalid (see above)", model.path));
 }
@@ -128,7 +152,9 @@ void add_plan_command(CLI::App& app) {
                    "example inputs for the shape-based estimate: SHAPE or NAME:SHAPE[:DTYPE],...");
   plan->add_flag("--check", options->check, "validate the plan; exit 1 when it is wrong");
   plan->add_option("--json", options->json, "also write the plan as JSON to this file ('-' for stdout)");
-  plan->add_option("--dot", options->dot, "write the plan as Graphviz DOT to this file");
+  plan->add_option("--csv", options->csv, "also write one row per node (stream, waits) as CSV ('-' for stdout)");
+  plan->add_option("--dot", options->dot, "write the plan as Graphviz DOT to this file (colour: stream, red: event)");
+  plan->add_option("--svg", options->svg, "render the plan as SVG with Graphviz's dot (apt-get install graphviz)");
   plan->callback([options] { run_plan(*options); });
 }
 

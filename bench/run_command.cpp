@@ -16,15 +16,18 @@
 #include <memory>
 #include <thread>
 
+#include "csv_output.h"
 #include "cuda_modes.h"
 #include "json_output.h"
 #include "model_loading.h"
+#include "modes.h"
 #include "opara/cpu_parallel_executor.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/outputs.h"
 #include "percentile.h"
 #include "planning.h"
+#include "progress.h"
 
 namespace opara::bench {
 namespace {
@@ -36,6 +39,11 @@ std::string device_description() {
                      CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
 }
 
+// "cpu (2 cores), torch 2.11.0": the CPU runs' header, as device_description() is the GPU's.
+std::string cpu_description() {
+  return fmt::format("cpu ({} cores), torch {}", std::thread::hardware_concurrency(), TORCH_VERSION);
+}
+
 struct RunOptions {
   std::string model;
   std::string device = "cpu";
@@ -45,6 +53,7 @@ struct RunOptions {
   std::optional<std::int64_t> batch;
   std::string memory = "record-stream";
   std::string json;
+  std::string csv;
   std::string input_shape;
   std::optional<std::uint64_t> seed;
   std::optional<int> max_streams;  // unset: tuned on the CPU
@@ -52,34 +61,27 @@ struct RunOptions {
   CostSettings costs;
 };
 
-// Each mode: eager node by node, or a Plan executed by streams.
-struct ModeSpec {
-  std::string_view name;
-  bool planned;
-  PlanOptions plan;
-};
-constexpr ModeSpec kModes[] = {
-    {"eager", false, {}},
-    {"sequential", true, {StreamPolicy::kSingle, OrderPolicy::kTopological, 0}},
-    {"nimble", true, {StreamPolicy::kNimble, OrderPolicy::kTopological, 0}},
-    {"opara", true, {StreamPolicy::kOpara, OrderPolicy::kOpara, 0}},
-};
-
-const ModeSpec& mode_spec(const std::string& name) {
-  std::vector<std::string_view> names;
-  for (const ModeSpec& mode : kModes) {
-    if (mode.name == name) return mode;
-    names.push_back(mode.name);
+// --json: the whole report; --csv: a row per mode, the run's model and device in each.
+void write_reports(const nlohmann::json& report, const RunOptions& options) {
+  if (!options.json.empty()) write_json(report, options.json);
+  if (options.csv.empty()) return;
+  std::vector<nlohmann::json> rows;
+  for (nlohmann::json row : report.at("modes")) {
+    row["model"] = report.at("model");
+    row["device"] = report.at("device");
+    rows.push_back(std::move(row));
   }
-  throw Error(fmt::format("mode '{}' is not available; available: {}", name, fmt::join(names, ", ")));
+  write_csv(rows, {"model", "device", "mode", "median_ms", "speedup_vs_sequential", "speedup_vs_eager"}, options.csv);
 }
 
 using Runner = std::function<std::vector<c10::IValue>(const std::vector<c10::IValue>&)>;
 
 std::vector<double> time_runs(const Runner& runner, const std::vector<c10::IValue>& arguments, int iters,
-                              const c10::Device& device, std::vector<at::Tensor>* outputs = nullptr) {
+                              const c10::Device& device, std::vector<at::Tensor>* outputs = nullptr,
+                              Progress* progress = nullptr) {
   std::vector<double> samples;
   for (int i = 0; i < iters; ++i) {
+    if (progress) progress->advance();
     const auto started = std::chrono::steady_clock::now();
     auto result = flatten_tensors(runner(arguments));
     if (device.is_cuda()) torch::cuda::synchronize();
@@ -157,6 +159,7 @@ CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, co
 }
 
 void run_modes(const RunOptions& options) {
+  std::FILE* table = table_stream(options.json, options.csv);
   const c10::Device device(options.device);
   for (const std::string& mode : options.modes) mode_spec(mode);
   if (device.is_cuda() && !torch::cuda::is_available()) {
@@ -167,10 +170,8 @@ void run_modes(const RunOptions& options) {
   const int iters = options.iters.value_or(device.is_cuda() ? 1000 : 20);
   const int warmup = options.warmup.value_or(device.is_cuda() ? 10 : 3);
   const std::vector<c10::IValue> arguments(inputs.inputs.begin(), inputs.inputs.end());
-  // With --json - the JSON alone goes to stdout; the table then goes to stderr.
-  std::FILE* table = options.json == "-" ? stderr : stdout;
   fmt::print(table, "model   {} ({} nodes, imported in {:.1f} ms)\n", model.path, model.graph.size(), model.import_ms);
-  fmt::print(table, "device  {}\ninputs  {}\n", device.str(), inputs.origin);
+  fmt::print(table, "device  {}\ninputs  {}\n", device.is_cuda() ? device.str() : cpu_description(), inputs.origin);
   if (device.is_cuda()) {
     CudaRunRequest request;
     request.modes = options.modes;
@@ -186,17 +187,18 @@ void run_modes(const RunOptions& options) {
         {"warmup", warmup},    {"inputs", inputs.origin},        {"memory", options.memory}};
     fmt::print(table, "gpu     {}\n", report["device"].get<std::string>());
     report["modes"] = run_cuda_modes(model, request, table);
-    if (!options.json.empty()) write_json(report, options.json);
+    write_reports(report, options);
     return;
   }
   if (!torch::cuda::is_available()) {
     fmt::print(table, "note    no GPU here: the CUDA graph modes need a GPU; planned modes run on CPU workers\n");
   }
-  fmt::print(table, "\n{:<11} {:>10} {:>10} {:>14} {:>8}  {}\n", "mode", "median ms", "p90 ms", "max |diff|", "bitwise",
-             "schedule");
+  fmt::print(table, "\n{:<11} {:>10} {:>10} {:>8} {:>8} {:>14} {:>8}  {}\n", "mode", "median ms", "p90 ms", "vs seq",
+             "vs eager", "max |diff|", "bitwise", "schedule");
 
-  nlohmann::json report = {{"model", model.path}, {"device", device.str()}, {"import_ms", model.import_ms},
-                           {"iters", iters},      {"warmup", warmup},       {"inputs", inputs.origin}};
+  nlohmann::json report = {{"model", model.path},          {"device", device.str()}, {"host", cpu_description()},
+                           {"import_ms", model.import_ms}, {"iters", iters},         {"warmup", warmup},
+                           {"inputs", inputs.origin}};
   // Every mode is set up and warmed up first (round-robin), so that the first mode timed does not
   // also pay for warming the process up; then each mode is timed in one block: interleaving single
   // runs would let one mode's idle OpenMP threads, still spinning, slow the next mode down.
@@ -246,9 +248,25 @@ void run_modes(const RunOptions& options) {
     for (ModeRun& run : runs) time_runs(run.runner, arguments, 1, device, &run.outputs);
   }
   for (ModeRun& run : runs) {
+    Progress progress(fmt::format("timing {}", run.name), static_cast<std::size_t>(iters));
     time_runs(run.runner, arguments, 2, device, &run.outputs);  // settle after the previous mode
-    run.samples = time_runs(run.runner, arguments, iters, device, &run.outputs);
+    run.samples = time_runs(run.runner, arguments, iters, device, &run.outputs, &progress);
   }
+
+  // Speedups against the sequential and eager modes of this run, when they ran.
+  std::optional<double> sequential_ms;
+  std::optional<double> eager_ms;
+  for (const ModeRun& run : runs) {
+    if (run.name == "sequential") sequential_ms = percentile(run.samples, 0.5);
+    if (run.name == "eager") eager_ms = percentile(run.samples, 0.5);
+  }
+  auto speedup = [](std::optional<double> baseline, double median) {
+    return baseline ? std::optional<double>(*baseline / median) : std::nullopt;
+  };
+  auto ratio_text = [](std::optional<double> ratio) { return ratio ? fmt::format("{:.2f}x", *ratio) : "n/a"; };
+  auto ratio_json = [](std::optional<double> ratio) {
+    return ratio ? nlohmann::json(*ratio) : nlohmann::json(nullptr);
+  };
 
   std::string footnote;
   for (ModeRun& run : runs) {
@@ -277,11 +295,16 @@ void run_modes(const RunOptions& options) {
     const double p90 = percentile(run.samples, 0.9);
     std::string bitwise = identical ? (*identical ? "yes" : "no") : "n/a";
     if (identical_same_threads) bitwise = *identical_same_threads ? "no*" : "NO";
-    fmt::print(table, "{:<11} {:>10.3f} {:>10.3f} {:>14} {:>8}  {}\n", run.name, median, p90,
-               difference ? fmt::format("{:.3g}", *difference) : "n/a", bitwise, run.schedule);
+    const std::optional<double> vs_sequential = speedup(sequential_ms, median);
+    const std::optional<double> vs_eager = speedup(eager_ms, median);
+    fmt::print(table, "{:<11} {:>10.3f} {:>10.3f} {:>8} {:>8} {:>14} {:>8}  {}\n", run.name, median, p90,
+               ratio_text(vs_sequential), ratio_text(vs_eager), difference ? fmt::format("{:.3g}", *difference) : "n/a",
+               bitwise, run.schedule);
     nlohmann::json& entry = run.entry;
     entry["median_ms"] = median;
     entry["p90_ms"] = p90;
+    entry["speedup_vs_sequential"] = ratio_json(vs_sequential);
+    entry["speedup_vs_eager"] = ratio_json(vs_eager);
     if (run.eager) entry["peak_live_values"] = run.eager->peak_live_values();
     entry["max_abs_diff"] = difference ? nlohmann::json(*difference) : nlohmann::json(nullptr);
     entry["bitwise_equal"] = identical ? nlohmann::json(*identical) : nlohmann::json(nullptr);
@@ -289,7 +312,7 @@ void run_modes(const RunOptions& options) {
     report["modes"].push_back(entry);
   }
   if (!footnote.empty()) fmt::print(table, "\n{}\n", footnote);
-  if (!options.json.empty()) write_json(report, options.json);
+  write_reports(report, options);
 }
 
 }  // namespace
@@ -312,6 +335,7 @@ void add_run_command(CLI::App& app) {
                   "CUDA graphs: how tensors read on other streams are protected during capture")
       ->check(CLI::IsMember({"record-stream", "keep-alive"}));
   run->add_option("--json", options->json, "also write the results as JSON to this file ('-' for stdout)");
+  run->add_option("--csv", options->csv, "also write one row per mode as CSV to this file ('-' for stdout)");
   run->add_option("--input-shape", options->input_shape,
                   "inputs for a model without a sidecar JSON: SHAPE or NAME:SHAPE[:DTYPE],... (1x3x224x224)");
   run->add_option("--seed", options->seed, "random inputs from this seed instead of the reference inputs");

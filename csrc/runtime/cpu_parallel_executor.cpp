@@ -418,7 +418,13 @@ void CpuParallelExecutor::State::execute_or_throw(NodeId id) {
   std::vector<c10::IValue> stack;
   stack.reserve(std::max(node.inputs.size(), node.outputs.size()));
   for (ValueId input : node.inputs) stack.push_back(values[input]);
-  run_node(graph, id, *ops[id], stack);
+  if (options.on_node_done) {
+    const auto started = std::chrono::steady_clock::now();
+    run_node(graph, id, *ops[id], stack);
+    options.on_node_done(id, started, std::chrono::steady_clock::now());
+  } else {
+    run_node(graph, id, *ops[id], stack);
+  }
   for (std::size_t i = 0; i < node.outputs.size(); ++i) {
     const ValueId output = node.outputs[i];
     // An output nobody reads is dropped at once, as EagerExecutor does.

@@ -2,7 +2,9 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -23,6 +25,11 @@ struct CpuExecutorOptions {
   // By node, or empty: among ready streams, the one whose next node has the highest priority runs
   // first (e.g. the longest remaining path in measured time); ties and empty: first ready, first run.
   std::vector<double> priorities;
+  // When set, called after each node ran, on the thread that ran it, with when it started and
+  // ended (for traces). Nodes run concurrently, so it must be thread-safe; each node of a run is
+  // reported once.
+  std::function<void(NodeId, std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point)>
+      on_node_done;
 };
 
 // Executes a Plan on the CPU: a pool of host threads with one queue per stream. Each stream runs

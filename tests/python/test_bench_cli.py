@@ -83,7 +83,7 @@ def test_bad_flags_exit_2_with_a_message(bench, args):
     assert "opara-bench:" in result.stderr
 
 
-@pytest.mark.parametrize("subcommand", ["info", "plan", "run"])
+@pytest.mark.parametrize("subcommand", ["info", "plan", "run", "trace"])
 def test_help_for_every_subcommand(bench, subcommand):
     result = bench(subcommand, "--help")
     assert "--model" in result.stdout

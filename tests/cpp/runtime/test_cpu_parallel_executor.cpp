@@ -450,6 +450,37 @@ TEST(CpuParallelRandomGraphs, MatchEagerUnderRandomPlansAndJitter) {
   }
 }
 
+// What traces rely on: every node reported once per run, and a node's span starts after the spans
+// of everything it depends on ended.
+TEST(CpuParallelRandomGraphs, NodeTimingsCoverEveryNodeOnceAndFollowTheEdges) {
+  using Clock = std::chrono::steady_clock;
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    const Graph graph = random_model(5 + static_cast<int>(seed * 7919 % 56), seed);
+    const std::vector<c10::IValue> inputs{at::randn({4, 6}), at::randn({4, 6})};
+    std::mutex mutex;
+    std::vector<int> reports(graph.size(), 0);
+    std::vector<std::pair<Clock::time_point, Clock::time_point>> spans(graph.size());
+    CpuExecutorOptions options{1, seed};
+    options.on_node_done = [&](NodeId id, Clock::time_point start, Clock::time_point end) {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++reports[id];
+      spans[id] = {start, end};
+    };
+    CpuParallelExecutor executor(graph, random_plan(graph, 1 + static_cast<int>(seed % 5), seed), options);
+    for (int run = 1; run <= 2; ++run) {
+      executor.run(inputs);
+      for (const Node& node : graph.nodes()) {
+        ASSERT_EQ(reports[node.id], run) << "node " << node.id << ", seed " << seed;
+        EXPECT_LE(spans[node.id].first, spans[node.id].second);
+        for (NodeId predecessor : node.predecessors) {
+          EXPECT_LE(spans[predecessor].second, spans[node.id].first)
+              << "node " << node.id << " started before its predecessor " << predecessor << " ended, seed " << seed;
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuParallelRandomGraphs, MatchEagerUnderEveryPolicyAndJitter) {
   for (std::uint64_t seed = 1; seed <= 200; ++seed) {
     const int count = 5 + static_cast<int>(seed * 7919 % 56);

@@ -1,0 +1,68 @@
+#include "csv_output.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+#include "opara/error.h"
+
+namespace opara::bench {
+namespace {
+
+std::string quoted(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string escaped = "\"";
+  for (char c : text) escaped += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return escaped + "\"";
+}
+
+std::string cell(const nlohmann::json& value) {
+  if (value.is_null()) return "";
+  if (value.is_string()) return quoted(value.get<std::string>());
+  if (value.is_array()) {
+    std::vector<std::string> parts;
+    for (const auto& part : value) parts.push_back(part.is_string() ? part.get<std::string>() : part.dump());
+    return quoted(fmt::format("{}", fmt::join(parts, ";")));
+  }
+  return quoted(value.dump());
+}
+
+}  // namespace
+
+void write_csv(const std::vector<nlohmann::json>& rows, const std::vector<std::string>& first,
+               const std::string& path) {
+  std::vector<std::string> columns = first;
+  std::set<std::string> rest;
+  for (const auto& row : rows) {
+    for (const auto& [key, value] : row.items()) {
+      if (std::find(first.begin(), first.end(), key) == first.end() && !value.is_object()) rest.insert(key);
+    }
+  }
+  columns.insert(columns.end(), rest.begin(), rest.end());
+
+  std::string text = fmt::format("{}\n", fmt::join(columns, ","));
+  for (const auto& row : rows) {
+    std::vector<std::string> cells;
+    for (const std::string& column : columns) cells.push_back(row.contains(column) ? cell(row.at(column)) : "");
+    text += fmt::format("{}\n", fmt::join(cells, ","));
+  }
+  if (path == "-") {
+    std::cout << text;
+    return;
+  }
+  std::ofstream file(path);
+  if (!file || !(file << text)) throw Error(fmt::format("{}: cannot write the CSV report here", path));
+}
+
+std::FILE* table_stream(const std::string& json, const std::string& csv) {
+  if (json == "-" && csv == "-")
+    throw CLI::ValidationError("--json - and --csv - would both write to stdout; give one a file");
+  return json == "-" || csv == "-" ? stderr : stdout;
+}
+
+}  // namespace opara::bench

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "opara/error.h"
+#include "opara/plan.h"
+
+namespace opara::bench {
+
+// An execution mode of `run` and `trace`: eager node by node, or a Plan executed by streams.
+struct ModeSpec {
+  std::string_view name;
+  bool planned;
+  PlanOptions plan;
+};
+inline constexpr ModeSpec kModes[] = {
+    {"eager", false, {}},
+    {"sequential", true, {StreamPolicy::kSingle, OrderPolicy::kTopological, 0}},
+    {"nimble", true, {StreamPolicy::kNimble, OrderPolicy::kTopological, 0}},
+    {"opara", true, {StreamPolicy::kOpara, OrderPolicy::kOpara, 0}},
+};
+
+inline const ModeSpec& mode_spec(const std::string& name) {
+  std::vector<std::string_view> names;
+  for (const ModeSpec& mode : kModes) {
+    if (mode.name == name) return mode;
+    names.push_back(mode.name);
+  }
+  throw Error(fmt::format("mode '{}' is not available; available: {}", name, fmt::join(names, ", ")));
+}
+
+}  // namespace opara::bench

@@ -1,0 +1,122 @@
+"""opara-bench's reports as other tools read them: CSV that parses with a header and a row per
+mode or node, a Chrome trace with a process per mode and a thread per stream, an SVG of the plan;
+and clear failures when two reports would share stdout or Graphviz is missing."""
+
+import csv
+import io
+import json
+import shutil
+
+import pytest
+
+from conftest import model_file
+
+
+def read_csv(text):
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_run_csv_has_a_row_per_mode_with_speedups(bench):
+    path = model_file("branchy", "pt")
+    rows = read_csv(bench("run", "--model", path, "--modes", "eager,sequential,opara", "-n", "3", "-w", "1",
+                          "--csv", "-").stdout)
+    assert [row["mode"] for row in rows] == ["eager", "sequential", "opara"]
+    for row in rows:
+        assert row["model"] == str(path) and row["device"] == "cpu"
+        assert float(row["median_ms"]) > 0
+        # Bitwise against the reference, or against eager at the worker's own intra-op thread count.
+        assert "true" in (row["bitwise_equal"], row.get("bitwise_equal_eager_same_threads"))
+        # Each speedup is the baseline's median over the row's, as measured in this run.
+        medians = {r["mode"]: float(r["median_ms"]) for r in rows}
+        assert float(row["speedup_vs_eager"]) == pytest.approx(medians["eager"] / float(row["median_ms"]), rel=1e-6)
+        assert float(row["speedup_vs_sequential"]) == pytest.approx(
+            medians["sequential"] / float(row["median_ms"]), rel=1e-6)
+
+
+def test_run_json_and_table_carry_the_speedups_and_the_versions(bench):
+    result = bench("run", "--model", model_file("branchy", "pt"), "--modes", "eager,opara", "-n", "3", "-w", "1",
+                   "--json", "-")
+    report = json.loads(result.stdout)
+    assert "torch 2.11" in report["host"]
+    opara_entry = next(mode for mode in report["modes"] if mode["mode"] == "opara")
+    assert opara_entry["speedup_vs_sequential"] is None, "sequential did not run"
+    assert opara_entry["speedup_vs_eager"] > 0
+    assert "vs eager" in result.stderr and "torch 2.11" in result.stderr
+
+
+def test_info_csv_is_one_row_of_the_json_figures(bench):
+    path = model_file("googlenet", "pt2")
+    info = json.loads(bench("info", "--model", path, "--json", "-").stdout)
+    rows = read_csv(bench("info", "--model", path, "--csv", "-").stdout)
+    assert len(rows) == 1
+    for key in ("nodes", "edges", "width", "critical_path", "kernel_nodes"):
+        assert int(rows[0][key]) == info[key]
+
+
+def test_plan_csv_has_a_row_per_node_in_launch_order(bench):
+    path = model_file("googlenet", "pt")
+    plan = json.loads(bench("plan", "--model", path, "--json", "-").stdout)
+    rows = read_csv(bench("plan", "--model", path, "--csv", "-").stdout)
+    assert [int(row["node"]) for row in rows] == plan["launch_order"]
+    for row in rows:
+        node = int(row["node"])
+        stream = plan["stream_of"][node]
+        assert row["stream"] == ("host" if stream < 0 else str(stream))
+        assert row["kind"] == plan["kinds"][node]
+        waits = [int(w) for w in row["waits_on"].split(";") if w]
+        assert waits == plan["waits"].get(str(node), [])
+
+
+def test_one_stdout_report_at_a_time(bench):
+    result = bench("plan", "--model", model_file("branchy", "pt"), "--json", "-", "--csv", "-", check=False)
+    assert result.returncode == 2
+    assert "would both write to stdout" in result.stderr
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+def test_plan_svg_is_drawn_by_graphviz(bench, tmp_path):
+    svg = tmp_path / "plan.svg"
+    dot = tmp_path / "plan.dot"
+    bench("plan", "--model", model_file("branchy", "pt"), "--svg", svg, "--dot", dot)
+    assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text()
+    assert "color=red" in dot.read_text(), "event edges are drawn red"
+
+
+def test_plan_svg_without_graphviz_says_how_to_get_it(bench, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dot on this PATH
+    result = bench("plan", "--model", model_file("branchy", "pt"), "--svg", tmp_path / "plan.svg", check=False)
+    assert result.returncode == 1
+    assert "needs Graphviz's dot" in result.stderr and "apt-get install graphviz" in result.stderr
+
+
+def test_trace_has_a_process_per_mode_and_a_thread_per_stream(bench, tmp_path):
+    path = model_file("googlenet", "pt")
+    out = tmp_path / "trace.json"
+    plan = json.loads(bench("plan", "--model", path, "--json", "-").stdout)
+    bench("trace", "--model", path, "--modes", "sequential,opara", "--out", out, "-w", "1")
+    events = json.loads(out.read_text())["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert sorted(processes.values()) == ["opara", "sequential"]
+    spans = [e for e in events if e["ph"] == "X"]
+    by_mode = {name: [e for e in spans if e["pid"] == pid] for pid, name in processes.items()}
+    for name, mode_spans in by_mode.items():
+        assert sorted(e["args"]["node"] for e in mode_spans) == list(range(plan["nodes"])), name
+        assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in mode_spans)
+    assert {e["tid"] for e in by_mode["sequential"]} == {0}
+    opara_streams = {e["tid"] for e in by_mode["opara"]}
+    assert opara_streams == set(range(plan["streams"])), "every stream of opara's plan has a row"
+    for e in by_mode["opara"]:
+        stream = plan["stream_of"][e["args"]["node"]]
+        assert e["tid"] == max(stream, 0)
+
+
+def test_trace_csv_rows_and_bad_uses(bench, tmp_path):
+    path = model_file("branchy", "pt")
+    rows = read_csv(bench("trace", "--model", path, "--modes", "eager", "--out", tmp_path / "t.json", "--csv",
+                          "-").stdout)
+    assert len(rows) == json.loads(bench("info", "--model", path, "--json", "-").stdout)["nodes"]
+    assert all(float(row["duration_us"]) >= 0 for row in rows)
+    missing_out = bench("trace", "--model", path, check=False)
+    assert missing_out.returncode == 2 and "--out" in missing_out.stderr
+    bad_mode = bench("trace", "--model", path, "--modes", "fastest", "--out", tmp_path / "t.json", check=False)
+    assert bad_mode.returncode == 1 and "mode 'fastest' is not available" in bad_mode.stderr
