@@ -9,6 +9,7 @@ isolation: the libraries link that Python's LibTorch. The CMake build folder is 
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,6 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-LIBRARIES = ("libopara.so", "libopara_ext.so")
 
 
 class CMakeLibraries(Extension):
@@ -39,8 +39,11 @@ class BuildWithCMake(build_ext):
         build = Path(result.stdout.strip().splitlines()[-1])
         target = Path(self.get_ext_fullpath(extension.name)).parent
         target.mkdir(parents=True, exist_ok=True)
-        for library in LIBRARIES:
-            shutil.copy2(build / "lib" / library, target / library)
+        # libopara_ext needs libopara by its SONAME (libopara.so.0.1); symlinks are copied as files.
+        libraries = [build / "lib" / "libopara_ext.so"]
+        libraries += [p for p in (build / "lib").glob("libopara.so.*") if re.fullmatch(r"libopara\.so\.\d+\.\d+", p.name)]
+        for library in libraries:
+            shutil.copy2(library, target / library.name)
 
 
 setup(
