@@ -15,7 +15,8 @@ void check_file(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code error;
   const auto status = fs::status(path, error);
-  if (!fs::exists(status)) fail_import(path, "no such file. Export the models with scripts/export_models.py");
+  if (!fs::exists(status))
+    fail_import(path, "no such file; check the path (opara's own test models are made by scripts/export_models.py)");
   if (fs::is_directory(status)) fail_import(path, "is a directory; give the path of a .pt or .pt2 file");
   if (!fs::is_regular_file(status)) fail_import(path, "is not a regular file");
   if (fs::file_size(path, error) == 0) fail_import(path, "the file is empty. Export the model again");
