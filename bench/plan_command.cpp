@@ -120,6 +120,8 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   plan->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
+  plan->add_flag("--allow-profile-mismatch", options->costs.allow_profile_mismatch,
+                 "use a profile made for another model file or input shapes, with a warning");
   plan->add_option("--ridge", options->costs.ridge_point,
                    "FLOPs per byte above which an op counts as compute-bound (static estimate)")
       ->check(CLI::PositiveNumber);

@@ -4,13 +4,26 @@
 #include <chrono>
 
 #include "opara/model_inputs.h"
+#include "opara/profile.h"
 #include "opara/record_shapes.h"
 #include "percentile.h"
 
 namespace opara::bench {
 
 ModelCosts model_costs(const LoadedModel& model, const std::vector<at::Tensor>& inputs, const CostSettings& settings) {
-  if (!settings.profile.empty()) return {costs_from_profile(model.graph, settings.profile), "profile"};
+  if (!settings.profile.empty()) {
+    ProfileMatch match;
+    match.allow_mismatch = settings.allow_profile_mismatch;
+    match.model_hash = hash_model_file(model.path);
+    if (!inputs.empty()) {
+      std::vector<ProfileInput> shapes;
+      for (const at::Tensor& input : inputs) {
+        shapes.push_back(ProfileInput{input.sizes().vec(), c10::toString(input.scalar_type())});
+      }
+      match.inputs = std::move(shapes);
+    }
+    return {costs_from_profile(model.graph, settings.profile, match), "profile"};
+  }
   if (inputs.empty()) return {estimate_costs(model.graph, {}, settings.ridge_point), "none"};
   const auto shapes = record_shapes(model.graph, std::vector<c10::IValue>(inputs.begin(), inputs.end()));
   return {estimate_costs(model.graph, shapes, settings.ridge_point), "shapes"};

@@ -16,6 +16,7 @@ namespace opara::bench {
 struct CostSettings {
   std::string profile;
   double ridge_point = kDefaultRidgePoint;
+  bool allow_profile_mismatch = false;  // warn, rather than refuse, a profile of another model or shape
 };
 
 struct ModelCosts {
@@ -23,7 +24,8 @@ struct ModelCosts {
   std::string source;  // "profile", "shapes" or "none"
 };
 
-// `inputs` may be empty: the costs then come from the profile or the op table.
+// `inputs` may be empty: the costs then come from the profile or the op table. A full profile
+// must be of this model file and, when `inputs` are given, of their shapes.
 ModelCosts model_costs(const LoadedModel& model, const std::vector<at::Tensor>& inputs, const CostSettings& settings);
 
 // The example inputs planning records shapes on: the sidecar's, or --input-shape; none when the

@@ -63,6 +63,7 @@ constexpr ModeSpec kModes[] = {
     {"sequential", true, {StreamPolicy::kSingle, OrderPolicy::kTopological, 0}},
     {"nimble", true, {StreamPolicy::kNimble, OrderPolicy::kTopological, 0}},
     {"opara", true, {StreamPolicy::kOpara, OrderPolicy::kOpara, 0}},
+    {"opara-noreorder", true, {StreamPolicy::kOpara, OrderPolicy::kTopological, 0}},  // Alg. 1 without Alg. 2
 };
 
 const ModeSpec& mode_spec(const std::string& name) {
@@ -179,6 +180,7 @@ void run_modes(const RunOptions& options) {
     request.warmup = warmup;
     request.max_streams = options.max_streams;
     request.profile = options.costs.profile;
+    request.allow_profile_mismatch = options.costs.allow_profile_mismatch;
     request.ridge_point = options.costs.ridge_point;
     request.memory = options.memory == "keep-alive" ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
     nlohmann::json report = {
@@ -192,7 +194,7 @@ void run_modes(const RunOptions& options) {
   if (!torch::cuda::is_available()) {
     fmt::print(table, "note    no GPU here: the CUDA graph modes need a GPU; planned modes run on CPU workers\n");
   }
-  fmt::print(table, "\n{:<11} {:>10} {:>10} {:>14} {:>8}  {}\n", "mode", "median ms", "p90 ms", "max |diff|", "bitwise",
+  fmt::print(table, "\n{:<15} {:>10} {:>10} {:>14} {:>8}  {}\n", "mode", "median ms", "p90 ms", "max |diff|", "bitwise",
              "schedule");
 
   nlohmann::json report = {{"model", model.path}, {"device", device.str()}, {"import_ms", model.import_ms},
@@ -277,7 +279,7 @@ void run_modes(const RunOptions& options) {
     const double p90 = percentile(run.samples, 0.9);
     std::string bitwise = identical ? (*identical ? "yes" : "no") : "n/a";
     if (identical_same_threads) bitwise = *identical_same_threads ? "no*" : "NO";
-    fmt::print(table, "{:<11} {:>10.3f} {:>10.3f} {:>14} {:>8}  {}\n", run.name, median, p90,
+    fmt::print(table, "{:<15} {:>10.3f} {:>10.3f} {:>14} {:>8}  {}\n", run.name, median, p90,
                difference ? fmt::format("{:.3g}", *difference) : "n/a", bitwise, run.schedule);
     nlohmann::json& entry = run.entry;
     entry["median_ms"] = median;
@@ -299,7 +301,7 @@ void add_run_command(CLI::App& app) {
   CLI::App* run = app.add_subcommand("run", "Time a model under each execution mode and check its outputs");
   run->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
   run->add_option("--device", options->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  run->add_option("--modes", options->modes, "comma-separated execution modes: eager, sequential, nimble, opara")
+  run->add_option("--modes", options->modes, "comma-separated execution modes: eager, sequential, nimble, opara, opara-noreorder")
       ->delimiter(',');
   run->add_option("--iters,-n", options->iters, "timed iterations (default: 20 on the CPU, 1000 on the GPU)")
       ->check(CLI::PositiveNumber);
@@ -323,6 +325,8 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   run->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
+  run->add_flag("--allow-profile-mismatch", options->costs.allow_profile_mismatch,
+                "use a profile made for another model file, GPU or input shapes, with a warning");
   run->add_option("--ridge", options->costs.ridge_point, "FLOPs per byte above which an op counts as compute-bound")
       ->check(CLI::PositiveNumber);
   run->callback([options] { run_modes(*options); });

@@ -6,8 +6,10 @@
 #include <torch/cuda.h>
 
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 
+#include "../profile/device_limits.h"
 #include "cuda_model.h"
 #include "elapsed.h"
 #include "input_signature.h"
@@ -16,6 +18,7 @@
 #include "opara/error.h"
 #include "opara/load.h"
 #include "opara/outputs.h"
+#include "opara/profile.h"
 #include "opara/record_shapes.h"
 
 namespace opara {
@@ -35,11 +38,27 @@ struct CompiledModel::State {
 
 namespace {
 
-std::vector<NodeCost> plan_costs(const Graph& graph, const std::vector<at::Tensor>& examples, const Options& options,
-                                 std::string& source) {
+// What a profile must have been made for to plan this compilation.
+ProfileMatch profile_match(const Graph& graph, const std::vector<at::Tensor>& examples, c10::Device device,
+                           bool allow_mismatch) {
+  ProfileMatch match;
+  match.allow_mismatch = allow_mismatch;
+  if (std::filesystem::is_regular_file(graph.source_path)) match.model_hash = hash_model_file(graph.source_path);
+  std::vector<ProfileInput> inputs;
+  for (const at::Tensor& example : examples) {
+    inputs.push_back(ProfileInput{example.sizes().vec(), c10::toString(example.scalar_type())});
+  }
+  match.inputs = std::move(inputs);
+  if (device.is_cuda()) match.device = device_limits(device.index());
+  return match;
+}
+
+std::vector<NodeCost> plan_costs(const Graph& graph, const std::vector<at::Tensor>& examples, c10::Device device,
+                                 const Options& options, std::string& source) {
   if (!options.profile.empty()) {
     source = "profile";
-    return costs_from_profile(graph, options.profile);
+    return costs_from_profile(graph, options.profile,
+                              profile_match(graph, examples, device, options.allow_profile_mismatch));
   }
   // Shapes from one eager run on CPU copies of the examples: no device time, same shapes.
   std::vector<c10::IValue> cpu_inputs;
@@ -140,7 +159,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   state->signature.emplace(graph, examples);
 
   std::string cost_source;
-  const std::vector<NodeCost> costs = plan_costs(graph, examples, options, cost_source);
+  const std::vector<NodeCost> costs = plan_costs(graph, examples, state->device, options, cost_source);
   if (state->device.is_cuda()) {
     compile_cuda(*state, examples, costs);
   } else {
