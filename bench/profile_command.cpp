@@ -41,8 +41,9 @@ void print_summary(const Profile& profile, const Graph& graph) {
              device.sm_count, device.compute_major, device.compute_minor, profile.torch_version,
              profile.cuda_runtime_version, profile.cuda_driver_version);
   if (profile.demand_source == "cupti") {
-    fmt::print("kernels    {} on {} nodes; {} ran outside every node; {} nodes expected to launch kernels showed none\n",
-               kernels, with_kernels, profile.unattributed_kernels.size(), profile.silent_nodes.size());
+    fmt::print(
+        "kernels    {} on {} nodes; {} ran outside every node; {} nodes expected to launch kernels showed none\n",
+        kernels, with_kernels, profile.unattributed_kernels.size(), profile.silent_nodes.size());
     fmt::print("runs       {} profiled after {} warm-up: eager {:.3f} ms, profiled {:.3f} ms, overhead {:.3f} ms\n",
                profile.runs, profile.warmup, profile.eager_run_ms, profile.profiled_run_ms,
                profile.profiled_run_ms - profile.eager_run_ms);

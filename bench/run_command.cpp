@@ -301,7 +301,8 @@ void add_run_command(CLI::App& app) {
   CLI::App* run = app.add_subcommand("run", "Time a model under each execution mode and check its outputs");
   run->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
   run->add_option("--device", options->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  run->add_option("--modes", options->modes, "comma-separated execution modes: eager, sequential, nimble, opara, opara-noreorder")
+  run->add_option("--modes", options->modes,
+                  "comma-separated execution modes: eager, sequential, nimble, opara, opara-noreorder")
       ->delimiter(',');
   run->add_option("--iters,-n", options->iters, "timed iterations (default: 20 on the CPU, 1000 on the GPU)")
       ->check(CLI::PositiveNumber);

@@ -41,6 +41,10 @@ bool returns_only_aliases(const std::vector<c10::IValue>& arguments, const std::
 
 }  // namespace
 
+bool expects_device_work(const Node& node, bool touches_device, bool returns_only_aliases) {
+  return node.has(kLaunchesKernel) && touches_device && (node.has(kWritesInput) || !returns_only_aliases);
+}
+
 HostCosts measure_host_costs(const Graph& graph, const std::vector<at::Tensor>& inputs, int runs) {
   const std::size_t count = graph.size();
   HostCosts costs;

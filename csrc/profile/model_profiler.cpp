@@ -211,8 +211,7 @@ Profile ModelProfiler::profile(const std::vector<at::Tensor>& inputs) const {
 
   std::vector<bool> expects(count, false);
   for (const Node& node : graph_.nodes()) {
-    expects[node.id] = node.has(kLaunchesKernel) && touches[node.id] &&
-                       (node.has(kWritesInput) || !host.returns_only_aliases[node.id]);
+    expects[node.id] = expects_device_work(node, touches[node.id], host.returns_only_aliases[node.id]);
   }
 
   std::optional<CuptiProfiler> cupti;

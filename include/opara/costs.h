@@ -15,7 +15,7 @@
 
 namespace opara {
 
-struct TensorShape {
+struct OPARA_API TensorShape {
   std::vector<std::int64_t> sizes;
   std::int64_t element_bytes = 0;
   [[nodiscard]] std::int64_t numel() const;

@@ -31,6 +31,12 @@ struct HostCosts {
 // timing each node's run alone. Throws opara::Error naming the node that fails.
 OPARA_API HostCosts measure_host_costs(const Graph& graph, const std::vector<at::Tensor>& inputs, int runs);
 
+// Whether the profiler must find a kernel or a copy for `node`: the graph says it launches kernels
+// (an estimate), it read or wrote a tensor on the GPU, and it either wrote an input in place or
+// returned something other than views of its arguments. A flatten that could view, dropout in eval
+// mode or an aten::Int of a CPU scalar do nothing on the device, and are not reported as silent.
+OPARA_API bool expects_device_work(const Node& node, bool touches_device, bool returns_only_aliases);
+
 // CUPTI cannot be used here: not installed, not permitted, or already taken by another tool (the
 // PyTorch profiler, Nsight). The message says which.
 class OPARA_API CuptiUnavailable : public Error {

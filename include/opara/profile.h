@@ -27,7 +27,7 @@ struct Dim3 {
 };
 
 // One kernel execution, as CUPTI's CONCURRENT_KERNEL activity record reports it.
-struct KernelRecord {
+struct OPARA_API KernelRecord {
   std::string name;
   Dim3 grid;
   Dim3 block;
@@ -48,7 +48,7 @@ struct KernelRecord {
 
 // A memcpy or memset on the device (MEMCPY and MEMSET activity records): device work that is not a
 // kernel, so a node doing only copies is not "silent".
-struct CopyRecord {
+struct OPARA_API CopyRecord {
   std::string kind;  // "memcpy HtoD", "memcpy DtoD", ..., "memset"
   std::uint64_t bytes = 0;
   std::uint64_t start_ns = 0;
@@ -94,7 +94,7 @@ OPARA_API Attribution attribute_activities(const ActivityRecords& records, std::
 // What the occupancy calculator needs to know of a GPU (cudaDeviceProp's fields of the same
 // meaning). The allocation granularities of registers and shared memory are not stored: CUDA's
 // calculator (cuda_occupancy.h) derives them from the compute capability, as the hardware does.
-struct DeviceLimits {
+struct OPARA_API DeviceLimits {
   std::string name;  // "NVIDIA H200"
   int compute_major = 0;
   int compute_minor = 0;
