@@ -4,11 +4,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <ATen/ATen.h>
+
 #include <fstream>
 
 #include "model_files.h"
+#include "opara/compiled_model.h"
 #include "opara/costs.h"
 #include "opara/error.h"
+#include "opara/load.h"
 #include "opara/profile.h"
 #include "opara/schedule.h"
 #include "profile/profile_fixtures.h"
@@ -205,6 +209,59 @@ TEST(ProfileFile, TheNodesMustStillBeThisGraphs) {
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), HasSubstr("node 0 is aten::conv2d in the profile"));
   }
+}
+
+// A full profile of an exported model, as the profiler would write it for `inputs`.
+Profile profile_for(const std::string& path, const Graph& graph, const std::vector<at::Tensor>& inputs) {
+  Profile profile = load_profile(fixture());
+  profile.model_path = path;
+  profile.model_hash = hash_model_file(path);
+  profile.inputs.clear();
+  for (const at::Tensor& input : inputs) {
+    profile.inputs.push_back(ProfileInput{input.sizes().vec(), c10::toString(input.scalar_type())});
+  }
+  profile.nodes.clear();
+  for (const Node& node : graph.nodes()) {
+    NodeProfile& entry = profile.nodes.emplace_back();
+    entry.id = node.id;
+    entry.kind = node.kind;
+    entry.demand.demand = static_cast<double>(graph.size() - static_cast<std::size_t>(node.id));
+  }
+  return profile;
+}
+
+TEST(ProfileFile, CompileChecksTheProfileAgainstTheModelFileAndTheInputs) {
+  OPARA_REQUIRE_MODEL("branchy");
+  const std::string path = testing::model_path("branchy", "pt");
+  const Graph graph = load(path);
+  const std::vector<at::Tensor> inputs = testing::format_reference("branchy", "pt").tensors;
+  const std::string saved = testing::scratch_path("branchy_cpu.profile.json");
+  save_profile(profile_for(path, graph, inputs), saved);
+  Options options;
+  options.device = c10::Device(c10::kCPU);
+  options.profile = saved;
+  EXPECT_EQ(compile(path, inputs, options).plan().cost_source, "profile");
+  try {
+    compile(path, {at::cat({inputs[0], inputs[0]})}, options);
+    FAIL() << "a batch-1 profile was used for batch 2";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("input shapes: the profile was made for Float[1x3x32x32]"));
+  }
+  // A profile of another model file (here: its hash) is refused, or used with a warning.
+  Profile other = profile_for(path, graph, inputs);
+  other.model_hash = "fnv1a64:0000000000000000";
+  save_profile(other, saved);
+  try {
+    compile(path, inputs, options);
+    FAIL() << "a profile of another file was used";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("model: the profile is of a model file with hash fnv1a64:0000000000000000"));
+  }
+  options.allow_profile_mismatch = true;
+  WarningCollector warnings;
+  const c10::WarningUtils::WarningHandlerGuard guard(&warnings);
+  EXPECT_EQ(compile(path, inputs, options).plan().cost_source, "profile");
+  EXPECT_EQ(warnings.messages.size(), 1u);
 }
 
 TEST(ModelHash, IsFnv1aOfTheBytes) {
