@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <array>
-#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <type_traits>
@@ -42,13 +41,15 @@ void check_warn(CUptiResult result, const char* call) {
 
 // What the buffer callbacks fill; process-wide because the callbacks carry no user data.
 struct Collector {
-  std::mutex mutex;
   ActivityRecords records;
   std::size_t dropped = 0;
   std::string failure;  // the first error met inside a callback, which cannot throw
 };
 
-std::atomic<Collector*> active_collector{nullptr};
+// Guards `active_collector` and what it points at: a callback on CUPTI's worker thread must not
+// append to a session being destroyed, so it holds this from reading the pointer to the end.
+std::mutex collector_mutex;
+Collector* active_collector = nullptr;
 
 std::string memcpy_kind(std::uint8_t kind) {
   switch (kind) {
@@ -111,34 +112,33 @@ void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::si
 
 void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uint8_t* buffer, std::size_t /*size*/,
                                std::size_t valid_size) {
-  Collector* collector = active_collector.load();
-  if (collector) {
-    ActivityRecords parsed;
-    std::string failure;
-    CUpti_Activity* record = nullptr;
-    for (;;) {
-      const CUptiResult status = cuptiActivityGetNextRecord(buffer, valid_size, &record);
-      if (status == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // the end of the valid records
-      if (status != CUPTI_SUCCESS) {
-        failure = fmt::format("cuptiActivityGetNextRecord failed: {}", result_text(status));
-        break;
-      }
-      add_record(record, parsed);
+  ActivityRecords parsed;  // copied out, so that the buffer goes back at once
+  std::string failure;
+  CUpti_Activity* record = nullptr;
+  for (;;) {
+    const CUptiResult status = cuptiActivityGetNextRecord(buffer, valid_size, &record);
+    if (status == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // the end of the valid records
+    if (status != CUPTI_SUCCESS) {
+      failure = fmt::format("cuptiActivityGetNextRecord failed: {}", result_text(status));
+      break;
     }
-    std::size_t dropped = 0;
-    const CUptiResult status = cuptiActivityGetNumDroppedRecords(context, stream, &dropped);
-    if (status != CUPTI_SUCCESS && failure.empty()) {
-      failure = fmt::format("cuptiActivityGetNumDroppedRecords failed: {}", result_text(status));
-    }
-    std::lock_guard<std::mutex> lock(collector->mutex);
-    auto append = [](auto& to, auto& from) { to.insert(to.end(), from.begin(), from.end()); };
-    append(collector->records.kernels, parsed.kernels);
-    append(collector->records.copies, parsed.copies);
-    append(collector->records.correlations, parsed.correlations);
-    collector->dropped += dropped;
-    if (collector->failure.empty()) collector->failure = failure;
+    add_record(record, parsed);
   }
   std::free(buffer);
+  std::size_t dropped = 0;
+  const CUptiResult status = cuptiActivityGetNumDroppedRecords(context, stream, &dropped);
+  if (status != CUPTI_SUCCESS && failure.empty()) {
+    failure = fmt::format("cuptiActivityGetNumDroppedRecords failed: {}", result_text(status));
+  }
+  std::lock_guard<std::mutex> lock(collector_mutex);
+  Collector* collector = active_collector;
+  if (!collector) return;  // the session ended: nobody reads these records
+  auto append = [](auto& to, auto& from) { to.insert(to.end(), from.begin(), from.end()); };
+  append(collector->records.kernels, parsed.kernels);
+  append(collector->records.copies, parsed.copies);
+  append(collector->records.correlations, parsed.correlations);
+  collector->dropped += dropped;
+  if (collector->failure.empty()) collector->failure = failure;
 }
 
 // Subscribing does nothing but claim CUPTI; no callback domain is enabled.
@@ -165,7 +165,10 @@ struct CuptiProfiler::Session {
     }
     for (CUpti_ActivityKind kind : enabled) check_warn(cuptiActivityDisable(kind), "cuptiActivityDisable");
     if (!enabled.empty()) check_warn(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
-    if (collecting) active_collector.store(nullptr);  // buffers still to come are freed unread
+    if (collecting) {
+      std::lock_guard<std::mutex> lock(collector_mutex);
+      active_collector = nullptr;  // buffers still to come are freed unread
+    }
     if (subscriber) check_warn(cuptiUnsubscribe(subscriber), "cuptiUnsubscribe");
   }
 };
@@ -190,11 +193,14 @@ CuptiProfiler::CuptiProfiler() : session_(std::make_unique<Session>()) {
     throw CuptiUnavailable(
         fmt::format("CUPTI cannot be used here: cuptiSubscribe_v2 failed: {}", result_text(subscribed)));
   }
-  Collector* none = nullptr;
-  if (!active_collector.compare_exchange_strong(none, &session_->collector)) {
-    throw CuptiUnavailable("another opara CUPTI session is active in this process: profile one model at a time");
+  {
+    std::lock_guard<std::mutex> lock(collector_mutex);
+    if (active_collector) {
+      throw CuptiUnavailable("another opara CUPTI session is active in this process: profile one model at a time");
+    }
+    active_collector = &session_->collector;
+    session_->collecting = true;
   }
-  session_->collecting = true;
   const CUptiResult registered = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
   if (registered != CUPTI_SUCCESS) {
     throw CuptiUnavailable(fmt::format("cuptiActivityRegisterCallbacks failed: {}", result_text(registered)));
@@ -232,7 +238,7 @@ ActivityRecords CuptiProfiler::take() {
   std::size_t dropped_globally = 0;
   check(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped_globally), "cuptiActivityGetNumDroppedRecords");
   Collector& collector = session_->collector;
-  std::lock_guard<std::mutex> lock(collector.mutex);
+  std::lock_guard<std::mutex> lock(collector_mutex);
   if (!collector.failure.empty()) throw Error("CUPTI activity buffer: " + collector.failure);
   const std::size_t dropped = collector.dropped + dropped_globally;
   if (dropped > 0) {

@@ -46,7 +46,7 @@ class OPARA_API CuptiUnavailable : public Error {
 
 struct ProfilerOptions {
   int runs = 5;       // profiled runs; each node's GPU time is the median over them
-  int warmup = 3;     // plain eager runs first (library handles, workspaces, the allocator's pool)
+  int warmup = 3;     // plain eager runs first (library handles, workspaces, the allocator's pool); 1 at least
   int host_runs = 3;  // CPU runs for the host times
   bool measure_copy_bandwidth = true;
   // Throw CuptiUnavailable instead of falling back to the static estimate (noted in the profile).
