@@ -190,8 +190,9 @@ CuptiProfiler::CuptiProfiler() : session_(std::make_unique<Session>()) {
   }
   if (subscribed != CUPTI_SUCCESS) {
     session_->subscriber = nullptr;
-    throw CuptiUnavailable(
-        fmt::format("CUPTI cannot be used here: cuptiSubscribe_v2 failed: {}", result_text(subscribed)));
+    throw CuptiUnavailable(fmt::format(
+        "CUPTI cannot be used here (no CUDA driver or GPU, or no permission?): cuptiSubscribe_v2 failed: {}",
+        result_text(subscribed)));
   }
   {
     std::lock_guard<std::mutex> lock(collector_mutex);

@@ -1,5 +1,5 @@
 // The profiler on a GPU: CUPTI records, attribution, demands and classes on real models. Skipped
-// without a GPU.
+// without a GPU, except the one test of what happens without one.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <gmock/gmock.h>
@@ -121,6 +121,18 @@ TEST(ModelProfilerCuda, BranchyReluAndAddAreMemoryBoundAndTheProfileDrivesCompil
     FAIL() << "a batch-1 profile was used for batch 2";
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), HasSubstr("input shapes"));
+  }
+}
+
+TEST(CuptiProfiler, WithoutAGpuIsUnavailableAndSaysSo) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is present: the message for its absence cannot be shown";
+  for (int attempt = 0; attempt < 2; ++attempt) {  // a failed attempt leaves nothing behind
+    try {
+      CuptiProfiler cupti;
+      FAIL() << "CUPTI started without a GPU";
+    } catch (const CuptiUnavailable& error) {
+      EXPECT_THAT(error.what(), HasSubstr("CUPTI cannot be used here"));
+    }
   }
 }
 
