@@ -138,6 +138,50 @@ void add_notes(Profile& profile, const Graph& graph) {
   }
 }
 
+NodeProfile host_entry(const Node& node, const HostCosts& host, const std::vector<bool>& expects) {
+  NodeProfile entry;
+  entry.id = node.id;
+  entry.kind = node.kind;
+  entry.cpu_ns = host.cpu_ns[node.id];
+  entry.bytes_in = host.bytes_in[node.id];
+  entry.bytes_out = host.bytes_out[node.id];
+  entry.flops = host.flops[node.id];
+  entry.expects_device_work = expects[node.id];
+  return entry;
+}
+
+// The nodes from the host costs and what CUPTI recorded.
+void add_device_records(Profile& profile, const Graph& graph, const HostCosts& host, const std::vector<bool>& expects,
+                        DeviceRecords records) {
+  profile.profiled_run_ms = median(records.run_ms);
+  profile.unattributed_kernels = std::move(records.unattributed_kernels);
+  profile.unattributed_copies = std::move(records.unattributed_copies);
+  profile.silent_nodes = std::move(records.silent_nodes);
+  std::vector<ClassEvidence> evidence;
+  for (const Node& node : graph.nodes()) {
+    NodeProfile& entry = profile.nodes.emplace_back(host_entry(node, host, expects));
+    entry.kernels = std::move(records.last.kernels[node.id]);
+    entry.copies = std::move(records.last.copies[node.id]);
+    entry.gpu_ns = median(records.gpu_ns[node.id]);
+    entry.demand = node_demand(entry.kernels, profile.device);
+    evidence.push_back(ClassEvidence{op_traits(node.kind).compute_bound ? OpClass::kCompute : OpClass::kMemory,
+                                     entry.flops, static_cast<double>(entry.bytes_in + entry.bytes_out), entry.gpu_ns});
+  }
+  const std::vector<OpClass> classes = refine_op_classes(evidence);
+  for (NodeProfile& entry : profile.nodes) entry.op_class = classes[entry.id];
+}
+
+// The nodes from the host costs and the static estimate on their shapes: CUPTI was unavailable.
+void add_static_estimate(Profile& profile, const Graph& graph, const HostCosts& host,
+                         const std::vector<bool>& expects) {
+  const std::vector<NodeCost> estimate = estimate_costs(graph, host.shapes);
+  for (const Node& node : graph.nodes()) {
+    NodeProfile& entry = profile.nodes.emplace_back(host_entry(node, host, expects));
+    entry.op_class = estimate[node.id].op_class;
+    entry.demand.demand = estimate[node.id].demand;
+  }
+}
+
 Profile profile_header(const Graph& graph, c10::Device device, const std::vector<at::Tensor>& inputs,
                        const ProfilerOptions& options) {
   Profile profile;
@@ -213,53 +257,24 @@ Profile ModelProfiler::profile(const std::vector<at::Tensor>& inputs) const {
   for (const Node& node : graph_.nodes()) {
     expects[node.id] = expects_device_work(node, touches[node.id], host.returns_only_aliases[node.id]);
   }
-
-  std::optional<CuptiProfiler> cupti;
-  try {
-    cupti.emplace();
-  } catch (const CuptiUnavailable& error) {
-    if (options_.require_cupti) throw;
-    profile.demand_source = "static estimate";
-    profile.notes.push_back(
-        fmt::format("no kernel records: {}; the demands and classes are the static estimate", error.what()));
-    TORCH_WARN(graph_.source_path, ": ", profile.notes.back());
-  }
-  DeviceRecords records;
-  if (cupti) {
-    records = profiled_runs(executor, arguments, *cupti, expects, options_.runs);
-    cupti.reset();
-    profile.profiled_run_ms = median(records.run_ms);
-    profile.unattributed_kernels = std::move(records.unattributed_kernels);
-    profile.unattributed_copies = std::move(records.unattributed_copies);
-    profile.silent_nodes = std::move(records.silent_nodes);
-  }
-
-  const std::vector<NodeCost> estimate = estimate_costs(graph_, host.shapes);
-  std::vector<ClassEvidence> evidence(count);
-  for (const Node& node : graph_.nodes()) {
-    NodeProfile& entry = profile.nodes.emplace_back();
-    entry.id = node.id;
-    entry.kind = node.kind;
-    entry.cpu_ns = host.cpu_ns[node.id];
-    entry.bytes_in = host.bytes_in[node.id];
-    entry.bytes_out = host.bytes_out[node.id];
-    entry.flops = host.flops[node.id];
-    entry.expects_device_work = expects[node.id];
-    if (profile.demand_source != "cupti") {
-      entry.op_class = estimate[node.id].op_class;
-      entry.demand.demand = estimate[node.id].demand;
-      continue;
+  std::optional<DeviceRecords> records;
+  {
+    std::optional<CuptiProfiler> cupti;
+    try {
+      cupti.emplace();
+    } catch (const CuptiUnavailable& error) {
+      if (options_.require_cupti) throw;
+      profile.demand_source = "static estimate";
+      profile.notes.push_back(
+          fmt::format("no kernel records: {}; the demands and classes are the static estimate", error.what()));
+      TORCH_WARN(graph_.source_path, ": ", profile.notes.back());
     }
-    entry.kernels = std::move(records.last.kernels[node.id]);
-    entry.copies = std::move(records.last.copies[node.id]);
-    entry.gpu_ns = median(records.gpu_ns[node.id]);
-    entry.demand = node_demand(entry.kernels, profile.device);
-    evidence[node.id] = ClassEvidence{op_traits(node.kind).compute_bound ? OpClass::kCompute : OpClass::kMemory,
-                                      entry.flops, static_cast<double>(entry.bytes_in + entry.bytes_out), entry.gpu_ns};
+    if (cupti) records = profiled_runs(executor, arguments, *cupti, expects, options_.runs);
   }
-  if (profile.demand_source == "cupti") {
-    const std::vector<OpClass> classes = refine_op_classes(evidence);
-    for (NodeProfile& entry : profile.nodes) entry.op_class = classes[entry.id];
+  if (records) {
+    add_device_records(profile, graph_, host, expects, std::move(*records));
+  } else {
+    add_static_estimate(profile, graph_, host, expects);
   }
   add_notes(profile, graph_);
   return profile;

@@ -183,7 +183,9 @@ json profile_json(const Profile& profile) {
       {"timing",
        {{"eager_run_ms", profile.eager_run_ms},
         {"profiled_run_ms", profile.profiled_run_ms},
-        {"overhead_ms", profile.profiled_run_ms - profile.eager_run_ms}}},
+        // None without profiled runs (CUPTI was unavailable).
+        {"overhead_ms",
+         profile.profiled_run_ms > 0 ? json(profile.profiled_run_ms - profile.eager_run_ms) : json(nullptr)}}},
       {"nodes", nodes},
       {"unattributed_kernels", unattributed_kernels},
       {"unattributed_copies", unattributed_copies},
