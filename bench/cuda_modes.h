@@ -21,6 +21,7 @@ struct CudaRunRequest {
   int warmup = 10;
   std::optional<int> max_streams;
   std::string profile;
+  bool allow_profile_mismatch = false;
   double ridge_point = kDefaultRidgePoint;
   MemoryProtection memory = MemoryProtection::kRecordStream;
 };

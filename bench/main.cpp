@@ -7,6 +7,7 @@
 #include "info_command.h"
 #include "opara/error.h"
 #include "plan_command.h"
+#include "profile_command.h"
 #include "run_command.h"
 #include "trace_command.h"
 
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   opara::bench::add_info_command(app);
   opara::bench::add_plan_command(app);
+  opara::bench::add_profile_command(app);
   opara::bench::add_run_command(app);
   opara::bench::add_trace_command(app);
   try {

@@ -23,6 +23,7 @@ inline constexpr ModeSpec kModes[] = {
     {"sequential", true, {StreamPolicy::kSingle, OrderPolicy::kTopological, 0}},
     {"nimble", true, {StreamPolicy::kNimble, OrderPolicy::kTopological, 0}},
     {"opara", true, {StreamPolicy::kOpara, OrderPolicy::kOpara, 0}},
+    {"opara-noreorder", true, {StreamPolicy::kOpara, OrderPolicy::kTopological, 0}},  // Alg. 1 without Alg. 2
 };
 
 inline const ModeSpec& mode_spec(const std::string& name) {

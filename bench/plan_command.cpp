@@ -24,7 +24,7 @@ struct PlanCommandOptions {
   std::string allocator = "opara";
   std::string order = "opara";
   int max_streams = 0;
-  CostSettings costs;
+  CostOptions costs;  // --profile, --ridge, --allow-profile-mismatch
   std::string input_shape;
   bool check = false;
   std::string json;
@@ -57,8 +57,7 @@ void run_plan(const PlanCommandOptions& options) {
                                  options.max_streams};
   const LoadedModel model = load_model(options.model);
   const Graph& graph = model.graph;
-  const ModelCosts costs =
-      model_costs(graph, planning_inputs(model, options.input_shape), options.costs.profile, options.costs.ridge_point);
+  const ModelCosts costs = model_costs(graph, planning_inputs(model, options.input_shape), options.costs);
   const TimedPlan timed = timed_plan(graph, plan_options, costs);
   const Plan& plan = timed.plan;
 
@@ -145,6 +144,8 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   plan->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
+  plan->add_flag("--allow-profile-mismatch", options->costs.allow_profile_mismatch,
+                 "use a profile made for another model file or input shapes, with a warning");
   plan->add_option("--ridge", options->costs.ridge_point,
                    "FLOPs per byte above which an op counts as compute-bound (static estimate)")
       ->check(CLI::PositiveNumber);

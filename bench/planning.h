@@ -11,13 +11,6 @@
 
 namespace opara::bench {
 
-// Where Alg. 2's costs come from: --profile, else shapes recorded on example inputs, else the op
-// table alone.
-struct CostSettings {
-  std::string profile;
-  double ridge_point = kDefaultRidgePoint;
-};
-
 // The example inputs planning records shapes on: the sidecar's, or --input-shape; none when the
 // model has neither.
 std::vector<at::Tensor> planning_inputs(const LoadedModel& model, const std::string& input_shape);

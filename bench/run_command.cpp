@@ -58,7 +58,7 @@ struct RunOptions {
   std::optional<std::uint64_t> seed;
   std::optional<int> max_streams;  // unset: tuned on the CPU
   int threads = 0;                 // intra-op threads per worker; 0: cores / streams
-  CostSettings costs;
+  CostOptions costs;               // --profile, --ridge, --allow-profile-mismatch
 };
 
 // --json: the whole report; --csv: a row per mode, the run's model and device in each.
@@ -180,6 +180,7 @@ void run_modes(const RunOptions& options) {
     request.warmup = warmup;
     request.max_streams = options.max_streams;
     request.profile = options.costs.profile;
+    request.allow_profile_mismatch = options.costs.allow_profile_mismatch;
     request.ridge_point = options.costs.ridge_point;
     request.memory = options.memory == "keep-alive" ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
     nlohmann::json report = {
@@ -193,7 +194,7 @@ void run_modes(const RunOptions& options) {
   if (!torch::cuda::is_available()) {
     fmt::print(table, "note    no GPU here: the CUDA graph modes need a GPU; planned modes run on CPU workers\n");
   }
-  fmt::print(table, "\n{:<11} {:>10} {:>10} {:>8} {:>8} {:>14} {:>8}  {}\n", "mode", "median ms", "p90 ms", "vs seq",
+  fmt::print(table, "\n{:<15} {:>10} {:>10} {:>8} {:>8} {:>14} {:>8}  {}\n", "mode", "median ms", "p90 ms", "vs seq",
              "vs eager", "max |diff|", "bitwise", "schedule");
 
   nlohmann::json report = {{"model", model.path},          {"device", device.str()}, {"host", cpu_description()},
@@ -225,7 +226,7 @@ void run_modes(const RunOptions& options) {
       run.runner = [eager = run.eager](const std::vector<c10::IValue>& in) { return eager->run(in); };
       continue;
     }
-    if (!costs) costs = model_costs(model.graph, inputs.inputs, options.costs.profile, options.costs.ridge_point);
+    if (!costs) costs = model_costs(model.graph, inputs.inputs, options.costs);
     const bool tune = !options.max_streams && mode.plan.streams != StreamPolicy::kSingle;
     if (priorities.empty()) priorities = critical_path_priorities(model.graph, arguments);
     run.setup =
@@ -297,7 +298,7 @@ void run_modes(const RunOptions& options) {
     if (identical_same_threads) bitwise = *identical_same_threads ? "no*" : "NO";
     const std::optional<double> vs_sequential = speedup(sequential_ms, median);
     const std::optional<double> vs_eager = speedup(eager_ms, median);
-    fmt::print(table, "{:<11} {:>10.3f} {:>10.3f} {:>8} {:>8} {:>14} {:>8}  {}\n", run.name, median, p90,
+    fmt::print(table, "{:<15} {:>10.3f} {:>10.3f} {:>8} {:>8} {:>14} {:>8}  {}\n", run.name, median, p90,
                ratio_text(vs_sequential), ratio_text(vs_eager), difference ? fmt::format("{:.3g}", *difference) : "n/a",
                bitwise, run.schedule);
     nlohmann::json& entry = run.entry;
@@ -322,7 +323,8 @@ void add_run_command(CLI::App& app) {
   CLI::App* run = app.add_subcommand("run", "Time a model under each execution mode and check its outputs");
   run->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
   run->add_option("--device", options->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  run->add_option("--modes", options->modes, "comma-separated execution modes: eager, sequential, nimble, opara")
+  run->add_option("--modes", options->modes,
+                  "comma-separated execution modes: eager, sequential, nimble, opara, opara-noreorder")
       ->delimiter(',');
   run->add_option("--iters,-n", options->iters, "timed iterations (default: 20 on the CPU, 1000 on the GPU)")
       ->check(CLI::PositiveNumber);
@@ -347,6 +349,8 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   run->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
+  run->add_flag("--allow-profile-mismatch", options->costs.allow_profile_mismatch,
+                "use a profile made for another model file, GPU or input shapes, with a warning");
   run->add_option("--ridge", options->costs.ridge_point, "FLOPs per byte above which an op counts as compute-bound")
       ->check(CLI::PositiveNumber);
   run->callback([options] { run_modes(*options); });

@@ -24,9 +24,36 @@ export OPARA_MODELS="$models"
 # steps, 1,000 replays) and the eager CUDA reference.
 ctest --test-dir /tmp/opara-build --output-on-failure -R 'Cuda|MatchesForward|RandomOrders' 2>&1 | tee "$out/ctest.log" | tail -5
 bench=/tmp/opara-build/bin/opara-bench
+# CUPTI profiles at batch 1. The overhead is the median profiled run (CUPTI on, node ids pushed)
+# minus the median plain eager run of the same executor, both from the profile (goal for
+# googlenet: 10 ms or less).
+profiles="$out/profiles"
+mkdir -p "$profiles"
+profiled=(googlenet inception_v3 bert_base)
+for model in "${profiled[@]}"; do
+  "$bench" profile --model "$models/${model}_b1.pt" --out "$profiles/${model}_b1.json" --require-cupti \
+    >"$profiles/${model}_b1.txt" 2>&1 || echo "FAILED: profile $model (see $profiles/${model}_b1.txt)"
+done
+python3 - "$profiles" <<'PY'
+import json, pathlib, sys
+print(f"{'profile':<16}{'eager ms':>10}{'profiled ms':>12}{'overhead ms':>12}{'kernels':>9}{'no node':>8}{'silent':>7}")
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
+    p = json.loads(path.read_text())
+    t = p["timing"]
+    kernels = sum(len(n["kernels"]) for n in p["nodes"])
+    overhead = t["overhead_ms"] if t["overhead_ms"] is not None else float("nan")  # None: no CUPTI runs
+    goal = "  (goal <= 10 ms: " + ("met)" if overhead <= 10 else "MISSED)") if path.stem == "googlenet_b1" else ""
+    print(f"{path.stem:<16}{t['eager_run_ms']:>10.3f}{t['profiled_run_ms']:>12.3f}{overhead:>12.3f}"
+          f"{kernels:>9}{len(p['unattributed_kernels']):>8}{len(p['silent_nodes']):>7}{goal}")
+PY
+if [ -n "${OUT:-}" ]; then mkdir -p "$OUT/profiles" && cp "$profiles"/*.json "$OUT/profiles/" 2>/dev/null || true; fi
 for model in googlenet inception_v3 resnet50 bert_base t5_small branchy; do
   for batch in 1 8; do
-    "$bench" run --model "$models/${model}_b${batch}.pt" --device cuda --modes eager,sequential,nimble,opara --json "$out/${model}_b${batch}.json" >"$out/${model}_b${batch}.txt" 2>&1 ||
+    # At batch 1 a profiled model's opara mode takes its demands from the profile.
+    profile_flags=()
+    if [ "$batch" = 1 ] && [ -f "$profiles/${model}_b1.json" ]; then profile_flags=(--profile "$profiles/${model}_b1.json"); fi
+    "$bench" run --model "$models/${model}_b${batch}.pt" --device cuda --modes eager,sequential,nimble,opara,opara-noreorder \
+      ${profile_flags[@]+"${profile_flags[@]}"} --json "$out/${model}_b${batch}.json" >"$out/${model}_b${batch}.txt" 2>&1 ||
       echo "FAILED: $model batch $batch (see $out/${model}_b${batch}.txt)"
   done
 done
@@ -41,13 +68,13 @@ fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 - "$out" <<'PY'
 import json, pathlib, sys
-print(f"{'model':<14}{'batch':>5} {'mode':<11}{'median ms':>10}{'x seq':>7}{'x eager':>8}{'max |diff|':>11}{'peak MiB':>9}{'streams':>8}")
+print(f"{'model':<14}{'batch':>5} {'mode':<16}{'median ms':>10}{'x seq':>7}{'x eager':>8}{'max |diff|':>11}{'peak MiB':>9}{'streams':>8}")
 for path in sorted(pathlib.Path(sys.argv[1]).glob("*_b*.json")):
     run = json.loads(path.read_text())
     model, batch = path.stem.rsplit("_b", 1)
     for m in run["modes"]:
         ratio = lambda key: f"{m[key]:.2f}" if m.get(key) is not None else "n/a"
-        print(f"{model:<14}{batch:>5} {m['mode']:<11}{m['median_ms']:>10.3f}{ratio('speedup_vs_sequential'):>7}"
+        print(f"{model:<14}{batch:>5} {m['mode']:<16}{m['median_ms']:>10.3f}{ratio('speedup_vs_sequential'):>7}"
               f"{ratio('speedup_vs_eager'):>8}{m['max_abs_diff']:>11.2e}{m['peak_bytes'] / 2**20:>9.1f}{m.get('streams', 1):>8}")
 PY
 if [ -n "${OUT:-}" ]; then tar -czf "$OUT/gpu_check.tar.gz" -C "$out" .; fi

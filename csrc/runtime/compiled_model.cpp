@@ -6,8 +6,10 @@
 #include <torch/cuda.h>
 
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 
+#include "../profile/device_limits.h"
 #include "cuda_model.h"
 #include "elapsed.h"
 #include "input_signature.h"
@@ -125,7 +127,12 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   for (const at::Tensor& example : example_inputs) examples.push_back(example.to(state->device));
   state->signature.emplace(graph, examples);
 
-  const ModelCosts costs = model_costs(graph, examples, options.profile, options.ridge_point);
+  CostOptions cost_options;
+  cost_options.profile = options.profile;
+  cost_options.ridge_point = options.ridge_point;
+  cost_options.allow_profile_mismatch = options.allow_profile_mismatch;
+  cost_options.device = state->device;
+  const ModelCosts costs = model_costs(graph, examples, cost_options);
   if (state->device.is_cuda()) {
     compile_cuda(*state, examples, costs.costs);
   } else {

@@ -52,6 +52,7 @@ std::vector<c10::IValue> EagerExecutor::run(const std::vector<c10::IValue>& inpu
     stack.clear();
     for (ValueId input : node.inputs) stack.push_back(values[input]);
     if (observer_) observed_inputs = stack;
+    if (before_node_) before_node_(id);
     run_node(graph_, id, *ops_[id], stack);
     if (observer_) observer_(id, observed_inputs, stack);
     for (std::size_t i = 0; i < node.outputs.size(); ++i) {

@@ -1,16 +1,40 @@
 #include "opara/model_costs.h"
 
+#include <filesystem>
+
+#include "../profile/device_limits.h"
+#include "opara/profile.h"
 #include "opara/record_shapes.h"
 
 namespace opara {
+namespace {
 
-ModelCosts model_costs(const Graph& graph, const std::vector<at::Tensor>& examples, const std::string& profile,
-                       double ridge_point) {
-  if (!profile.empty()) return {costs_from_profile(graph, profile), "profile"};
-  if (examples.empty()) return {estimate_costs(graph, {}, ridge_point), "none"};
+// What a profile must have been made for to plan this model on these examples.
+ProfileMatch profile_match(const Graph& graph, const std::vector<at::Tensor>& examples, const CostOptions& options) {
+  ProfileMatch match;
+  match.allow_mismatch = options.allow_profile_mismatch;
+  if (std::filesystem::is_regular_file(graph.source_path)) match.model_hash = hash_model_file(graph.source_path);
+  if (!examples.empty()) {
+    std::vector<ProfileInput> inputs;
+    for (const at::Tensor& example : examples) {
+      inputs.push_back(ProfileInput{example.sizes().vec(), c10::toString(example.scalar_type())});
+    }
+    match.inputs = std::move(inputs);
+  }
+  if (options.device && options.device->is_cuda()) match.device = device_limits(options.device->index());
+  return match;
+}
+
+}  // namespace
+
+ModelCosts model_costs(const Graph& graph, const std::vector<at::Tensor>& examples, const CostOptions& options) {
+  if (!options.profile.empty()) {
+    return {costs_from_profile(graph, options.profile, profile_match(graph, examples, options)), "profile"};
+  }
+  if (examples.empty()) return {estimate_costs(graph, {}, options.ridge_point), "none"};
   std::vector<c10::IValue> cpu_inputs;
   for (const at::Tensor& example : examples) cpu_inputs.emplace_back(example.cpu());
-  return {estimate_costs(graph, record_shapes(graph, cpu_inputs), ridge_point), "shapes"};
+  return {estimate_costs(graph, record_shapes(graph, cpu_inputs), options.ridge_point), "shapes"};
 }
 
 }  // namespace opara

@@ -83,6 +83,14 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
        [](Options& o, const std::string& v) { o.order = with_key("order", [&] { return parse_order_policy(v); }); }},
       {"max_streams", [](Options& o, const std::string& v) { o.max_streams = parse_int("max_streams", v, 0); }},
       {"profile", [](Options& o, const std::string& v) { o.profile = v; }},
+      {"allow_profile_mismatch",
+       [](Options& o, const std::string& v) {
+         o.allow_profile_mismatch = parse_choice("allow_profile_mismatch", v,
+                                                 std::array<std::pair<std::string_view, bool>, 2>{{
+                                                     {"true", true},
+                                                     {"false", false},
+                                                 }});
+       }},
       {"ridge_point", [](Options& o, const std::string& v) { o.ridge_point = parse_positive("ridge_point", v); }},
       {"outputs",
        [](Options& o, const std::string& v) {

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "node_op.h"
+#include "node_shapes.h"
 #include "opara/eager_executor.h"
 
 namespace opara {
@@ -20,16 +21,20 @@ void collect(const c10::IValue& value, std::vector<TensorShape>& into) {
 
 }  // namespace
 
+NodeShapes node_shapes(const NodeOp& op, const std::vector<c10::IValue>& inputs,
+                       const std::vector<c10::IValue>& outputs) {
+  NodeShapes shapes;
+  for (const c10::IValue& argument : op.call_arguments(inputs)) collect(argument, shapes.arguments.emplace_back());
+  for (const c10::IValue& output : outputs) collect(output, shapes.outputs);
+  return shapes;
+}
+
 std::vector<NodeShapes> record_shapes(const Graph& graph, const std::vector<c10::IValue>& inputs) {
   std::vector<NodeShapes> shapes(graph.size());
   EagerExecutor executor(graph, c10::kCPU);
   executor.set_observer(
       [&](NodeId id, const std::vector<c10::IValue>& node_inputs, const std::vector<c10::IValue>& outputs) {
-        NodeShapes& node = shapes[id];
-        for (const c10::IValue& argument : graph.node(id).op->call_arguments(node_inputs)) {
-          collect(argument, node.arguments.emplace_back());
-        }
-        for (const c10::IValue& output : outputs) collect(output, node.outputs);
+        shapes[id] = node_shapes(*graph.node(id).op, node_inputs, outputs);
       });
   executor.run(inputs);
   return shapes;

@@ -17,7 +17,8 @@ const TensorShape* tensor_argument(const NodeShapes& shapes, std::size_t index) 
   return &shapes.arguments[index].front();
 }
 
-// 2*M*N*K for the ops whose K the shapes give; nullopt when the formula is unknown.
+}  // namespace
+
 std::optional<double> dense_flops(std::string_view kind, const NodeShapes& shapes) {
   if (shapes.outputs.empty()) return std::nullopt;
   const auto out = static_cast<double>(shapes.outputs.front().numel());
@@ -52,8 +53,6 @@ std::optional<double> dense_flops(std::string_view kind, const NodeShapes& shape
   }
   return std::nullopt;
 }
-
-}  // namespace
 
 std::int64_t TensorShape::numel() const {
   std::int64_t count = 1;

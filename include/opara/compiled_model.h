@@ -26,8 +26,11 @@ struct Options {
   OrderPolicy order = OrderPolicy::kOpara;
   int max_streams = 0;  // 0: no cap
   // A recorded profile for the launch order's demands; empty: estimated from shapes recorded on
-  // the example inputs (one eager run on the CPU).
+  // the example inputs (one eager run on the CPU). A full profile must have been made for this
+  // model file, the example inputs' shapes and, on CUDA, this GPU; otherwise compile() throws,
+  // naming what differs, unless `allow_profile_mismatch` (then it warns).
   std::string profile;
+  bool allow_profile_mismatch = false;
   double ridge_point = kDefaultRidgePoint;
 
   enum class Outputs : std::uint8_t {

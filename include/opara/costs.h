@@ -3,16 +3,19 @@
 // Where Alg. 2's resource demands and compute/memory classes come from.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "opara/export.h"
 #include "opara/graph.h"
 #include "opara/plan.h"
+#include "opara/profile.h"
 
 namespace opara {
 
-struct TensorShape {
+struct OPARA_API TensorShape {
   std::vector<std::int64_t> sizes;
   std::int64_t element_bytes = 0;
   [[nodiscard]] std::int64_t numel() const;
@@ -40,9 +43,15 @@ inline constexpr double kDefaultRidgePoint = 16.0;
 OPARA_API std::vector<NodeCost> estimate_costs(const Graph& graph, const std::vector<NodeShapes>& shapes,
                                                double ridge_point = kDefaultRidgePoint);
 
-// Costs from a recorded profile (JSON: {"nodes": [{"id", "kind", "class": "compute"|"memory",
-// "demand"}...]}, written by the profiler). Throws opara::Error naming the file and the node when
-// the profile does not belong to this graph.
-OPARA_API std::vector<NodeCost> costs_from_profile(const Graph& graph, const std::string& path);
+// 2*M*N*K for convolutions, matrix products and attention, from the shapes; nullopt for other
+// operators and when the shapes do not give the formula its terms.
+OPARA_API std::optional<double> dense_flops(std::string_view kind, const NodeShapes& shapes);
+
+// Costs from a recorded profile: a full one (opara::Profile, written by the profiler; checked
+// against `match` first, see require_profile_matches) or the minimal form {"nodes": [{"id",
+// "kind", "class": "compute"|"memory", "demand"}...]}, which carries nothing to check. Throws
+// opara::Error naming the file and the node when the profile does not belong to this graph.
+OPARA_API std::vector<NodeCost> costs_from_profile(const Graph& graph, const std::string& path,
+                                                   const ProfileMatch& match = {});
 
 }  // namespace opara

@@ -31,6 +31,10 @@ class OPARA_API EagerExecutor {
   using Observer =
       std::function<void(NodeId, const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>& outputs)>;
   void set_observer(Observer observer) { observer_ = std::move(observer); }
+  // Called just before each node runs (the profiler pushes the node's correlation id here and pops
+  // it in the observer). When the node fails, the observer is not called.
+  using BeforeNode = std::function<void(NodeId)>;
+  void set_before_node(BeforeNode hook) { before_node_ = std::move(hook); }
 
   // The most intermediate values (node outputs) alive at once during the last run.
   [[nodiscard]] std::size_t peak_live_values() const { return peak_live_values_; }
@@ -43,6 +47,7 @@ class OPARA_API EagerExecutor {
   std::vector<NodeId> program_order_;
   std::size_t peak_live_values_ = 0;
   Observer observer_;
+  BeforeNode before_node_;
 };
 
 }  // namespace opara

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,10 +19,19 @@ struct ModelCosts {
   std::string source;  // "profile", "shapes" (recorded on the examples) or "none" (the op table alone)
 };
 
-// From the recorded profile at `profile` when it is not empty; else estimated from the shapes one
-// eager run on CPU copies of `examples` records (no device time, same shapes); else, without
-// examples, from the op table alone.
+struct CostOptions {
+  std::string profile;  // a recorded profile; empty: estimate
+  double ridge_point = kDefaultRidgePoint;
+  // A full profile must be of this model file, of the examples' shapes and dtypes and, with a CUDA
+  // `device`, of its GPU; a mismatch throws naming what differs, or warns when this is set.
+  bool allow_profile_mismatch = false;
+  std::optional<c10::Device> device;
+};
+
+// From the recorded profile when one is given; else estimated from the shapes one eager run on CPU
+// copies of `examples` records (no device time, same shapes); else, without examples, from the op
+// table alone.
 OPARA_API ModelCosts model_costs(const Graph& graph, const std::vector<at::Tensor>& examples,
-                                 const std::string& profile = {}, double ridge_point = kDefaultRidgePoint);
+                                 const CostOptions& options = {});
 
 }  // namespace opara

@@ -115,7 +115,7 @@ def compile(
     fails, with a warning), a ScriptModule, or the path of a .pt / .pt2 file. Options are those of
     opara::Options: device ("cuda", "cuda:1", "cpu"; default: the inputs' device), streams
     ("opara", "opara-unhanded", "nimble", "single"), order ("opara", "topological"), max_streams,
-    profile, ridge_point, outputs ("clone", "view"), memory ("record-stream", "keep-alive"),
+    profile, allow_profile_mismatch, ridge_point, outputs ("clone", "view"), memory ("record-stream", "keep-alive"),
     on_uncapturable ("split", "error"), warmup_runs, intra_op_threads.
     """
     load_library()

@@ -37,6 +37,7 @@ TEST(OptionsText, EveryKeySetsItsMember) {
       {"order", "topological"},
       {"max_streams", "4"},
       {"profile", "p.json"},
+      {"allow_profile_mismatch", "true"},
       {"ridge_point", "8.5"},
       {"outputs", "view"},
       {"memory", "keep-alive"},
@@ -50,13 +51,14 @@ TEST(OptionsText, EveryKeySetsItsMember) {
   EXPECT_EQ(options.order, OrderPolicy::kTopological);
   EXPECT_EQ(options.max_streams, 4);
   EXPECT_EQ(options.profile, "p.json");
+  EXPECT_TRUE(options.allow_profile_mismatch);
   EXPECT_DOUBLE_EQ(options.ridge_point, 8.5);
   EXPECT_EQ(options.outputs, Options::Outputs::kView);
   EXPECT_EQ(options.memory, MemoryProtection::kKeepAlive);
   EXPECT_EQ(options.on_uncapturable, Options::OnUncapturable::kError);
   EXPECT_EQ(options.warmup_runs, 0);
   EXPECT_EQ(options.intra_op_threads, 3);
-  EXPECT_EQ(option_keys().size(), 11u) << "a key was added: test it here";
+  EXPECT_EQ(option_keys().size(), 12u) << "a key was added: test it here";
 }
 
 TEST(OptionsText, AnUnknownKeyListsTheKnownOnes) {
@@ -77,6 +79,7 @@ TEST(OptionsText, BadValuesNameTheKeyAndWhatItTakes) {
   EXPECT_THAT(error_of({{"outputs", "copy"}}), HasSubstr("one of clone, view"));
   EXPECT_THAT(error_of({{"on_uncapturable", "skip"}}), HasSubstr("one of split, error"));
   EXPECT_THAT(error_of({{"device", "gpu"}}), HasSubstr("option device='gpu'"));
+  EXPECT_THAT(error_of({{"allow_profile_mismatch", "yes"}}), HasSubstr("one of true, false"));
 }
 
 }  // namespace

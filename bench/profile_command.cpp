@@ -1,0 +1,112 @@
+#include "profile_command.h"
+
+#include <c10/cuda/CUDAFunctions.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+
+#include "model_loading.h"
+#include "opara/error.h"
+#include "opara/model_profiler.h"
+
+namespace opara::bench {
+namespace {
+
+struct ProfileCommandOptions {
+  std::string model;
+  std::string out;
+  int runs = 5;
+  int warmup = 3;
+  std::string input_shape;
+  std::optional<std::int64_t> batch;
+  bool require_cupti = false;
+};
+
+constexpr std::size_t kBusiestNodes = 8;
+
+void print_summary(const Profile& profile, const Graph& graph) {
+  std::size_t kernels = 0;
+  std::size_t with_kernels = 0;
+  std::size_t compute = 0;
+  for (const NodeProfile& node : profile.nodes) {
+    kernels += node.kernels.size();
+    with_kernels += !node.kernels.empty();
+    compute += node.op_class == OpClass::kCompute;
+  }
+  const DeviceLimits& device = profile.device;
+  fmt::print("gpu        {}, {} SMs, compute capability {}.{}; torch {}, CUDA {} (driver {})\n", device.name,
+             device.sm_count, device.compute_major, device.compute_minor, profile.torch_version,
+             profile.cuda_runtime_version, profile.cuda_driver_version);
+  if (profile.demand_source == "cupti") {
+    fmt::print(
+        "kernels    {} on {} nodes; {} ran outside every node; {} nodes expected to launch kernels showed none\n",
+        kernels, with_kernels, profile.unattributed_kernels.size(), profile.silent_nodes.size());
+    fmt::print("runs       {} profiled after {} warm-up: eager {:.3f} ms, profiled {:.3f} ms, overhead {:.3f} ms\n",
+               profile.runs, profile.warmup, profile.eager_run_ms, profile.profiled_run_ms,
+               profile.profiled_run_ms - profile.eager_run_ms);
+  } else {
+    fmt::print("demands    the static estimate: CUPTI was not available (see the note below)\n");
+  }
+  fmt::print("classes    {} compute-bound, {} memory-bound\n", compute, profile.nodes.size() - compute);
+  fmt::print("copies     pinned host to device {:.1f} GB/s, device to host {:.1f} GB/s\n",
+             profile.h2d_bytes_per_s / 1e9, profile.d2h_bytes_per_s / 1e9);
+
+  std::vector<NodeId> busiest(profile.nodes.size());
+  std::iota(busiest.begin(), busiest.end(), 0);
+  std::stable_sort(busiest.begin(), busiest.end(),
+                   [&](NodeId a, NodeId b) { return profile.nodes[a].gpu_ns > profile.nodes[b].gpu_ns; });
+  busiest.resize(std::min(kBusiestNodes, busiest.size()));
+  fmt::print("\n{:>5}  {:<28} {:<8} {:>7} {:>9} {:>9} {:>8}\n", "node", "kind", "class", "demand", "gpu us", "cpu us",
+             "kernels");
+  for (NodeId id : busiest) {
+    const NodeProfile& node = profile.nodes[id];
+    fmt::print("{:>5}  {:<28} {:<8} {:>7.3f} {:>9.1f} {:>9.1f} {:>8}\n", id, graph.node(id).kind,
+               to_string(node.op_class), node.demand.demand, node.gpu_ns / 1e3, node.cpu_ns / 1e3, node.kernels.size());
+  }
+  for (const std::string& note : profile.notes) fmt::print("\nnote       {}\n", note);
+}
+
+void run_profile(const ProfileCommandOptions& options) {
+  if (!torch::cuda::is_available()) {
+    throw Error(
+        "profile: no CUDA GPU is visible on this machine, and a profile records the kernels of the GPU it describes; "
+        "profile on the GPU machine, or plan and run here without --profile (the static estimate)");
+  }
+  const LoadedModel model = load_model(options.model);
+  const RunInputs inputs = prepare_inputs(model, options.input_shape, std::nullopt, options.batch);
+  ProfilerOptions profiler_options;
+  profiler_options.runs = options.runs;
+  profiler_options.warmup = options.warmup;
+  profiler_options.require_cupti = options.require_cupti;
+  const ModelProfiler profiler(model.graph, c10::Device(c10::kCUDA, c10::cuda::current_device()), profiler_options);
+  fmt::print("model      {} ({} nodes)\ninputs     {}\n", model.path, model.graph.size(), inputs.origin);
+  const Profile profile = profiler.profile(inputs.inputs);
+  save_profile(profile, options.out);
+  print_summary(profile, model.graph);
+  fmt::print("\nwrote      {}\n", options.out);
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app) {
+  auto options = std::make_shared<ProfileCommandOptions>();
+  CLI::App* profile = app.add_subcommand(
+      "profile", "Record each node's kernels on the GPU (CUPTI) and write the profile plan and run read (GPU only)");
+  profile->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")
+      ->required();
+  profile->add_option("--out,-o", options->out, "where to write the profile (JSON)")->required();
+  profile->add_option("--runs,-n", options->runs, "profiled runs; GPU times are their medians")
+      ->check(CLI::PositiveNumber);
+  profile->add_option("--warmup,-w", options->warmup, "plain eager runs first")->check(CLI::NonNegativeNumber);
+  profile->add_option("--input-shape", options->input_shape,
+                      "inputs for a model without a sidecar JSON: SHAPE or NAME:SHAPE[:DTYPE],...");
+  profile->add_option("--batch,-b", options->batch, "random inputs with this batch size")->check(CLI::PositiveNumber);
+  profile->add_flag("--require-cupti", options->require_cupti,
+                    "fail when CUPTI is unavailable instead of writing the static estimate");
+  profile->callback([options] { run_profile(*options); });
+}
+
+}  // namespace opara::bench

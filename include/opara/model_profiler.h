@@ -1,0 +1,81 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <optional>
+#include <vector>
+
+#include "opara/costs.h"
+#include "opara/error.h"
+#include "opara/export.h"
+#include "opara/graph.h"
+#include "opara/profile.h"
+
+namespace opara {
+
+// What each node costs on the host, measured on CPU copies of the inputs: the part of a profile
+// that needs no GPU.
+struct HostCosts {
+  std::vector<double> cpu_ns;                // by node id: median time of the node's own run
+  std::vector<NodeShapes> shapes;            // by node id: arguments (weights included) and results
+  std::vector<std::int64_t> bytes_in;        // by node id: bytes of every tensor argument
+  std::vector<std::int64_t> bytes_out;       // by node id: bytes of every tensor result
+  std::vector<std::optional<double>> flops;  // by node id: dense_flops(), where known
+  // By node id: it returned at least one tensor and only views of its arguments (a reshape that
+  // could view, a to() that had nothing to do, dropout in eval mode): no copy was made.
+  std::vector<bool> returns_only_aliases;
+};
+
+// Runs `graph` `runs` times (at least once) node by node on the CPU, on CPU copies of `inputs`,
+// timing each node's run alone. Throws opara::Error naming the node that fails.
+OPARA_API HostCosts measure_host_costs(const Graph& graph, const std::vector<at::Tensor>& inputs, int runs);
+
+// Whether the profiler must find a kernel or a copy for `node`: the graph says it launches kernels
+// (an estimate), it read or wrote a tensor on the GPU, and it either wrote an input in place or
+// returned something other than views of its arguments. A flatten that could view, dropout in eval
+// mode or an aten::Int of a CPU scalar do nothing on the device, and are not reported as silent.
+OPARA_API bool expects_device_work(const Node& node, bool touches_device, bool returns_only_aliases);
+
+// CUPTI cannot be used here: not installed, not permitted, or already taken by another tool (the
+// PyTorch profiler, Nsight). The message says which.
+class OPARA_API CuptiUnavailable : public Error {
+ public:
+  using Error::Error;
+};
+
+struct ProfilerOptions {
+  int runs = 5;       // profiled runs; each node's GPU time is the median over them
+  int warmup = 3;     // plain eager runs first (library handles, workspaces, the allocator's pool); 1 at least
+  int host_runs = 3;  // CPU runs for the host times
+  bool measure_copy_bandwidth = true;
+  // Throw CuptiUnavailable instead of falling back to the static estimate (noted in the profile).
+  bool require_cupti = false;
+};
+
+// Profiles a model on one CUDA GPU: runs it op by op on the current stream with CUPTI recording
+// every kernel, memcpy and memset, each node's id pushed as external correlation id around its
+// run; joins the records to the nodes, turns each node's kernels into a resource demand
+// (kernel_demand), and adds host times and bytes (measure_host_costs), the op classes refined by
+// measurement, and the pinned copy bandwidths. Example:
+//
+//   ModelProfiler profiler(load("googlenet_b1.pt"), c10::Device(c10::kCUDA, 0));
+//   save_profile(profiler.profile(inputs), "googlenet.profile.json");
+//
+// Without CUPTI the profile's demands are the static estimate, and its `demand_source` and
+// `notes` say so. Not thread-safe: one profile at a time per process (CUPTI has one subscriber).
+class OPARA_API ModelProfiler {
+ public:
+  // Throws opara::Error when `device` is not a CUDA device or no GPU is visible.
+  ModelProfiler(const Graph& graph, c10::Device device, ProfilerOptions options = {});
+
+  // Throws opara::Error for wrong inputs or a failing node (named), and when CUPTI dropped records.
+  Profile profile(const std::vector<at::Tensor>& inputs) const;
+
+ private:
+  Graph graph_;
+  c10::Device device_;
+  ProfilerOptions options_;
+};
+
+}  // namespace opara
