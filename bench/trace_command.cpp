@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <torch/cuda.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -12,7 +15,9 @@
 #include "json_output.h"
 #include "model_loading.h"
 #include "modes.h"
+#include "opara/compiled_model.h"
 #include "opara/cpu_parallel_executor.h"
+#include "opara/cupti_profiler.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/model_costs.h"
@@ -34,75 +39,163 @@ struct TraceOptions {
   std::string input_shape;
 };
 
-// One node's execution in a traced run.
+// One box of the timeline: a node's run on the CPU, a kernel or copy on the GPU.
 struct Span {
-  NodeId node = -1;
-  int lane = 0;  // the stream; eager runs on lane 0
-  Clock::time_point start{};
-  Clock::time_point end{};
+  std::string name;
+  int lane = 0;         // CPU: the node's stream (eager: 0); GPU: a row of kernels that do not overlap
+  double start_us = 0;  // from the start of the mode's traced run
+  double duration_us = 0;
+  nlohmann::json args;  // node id, stream, grid and block, ...
 };
 
 struct TracedMode {
   std::string name;
   int lanes = 1;
-  Clock::time_point started{};
-  Clock::time_point finished{};
-  std::vector<Span> spans;  // by NodeId; nodes that ran
+  double run_us = 0;  // wall time of the traced run (CPU) or first start to last end (GPU)
+  std::vector<Span> spans;
 };
+
+double microseconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::micro>(to - from).count();
+}
 
 // Host timings of one run on the CPU, after `warmup` runs.
 TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vector<c10::IValue>& arguments,
                         const std::vector<NodeCost>& costs, const TraceOptions& options) {
-  TracedMode traced{std::string(mode.name)};
-  traced.spans.resize(graph.size());
+  struct NodeTimes {
+    int lane = -1;  // -1: did not run
+    Clock::time_point start{};
+    Clock::time_point end{};
+  };
+  std::vector<NodeTimes> times(graph.size());
   bool recording = false;
-  std::function<std::vector<c10::IValue>()> run;
+  int lanes = 1;
+  std::function<void()> run;
   std::shared_ptr<void> keep;
   if (!mode.planned) {
     auto eager = std::make_shared<EagerExecutor>(graph, c10::kCPU);
     Clock::time_point last;
     eager->set_observer([&](NodeId id, const auto&, const auto&) {
       const Clock::time_point now = Clock::now();
-      if (recording) traced.spans[id] = {id, 0, last, now};
+      if (recording) times[id] = {0, last, now};
       last = now;
     });
     run = [&, eager] {
       last = Clock::now();
-      return eager->run(arguments);
+      eager->run(arguments);
     };
     keep = eager;
   } else {
     PlanOptions plan_options = mode.plan;
     plan_options.max_streams = options.max_streams.value_or(0);
     Plan plan = make_plan(graph, plan_options, costs);
-    traced.lanes = std::max(plan.stream_count, 1);
+    lanes = std::max(plan.stream_count, 1);
     const std::vector<int> stream_of = plan.stream_of;
     CpuExecutorOptions executor_options;
-    executor_options.on_node_done = [&traced, &recording, stream_of](NodeId id, Clock::time_point start,
-                                                                     Clock::time_point end) {
+    executor_options.on_node_done = [&times, &recording, stream_of](NodeId id, Clock::time_point start,
+                                                                    Clock::time_point end) {
       // Each node is reported once per run, from one thread: its own slot needs no lock.
-      if (recording) traced.spans[id] = {id, std::max(stream_of[id], 0), start, end};
+      if (recording) times[id] = {std::max(stream_of[id], 0), start, end};
     };
     auto executor = std::make_shared<CpuParallelExecutor>(graph, std::move(plan), executor_options);
-    run = [&arguments, executor] { return executor->run(arguments); };
+    run = [&arguments, executor] { executor->run(arguments); };
     keep = executor;
   }
   for (int i = 0; i < options.warmup; ++i) run();
   recording = true;
-  traced.started = Clock::now();
+  const Clock::time_point started = Clock::now();
   run();
-  traced.finished = Clock::now();
+  const Clock::time_point finished = Clock::now();
   recording = false;
+
+  TracedMode traced{std::string(mode.name), lanes, microseconds(started, finished), {}};
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
+    const NodeTimes& node = times[id];
+    if (node.lane < 0) continue;
+    traced.spans.push_back({graph.node(id).kind,
+                            node.lane,
+                            microseconds(started, node.start),
+                            microseconds(node.start, node.end),
+                            {{"node", id}, {"stream", node.lane}}});
+  }
   return traced;
 }
 
-double microseconds(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double, std::micro>(to - from).count();
+// Kernels and copies CUPTI recorded in one run on the GPU, after `warmup` runs. A replayed CUDA
+// graph's kernels are not on the streams they were captured on, so rows are packed from the
+// records themselves: each kernel goes to the first row free at its start, and the rows show how
+// many ran at once.
+TracedMode trace_on_gpu(const Graph& graph, const ModeSpec& mode, const std::vector<at::Tensor>& cpu_inputs,
+                        const TraceOptions& options) {
+  const c10::Device device(options.device);
+  std::vector<at::Tensor> inputs;
+  for (const at::Tensor& input : cpu_inputs) inputs.push_back(input.to(device));
+  std::function<void()> run;
+  if (!mode.planned) {
+    auto eager = std::make_shared<EagerExecutor>(graph, device);
+    run = [eager, arguments = std::vector<c10::IValue>(inputs.begin(), inputs.end())] { eager->run(arguments); };
+  } else {
+    Options compile_options;
+    compile_options.device = device;
+    compile_options.streams = mode.plan.streams;
+    compile_options.order = mode.plan.order;
+    compile_options.max_streams = options.max_streams.value_or(0);
+    run = [compiled = compile(graph, inputs, compile_options), inputs] { compiled.run(inputs); };
+  }
+  for (int i = 0; i < options.warmup; ++i) run();
+  torch::cuda::synchronize();
+  ActivityRecords records;
+  {
+    CuptiProfiler cupti;
+    run();
+    torch::cuda::synchronize();
+    records = cupti.take();
+  }
+
+  struct Box {
+    std::string name;
+    std::uint64_t start_ns, end_ns;
+    nlohmann::json args;
+  };
+  std::vector<Box> boxes;
+  for (const KernelRecord& kernel : records.kernels) {
+    boxes.push_back({kernel.name,
+                     kernel.start_ns,
+                     kernel.end_ns,
+                     {{"grid", {kernel.grid.x, kernel.grid.y, kernel.grid.z}},
+                      {"block", {kernel.block.x, kernel.block.y, kernel.block.z}},
+                      {"registers_per_thread", kernel.registers_per_thread},
+                      {"cupti_stream", kernel.stream}}});
+  }
+  for (const CopyRecord& copy : records.copies) {
+    boxes.push_back({copy.kind, copy.start_ns, copy.end_ns, {{"bytes", copy.bytes}, {"cupti_stream", copy.stream}}});
+  }
+  TracedMode traced{std::string(mode.name), 0, 0, {}};
+  if (boxes.empty()) return traced;
+  std::sort(boxes.begin(), boxes.end(), [](const Box& a, const Box& b) { return a.start_ns < b.start_ns; });
+  const std::uint64_t first = boxes.front().start_ns;
+  std::uint64_t last = first;
+  std::vector<std::uint64_t> row_free_at;
+  for (Box& box : boxes) {
+    auto row =
+        std::find_if(row_free_at.begin(), row_free_at.end(), [&](std::uint64_t free) { return free <= box.start_ns; });
+    if (row == row_free_at.end()) row = row_free_at.insert(row_free_at.end(), 0);
+    *row = std::max(box.end_ns, box.start_ns);
+    last = std::max(last, box.end_ns);
+    traced.spans.push_back({std::move(box.name), static_cast<int>(row - row_free_at.begin()),
+                            static_cast<double>(box.start_ns - first) / 1000,
+                            static_cast<double>(box.end_ns > box.start_ns ? box.end_ns - box.start_ns : 0) / 1000,
+                            std::move(box.args)});
+  }
+  traced.lanes = static_cast<int>(row_free_at.size());
+  traced.run_us = static_cast<double>(last - first) / 1000;
+  return traced;
 }
 
 // Chrome's trace event format: a process per mode, a thread per stream, a complete event per node;
 // times from each mode's own start, so the modes line up at zero.
 nlohmann::json chrome_trace(const LoadedModel& model, const std::vector<TracedMode>& modes, const std::string& device) {
+  const bool gpu = device != "cpu";
   nlohmann::json events = nlohmann::json::array();
   for (std::size_t pid = 0; pid < modes.size(); ++pid) {
     const TracedMode& mode = modes[pid];
@@ -113,74 +206,77 @@ nlohmann::json chrome_trace(const LoadedModel& model, const std::vector<TracedMo
                         {"ph", "M"},
                         {"pid", pid},
                         {"tid", lane},
-                        {"args", {{"name", fmt::format("stream {}", lane)}}}});
+                        {"args", {{"name", fmt::format(gpu ? "kernels {}" : "stream {}", lane)}}}});
     }
     for (const Span& span : mode.spans) {
-      if (span.node < 0) continue;
-      events.push_back({{"name", model.graph.node(span.node).kind},
-                        {"cat", "node"},
+      events.push_back({{"name", span.name},
+                        {"cat", gpu ? "kernel" : "node"},
                         {"ph", "X"},
                         {"pid", pid},
                         {"tid", span.lane},
-                        {"ts", microseconds(mode.started, span.start)},
-                        {"dur", microseconds(span.start, span.end)},
-                        {"args", {{"node", span.node}, {"stream", span.lane}}}});
+                        {"ts", span.start_us},
+                        {"dur", span.duration_us},
+                        {"args", span.args}});
     }
   }
   return {{"traceEvents", events},
           {"displayTimeUnit", "ms"},
-          {"otherData", {{"model", model.path}, {"device", device}, {"source", "host timings"}}}};
+          {"otherData",
+           {{"model", model.path}, {"device", device}, {"source", gpu ? "CUPTI kernel records" : "host timings"}}}};
 }
 
 void run_trace(const TraceOptions& options) {
   std::FILE* table = table_stream(options.out, options.csv);
   for (const std::string& mode : options.modes) mode_spec(mode);
-  if (options.device != "cpu") {
-    throw Error(
-        "trace --device cuda records kernels with CUPTI, which this build does not do yet; trace on the CPU (host "
-        "timings per node) with --device cpu");
+  const bool gpu = options.device != "cpu";
+  if (gpu && !torch::cuda::is_available()) {
+    throw Error("--device cuda: no CUDA GPU is visible on this machine; trace on the CPU with --device cpu");
   }
   const LoadedModel model = load_model(options.model);
   const RunInputs inputs = prepare_inputs(model, options.input_shape, std::nullopt);
   const std::vector<c10::IValue> arguments(inputs.inputs.begin(), inputs.inputs.end());
-  const ModelCosts costs = model_costs(model.graph, inputs.inputs);
+  const ModelCosts costs = gpu ? ModelCosts{} : model_costs(model.graph, inputs.inputs);
 
   std::vector<TracedMode> traced;
   {
     Progress progress("tracing", options.modes.size());
     for (const std::string& mode : options.modes) {
-      traced.push_back(trace_on_cpu(model.graph, mode_spec(mode), arguments, costs.costs, options));
+      traced.push_back(gpu ? trace_on_gpu(model.graph, mode_spec(mode), inputs.inputs, options)
+                           : trace_on_cpu(model.graph, mode_spec(mode), arguments, costs.costs, options));
       progress.advance();
     }
   }
-  fmt::print(table, "model   {}\ndevice  cpu (host timings of one run per mode)\n\n", model.path);
-  fmt::print(table, "{:<11} {:>9} {:>7} {:>7} {:>12}\n", "mode", "run ms", "nodes", "lanes", "concurrency");
+  fmt::print(table, "model   {}\ndevice  {}\n\n", model.path,
+             gpu ? options.device + " (CUPTI kernel records of one run per mode)"
+                 : std::string("cpu (host timings of one run per mode)"));
+  fmt::print(table, "{:<15} {:>9} {:>8} {:>7} {:>12}\n", "mode", "run ms", gpu ? "kernels" : "nodes",
+             gpu ? "rows" : "streams", "concurrency");
   std::vector<nlohmann::json> rows;
   for (const TracedMode& mode : traced) {
     double busy_us = 0;
-    std::size_t nodes = 0;
     for (const Span& span : mode.spans) {
-      if (span.node < 0) continue;
-      busy_us += microseconds(span.start, span.end);
-      ++nodes;
-      rows.push_back({{"mode", mode.name},
-                      {"node", span.node},
-                      {"kind", model.graph.node(span.node).kind},
-                      {"stream", span.lane},
-                      {"start_us", microseconds(mode.started, span.start)},
-                      {"duration_us", microseconds(span.start, span.end)}});
+      busy_us += span.duration_us;
+      nlohmann::json row = span.args;
+      row["mode"] = mode.name;
+      row["name"] = span.name;
+      row["lane"] = span.lane;
+      row["start_us"] = span.start_us;
+      row["duration_us"] = span.duration_us;
+      rows.push_back(std::move(row));
     }
-    const double run_us = microseconds(mode.started, mode.finished);
-    // Node time over wall time: above 1 when nodes overlapped.
-    fmt::print(table, "{:<11} {:>9.3f} {:>7} {:>7} {:>11.2f}x\n", mode.name, run_us / 1000, nodes, mode.lanes,
-               run_us > 0 ? busy_us / run_us : 0.0);
+    // Busy time over wall time: above 1 when work overlapped.
+    fmt::print(table, "{:<15} {:>9.3f} {:>8} {:>7} {:>11.2f}x\n", mode.name, mode.run_us / 1000, mode.spans.size(),
+               mode.lanes, mode.run_us > 0 ? busy_us / mode.run_us : 0.0);
   }
   if (!options.out.empty()) {
-    write_json(chrome_trace(model, traced, "cpu"), options.out);
-    if (options.out != "-")
+    write_json(chrome_trace(model, traced, gpu ? options.device : "cpu"), options.out);
+    if (options.out != "-") {
       fmt::print(table, "\ntrace   {} (open in https://ui.perfetto.dev or chrome://tracing)\n", options.out);
+    }
   }
-  if (!options.csv.empty()) write_csv(rows, {"mode", "node", "kind", "stream", "start_us", "duration_us"}, options.csv);
+  if (!options.csv.empty()) {
+    write_csv(rows, {"mode", "name", "lane", "start_us", "duration_us"}, options.csv);
+  }
 }
 
 }  // namespace
@@ -190,7 +286,8 @@ void add_trace_command(CLI::App& app) {
   CLI::App* trace = app.add_subcommand("trace", "Record a timeline of one run per mode as a Chrome / Perfetto trace");
   trace->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")
       ->required();
-  trace->add_option("--device", options->device, "cpu (host timings per node)")->check(CLI::IsMember({"cpu", "cuda"}));
+  trace->add_option("--device", options->device, "cpu (host timings per node) or cuda (CUPTI kernel records)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   trace->add_option("--modes", options->modes, "comma-separated modes: eager, sequential, nimble, opara")
       ->delimiter(',');
   trace->add_option("--out,-o", options->out, "the trace JSON ('-' for stdout)")->required();

@@ -1,4 +1,4 @@
-#include "cupti_profiler.h"
+#include "opara/cupti_profiler.h"
 
 #include <c10/util/Exception.h>
 #include <cupti.h>

@@ -28,7 +28,7 @@
 #include "../runtime/elapsed.h"
 #include "../runtime/input_signature.h"
 #include "copy_bandwidth.h"
-#include "cupti_profiler.h"
+#include "opara/cupti_profiler.h"
 #include "device_limits.h"
 #include "opara/eager_executor.h"
 #include "opara/outputs.h"

@@ -5,6 +5,7 @@
 #include "opara/costs.h"
 #include "opara/cpu_parallel_executor.h"
 #include "opara/cuda_graph_executor.h"
+#include "opara/cupti_profiler.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/graph.h"

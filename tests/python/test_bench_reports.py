@@ -120,3 +120,36 @@ def test_trace_csv_rows_and_bad_uses(bench, tmp_path):
     assert missing_out.returncode == 2 and "--out" in missing_out.stderr
     bad_mode = bench("trace", "--model", path, "--modes", "fastest", "--out", tmp_path / "t.json", check=False)
     assert bad_mode.returncode == 1 and "mode 'fastest' is not available" in bad_mode.stderr
+
+
+def gpu_available():
+    import torch
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the message given where there is no GPU")
+def test_trace_on_cuda_without_a_gpu_says_so(bench, tmp_path):
+    result = bench("trace", "--model", model_file("branchy", "pt"), "--device", "cuda", "--out", tmp_path / "t.json",
+                   check=False)
+    assert result.returncode == 1 and "no CUDA GPU is visible" in result.stderr
+
+
+@pytest.mark.skipif(not gpu_available(), reason="no CUDA GPU here: the CUPTI trace is not run")
+def test_trace_on_cuda_records_every_modes_kernels(bench, tmp_path):
+    out = tmp_path / "trace.json"
+    bench("trace", "--model", model_file("googlenet", "pt"), "--device", "cuda", "--modes", "eager,sequential,opara",
+          "--out", out)
+    trace = json.loads(out.read_text())
+    assert trace["otherData"]["source"] == "CUPTI kernel records"
+    events = trace["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    kernels = {name: [e for e in events if e["ph"] == "X" and e["pid"] == pid] for pid, name in processes.items()}
+    for name, spans in kernels.items():
+        assert len(spans) >= 57, f"{name}: googlenet launches at least one kernel per convolution"
+        rows = {}
+        for span in sorted(spans, key=lambda e: e["ts"]):
+            # Spans in one row never overlap: rows are packed that way.
+            assert span["ts"] >= rows.get(span["tid"], 0) - 1e-3, name
+            rows[span["tid"]] = span["ts"] + span["dur"]
+    # One stream replays one kernel at a time; Opara's parallel graph should overlap some.
+    assert len({e["tid"] for e in kernels["sequential"]}) <= 2

@@ -12,7 +12,7 @@
 #include "opara/load.h"
 #include "opara/model_profiler.h"
 #include "opara/schedule.h"
-#include "profile/cupti_profiler.h"
+#include "opara/cupti_profiler.h"
 #include "profile/device_limits.h"
 
 namespace opara {
