@@ -22,7 +22,13 @@ python3 -W ignore "$root/scripts/export_models.py" --models "${all_models[@]}" -
 export OPARA_MODELS="$models"
 # The GPU tests (CompiledModelCuda: every model and mode allclose to eager, 64 streams, host
 # steps, 1,000 replays) and the eager CUDA reference.
-ctest --test-dir /tmp/opara-build --output-on-failure -R 'Cuda|MatchesForward|RandomOrders' 2>&1 | tee "$out/ctest.log" | tail -5
+# The downstream example, built against the installed package, runs on the GPU too.
+ctest --test-dir /tmp/opara-build --output-on-failure -R 'Cuda|MatchesForward|RandomOrders|downstream' 2>&1 |
+  tee "$out/ctest.log" | tail -5
+# The Python package and the extension on the GPU (libopara_ext from this build).
+OPARA_LIBRARY=/tmp/opara-build/lib/libopara_ext.so OPARA_BENCH=/tmp/opara-build/bin/opara-bench \
+  python3 -m pytest -q -p no:cacheprovider "$root/tests/python/test_python_package.py" \
+  "$root/tests/python/test_bench_reports.py" -k 'cuda or googlenet' 2>&1 | tee "$out/pytest.log" | tail -3
 bench=/tmp/opara-build/bin/opara-bench
 # CUPTI profiles at batch 1. The overhead is the median profiled run (CUPTI on, node ids pushed)
 # minus the median plain eager run of the same executor, both from the profile (goal for
@@ -57,6 +63,9 @@ for model in googlenet inception_v3 resnet50 bert_base t5_small branchy; do
       echo "FAILED: $model batch $batch (see $out/${model}_b${batch}.txt)"
   done
 done
+# Fig. 6: the kernels of one run per mode, from CUPTI.
+"$bench" trace --model "$models/googlenet_b1.pt" --device cuda --modes eager,sequential,nimble,opara \
+  --out "$out/trace_googlenet_b1.json" 2>&1 | tee "$out/trace_googlenet_b1.txt" | tail -6
 # Races and memory errors in the captured multi-stream graph, on one small model.
 if command -v compute-sanitizer >/dev/null; then
   for tool in racecheck memcheck; do
