@@ -13,6 +13,7 @@
 #include "opara/model_inputs.h"
 #include "opara/model_profiler.h"
 #include "opara/outputs.h"
+#include "opara/placement.h"
 #include "opara/plan.h"
 #include "opara/profile.h"
 #include "opara/record_shapes.h"
