@@ -133,7 +133,7 @@ def build_detect(batch):
 
 
 def build_multihead_rnn(batch):
-    specs = [{"name": "x", "shape": [batch, 16, 32], "dtype": "float32"}]
+    specs = [{"name": "x", "shape": [batch, 8, 32], "dtype": "float32"}]
     return overflow.MultiheadRnn(), specs, "scripts/opara_models/overflow.py MultiheadRnn"
 
 

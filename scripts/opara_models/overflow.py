@@ -72,13 +72,19 @@ class MultiheadRnn(nn.Module):
     def __init__(self, features: int = 32, hidden: int = 64, heads: int = 8, head_hidden: int = 16, outputs: int = 4):
         super().__init__()
         self.encoder = nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
-        self.rnns = nn.ModuleList(nn.LSTM(hidden, head_hidden, batch_first=True) for _ in range(heads))
+        # LSTM cells unrolled over time: aten::lstm's flattened weight list does not survive
+        # torch.export as plain tensor arguments, and small per-step ops are the CPU-friendly case.
+        self.head_hidden = head_hidden
+        self.rnns = nn.ModuleList(nn.LSTMCell(hidden, head_hidden) for _ in range(heads))
         self.outs = nn.ModuleList(nn.Linear(head_hidden, outputs) for _ in range(heads))
 
     def forward(self, x):
         encoded = self.encoder(x)
         results = []
+        zeros = encoded.new_zeros(encoded.shape[0], self.head_hidden)
         for rnn, out in zip(self.rnns, self.outs):
-            sequence, _ = rnn(encoded)
-            results.append(out(sequence[:, -1]))
+            state = (zeros, zeros)
+            for step in range(encoded.shape[1]):
+                state = rnn(encoded[:, step], state)
+            results.append(out(state[0]))
         return torch.stack(results, dim=1)
