@@ -13,6 +13,7 @@
 #include "model_loading.h"
 #include "opara/error.h"
 #include "opara/graph_analysis.h"
+#include "overflow_report.h"
 #include "planning.h"
 #include "svg_render.h"
 
@@ -31,6 +32,8 @@ struct PlanCommandOptions {
   std::string csv;
   std::string dot;
   std::string svg;
+  OverflowSettings overflow;
+  bool show_overflow = false;  // --overflow given
 };
 
 constexpr std::size_t kLaunchOrderHead = 12;
@@ -57,7 +60,8 @@ void run_plan(const PlanCommandOptions& options) {
                                  options.max_streams};
   const LoadedModel model = load_model(options.model);
   const Graph& graph = model.graph;
-  const ModelCosts costs = model_costs(graph, planning_inputs(model, options.input_shape), options.costs);
+  const std::vector<at::Tensor> inputs = planning_inputs(model, options.input_shape);
+  const ModelCosts costs = model_costs(graph, inputs, options.costs);
   const TimedPlan timed = timed_plan(graph, plan_options, costs);
   const Plan& plan = timed.plan;
 
@@ -101,6 +105,14 @@ void run_plan(const PlanCommandOptions& options) {
   }
   fmt::print(table, "\nlaunch order   {}{}\n", fmt::join(head, ", "),
              plan.launch_order.size() > kLaunchOrderHead ? ", ..." : "");
+  nlohmann::json overflow;
+  if (options.show_overflow) {
+    fmt::print(table, "\noverflow       {} (alpha {} us)\n", options.overflow.policy, options.overflow.alpha_us);
+    OverflowSettings settings = options.overflow;
+    settings.profile = options.costs.profile;
+    settings.gpu_streams = plan.stream_count;
+    overflow = overflow_report(model, inputs, settings, table);
+  }
 
   if (!options.json.empty()) {
     nlohmann::json report = nlohmann::json::parse(to_json(plan));
@@ -114,6 +126,7 @@ void run_plan(const PlanCommandOptions& options) {
     std::vector<std::string> kinds;
     for (const Node& node : graph.nodes()) kinds.push_back(node.kind);
     report["kinds"] = kinds;
+    if (options.show_overflow) report["overflow"] = overflow;
     if (options.check) {
       report["valid"] = problems.empty();
       report["problems"] = problems;
@@ -156,7 +169,34 @@ void add_plan_command(CLI::App& app) {
   plan->add_option("--csv", options->csv, "also write one row per node (stream, waits) as CSV ('-' for stdout)");
   plan->add_option("--dot", options->dot, "write the plan as Graphviz DOT to this file (colour: stream, red: event)");
   plan->add_option("--svg", options->svg, "render the plan as SVG with Graphviz's dot (apt-get install graphviz)");
-  plan->callback([options] { run_plan(*options); });
+  CLI::Option* overflow =
+      plan->add_option("--overflow", options->overflow.policy,
+                       "CPU-overflow placement to show with its segments: none, comm_sd (SIR+ Comm+SD, needs "
+                       "--profile) or manual (--cpu-nodes)")
+          ->check(CLI::IsMember({"none", "comm_sd", "manual"}));
+  plan->add_option("--alpha-us", options->overflow.alpha_us,
+                   "Comm+SD: how much slower (us) a node may get on the CPU and still move (default 100)")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(overflow);
+  plan->add_option("--cpu-nodes", options->overflow.cpu_nodes,
+                   "manual: node ids or kinds for the CPU, comma-separated, or a .json file {\"cpu\": [...]}")
+      ->needs(overflow);
+  plan->callback([options, overflow] {
+    options->show_overflow = overflow->count() > 0;
+    const std::string& policy = options->overflow.policy;
+    if (policy == "comm_sd" && options->costs.profile.empty()) {
+      throw CLI::ValidationError("--overflow comm_sd",
+                                 "needs --profile P: a full profile (opara-bench profile --model M --out P) has the "
+                                 "GPU and CPU times Comm+SD compares");
+    }
+    if (policy == "manual" && options->overflow.cpu_nodes.empty()) {
+      throw CLI::ValidationError("--overflow manual", "needs --cpu-nodes: the node ids or kinds to run on the CPU");
+    }
+    if (policy != "manual" && !options->overflow.cpu_nodes.empty()) {
+      throw CLI::ValidationError("--cpu-nodes", "only goes with --overflow manual");
+    }
+    run_plan(*options);
+  });
 }
 
 }  // namespace opara::bench

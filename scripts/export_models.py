@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from opara_models import synthetic  # noqa: E402
+from opara_models import overflow, synthetic  # noqa: E402
 
 SEED = 0
 SEQUENCE_LENGTH = 32
@@ -126,6 +126,17 @@ def build_inplace(batch):
     return synthetic.Inplace(), image_input(batch, 16), "scripts/opara_models/synthetic.py Inplace"
 
 
+def build_detect(batch):
+    if batch != 1:
+        raise ValueError("detect is a one-image model (its NMS runs on the first image): export it at --batch 1")
+    return overflow.Detect(), image_input(batch, 32), "scripts/opara_models/overflow.py Detect"
+
+
+def build_multihead_rnn(batch):
+    specs = [{"name": "x", "shape": [batch, 8, 32], "dtype": "float32"}]
+    return overflow.MultiheadRnn(), specs, "scripts/opara_models/overflow.py MultiheadRnn"
+
+
 BUILDERS = {
     "googlenet": build_googlenet,
     "inception_v3": build_inception_v3,
@@ -135,6 +146,8 @@ BUILDERS = {
     "branchy": build_branchy,
     "chain": build_chain,
     "inplace": build_inplace,
+    "detect": build_detect,
+    "multihead_rnn": build_multihead_rnn,
 }
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "int64": torch.int64, "int32": torch.int32}

@@ -102,6 +102,12 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   auto state = std::make_shared<CompiledModel::State>();
   state->graph = graph;
   state->options = options;
+  if (options.overflow != OverflowPolicy::kNone) {
+    throw Error(
+        fmt::format("{}: Options::overflow = {} cannot run yet (CPU nodes need host steps with copies); "
+                    "use OverflowPolicy::kNone, and opara-bench plan --overflow to see the placement",
+                    graph.source_path, to_string(options.overflow)));
+  }
   if (options.device) {
     state->device = *options.device;
   } else if (!example_inputs.empty() && example_inputs.front().defined()) {

@@ -14,6 +14,7 @@
 #include "opara/cuda_graph_executor.h"
 #include "opara/export.h"
 #include "opara/graph.h"
+#include "opara/placement.h"
 #include "opara/plan.h"
 
 namespace opara {
@@ -50,6 +51,12 @@ struct Options {
 
   // CPU only: intra-op threads per worker (0: cores / streams).
   int intra_op_threads = 0;
+
+  // CPU overflow (issue 6). Only kNone runs today: compile() refuses the others until host steps
+  // can run nodes on CPU copies of their inputs; `opara-bench plan --overflow` shows the placement.
+  OverflowPolicy overflow = OverflowPolicy::kNone;
+  double alpha_us = kDefaultAlphaUs;   // Comm+SD's threshold
+  std::vector<std::string> cpu_nodes;  // kManual: node ids or kinds
 };
 
 struct CompiledStats {

@@ -16,6 +16,7 @@
 #include "opara/model_profiler.h"
 #include "opara/options_text.h"
 #include "opara/outputs.h"
+#include "opara/placement.h"
 #include "opara/plan.h"
 #include "opara/profile.h"
 #include "opara/record_shapes.h"

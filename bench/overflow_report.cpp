@@ -1,0 +1,143 @@
+#include "overflow_report.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "opara/error.h"
+#include "opara/placement.h"
+#include "opara/profile.h"
+#include "opara/record_shapes.h"
+#include "runtime/segments.h"
+
+namespace opara::bench {
+namespace {
+
+constexpr std::size_t kListHead = 12;
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> names;
+  std::stringstream stream(text);
+  for (std::string name; std::getline(stream, name, ',');) {
+    if (!name.empty()) names.push_back(name);
+  }
+  return names;
+}
+
+// The placement costs of a full profile, per-value bytes from shapes recorded on `inputs` when
+// there are any; nullopt without a profile.
+std::optional<PlacementCosts> costs_of(const LoadedModel& model, const std::vector<at::Tensor>& inputs,
+                                       const OverflowSettings& settings, std::FILE* table) {
+  if (settings.profile.empty()) return std::nullopt;
+  std::ifstream file(settings.profile);
+  std::stringstream text;
+  text << file.rdbuf();
+  if (!is_full_profile(text.str())) {
+    throw Error(
+        fmt::format("{}: --overflow needs a full profile with GPU and CPU times (opara-bench profile "
+                    "--model M --out P writes one); this one holds only classes and demands",
+                    settings.profile));
+  }
+  const Profile profile = profile_from_json(text.str(), settings.profile);
+  std::vector<NodeShapes> shapes;
+  if (!inputs.empty()) {
+    try {
+      shapes = record_shapes(model.graph, std::vector<c10::IValue>(inputs.begin(), inputs.end()));
+    } catch (const Error& error) {
+      fmt::print(table, "note           value sizes from the profile: recording shapes failed ({})\n", error.what());
+    }
+  }
+  return placement_costs(model.graph, profile, shapes, settings.alpha_us);
+}
+
+std::string node_list(const Graph& graph, const std::vector<NodeId>& nodes) {
+  std::vector<std::string> head;
+  for (std::size_t k = 0; k < std::min(kListHead, nodes.size()); ++k) {
+    head.push_back(fmt::format("{} {}", nodes[k], graph.node(nodes[k]).kind));
+  }
+  return fmt::format("{}{}", fmt::join(head, ", "), nodes.size() > kListHead ? ", ..." : "");
+}
+
+}  // namespace
+
+nlohmann::json overflow_report(const LoadedModel& model, const std::vector<at::Tensor>& inputs,
+                               const OverflowSettings& settings, std::FILE* table) {
+  const Graph& graph = model.graph;
+  const OverflowPolicy policy = parse_overflow_policy(settings.policy);
+  const std::optional<PlacementCosts> costs = costs_of(model, inputs, settings, table);
+  CommSdOptions comm_sd;
+  comm_sd.gpu_streams = std::max(1, settings.gpu_streams);
+  nlohmann::json json;
+  json["policy"] = settings.policy;
+  json["alpha_us"] = settings.alpha_us;
+  std::vector<Placement> placement;
+  if (policy == OverflowPolicy::kCommSd) {
+    if (!costs) throw Error("--overflow comm_sd needs --profile: a full profile has the times it compares");
+    const PlacementReport report = comm_sd_placement(graph, *costs, comm_sd);
+    placement = report.placement;
+    fmt::print(table,
+               "comm_sd        {} nodes pass the rule after {} passes ({}); {} of {} groups kept by the "
+               "estimate\n",
+               report.rule_moves.size(), report.iterations, report.converged ? "converged" : "stopped at the cap",
+               report.moves_kept, report.moves_tried);
+    json["rule_moves"] = report.rule_moves;
+    json["iterations"] = report.iterations;
+    json["converged"] = report.converged;
+    json["moves_tried"] = report.moves_tried;
+    json["moves_kept"] = report.moves_kept;
+  } else if (policy == OverflowPolicy::kManual) {
+    const bool from_file =
+        settings.cpu_nodes.size() > 5 && settings.cpu_nodes.compare(settings.cpu_nodes.size() - 5, 5, ".json") == 0;
+    placement = from_file ? manual_placement_file(graph, settings.cpu_nodes)
+                          : manual_placement(graph, split_list(settings.cpu_nodes));
+  } else {
+    placement = gpu_placement(graph);
+  }
+
+  std::vector<std::string> names;
+  std::vector<NodeId> cpu, host;
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
+    names.emplace_back(to_string(placement[id]));
+    if (placement[id] == Placement::kCpu) cpu.push_back(id);
+    if (placement[id] == Placement::kHost) host.push_back(id);
+  }
+  fmt::print(table, "placement      {} on the GPU, {} on the CPU, {} on the host (not capturable)\n",
+             graph.size() - cpu.size() - host.size(), cpu.size(), host.size());
+  if (!cpu.empty()) fmt::print(table, "on the CPU     {}\n", node_list(graph, cpu));
+  if (!host.empty()) fmt::print(table, "on the host    {}\n", node_list(graph, host));
+  json["placement"] = names;
+  json["cpu_nodes"] = cpu;
+  json["host_nodes"] = host;
+  if (costs) {
+    const double none_us =
+        estimate_makespan(graph, gpu_placement(graph), *costs, comm_sd.gpu_streams, comm_sd.host_threads);
+    const double chosen_us = estimate_makespan(graph, placement, *costs, comm_sd.gpu_streams, comm_sd.host_threads);
+    fmt::print(table,
+               "predicted      none {:.1f} us, {} {:.1f} us ({} GPU streams, {} host threads, split {:.0f} us)\n",
+               none_us, settings.policy, chosen_us, comm_sd.gpu_streams, comm_sd.host_threads, costs->split_us());
+    json["predicted_none_us"] = none_us;
+    json["predicted_us"] = chosen_us;
+  }
+
+  const std::vector<Segment> segments = split_segments(graph, host_mask(placement));
+  std::vector<std::string> shown;
+  nlohmann::json segment_json = nlohmann::json::array();
+  for (const Segment& segment : segments) {
+    const char* kind = segment.kind == SegmentKind::kGraph ? "graph" : "host";
+    shown.push_back(fmt::format("{} {}", kind, segment.nodes.size()));
+    segment_json.push_back({{"kind", kind},
+                            {"nodes", segment.nodes},
+                            {"inputs", segment.input_values.size()},
+                            {"outputs", segment.output_values.size()}});
+  }
+  fmt::print(table, "segments       {}: {}\n", segments.size(), fmt::join(shown, ", "));
+  const std::vector<std::string> problems = validate_segments(graph, segments);
+  if (!problems.empty()) throw Error(fmt::format("opara bug: invalid segments: {}", fmt::join(problems, "; ")));
+  json["segments"] = segment_json;
+  return json;
+}
+
+}  // namespace opara::bench
