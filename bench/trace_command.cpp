@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -71,7 +70,6 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
   bool recording = false;
   int lanes = 1;
   std::function<void()> run;
-  std::shared_ptr<void> keep;
   if (!mode.planned) {
     auto eager = std::make_shared<EagerExecutor>(graph, c10::kCPU);
     Clock::time_point last;
@@ -84,7 +82,6 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
       last = Clock::now();
       eager->run(arguments);
     };
-    keep = eager;
   } else {
     PlanOptions plan_options = mode.plan;
     plan_options.max_streams = options.max_streams.value_or(0);
@@ -99,7 +96,6 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
     };
     auto executor = std::make_shared<CpuParallelExecutor>(graph, std::move(plan), executor_options);
     run = [&arguments, executor] { executor->run(arguments); };
-    keep = executor;
   }
   for (int i = 0; i < options.warmup; ++i) run();
   recording = true;

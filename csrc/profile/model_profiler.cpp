@@ -28,8 +28,8 @@
 #include "../runtime/elapsed.h"
 #include "../runtime/input_signature.h"
 #include "copy_bandwidth.h"
-#include "opara/cupti_profiler.h"
 #include "device_limits.h"
+#include "opara/cupti_profiler.h"
 #include "opara/eager_executor.h"
 #include "opara/outputs.h"
 

@@ -8,11 +8,11 @@
 
 #include "model_files.h"
 #include "opara/compiled_model.h"
+#include "opara/cupti_profiler.h"
 #include "opara/error.h"
 #include "opara/load.h"
 #include "opara/model_profiler.h"
 #include "opara/schedule.h"
-#include "opara/cupti_profiler.h"
 #include "profile/device_limits.h"
 
 namespace opara {
