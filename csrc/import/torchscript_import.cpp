@@ -208,19 +208,23 @@ class TorchScriptImporter {
   // reads or writes memory it may alias, and before every later one. Alias analysis answers
   // "may w write what x touches?" for each writer w; the edge follows program order.
   void add_alias_edges() {
-    torch::jit::AliasDb alias_db(script_graph_, /*isFrozen=*/true);
+    std::unordered_map<const Node*, Node*> twin;
+    const std::shared_ptr<torch::jit::Graph> analysed = graph_for_alias_analysis(twin);
+    torch::jit::AliasDb alias_db(analysed, /*isFrozen=*/true);
+    std::vector<Node*> nodes;
+    for (const Node* node : script_nodes_) nodes.push_back(twin.at(node));
     std::vector<NodeId> writers;
-    for (NodeId id = 0; id < static_cast<NodeId>(script_nodes_.size()); ++id) {
-      Node* node = script_nodes_[id];
+    for (NodeId id = 0; id < static_cast<NodeId>(nodes.size()); ++id) {
+      Node* node = nodes[id];
       if (node->kind() != c10::prim::Constant && alias_db.isMutable(node)) writers.push_back(id);
     }
     for (NodeId writer : writers) {
-      for (NodeId other = 0; other < static_cast<NodeId>(script_nodes_.size()); ++other) {
+      for (NodeId other = 0; other < static_cast<NodeId>(nodes.size()); ++other) {
         if (other == writer) continue;
-        Node* node = script_nodes_[other];
+        Node* node = nodes[other];
         torch::jit::ValueSet touched(node->inputs().begin(), node->inputs().end());
         touched.insert(node->outputs().begin(), node->outputs().end());
-        if (!alias_db.writesToAlias(script_nodes_[writer], touched)) continue;
+        if (!alias_db.writesToAlias(nodes[writer], touched)) continue;
         if (other < writer) {
           graph_.add_order_edge(other, writer);
         } else {
@@ -228,6 +232,44 @@ class TorchScriptImporter {
         }
       }
     }
+  }
+
+  // Note [Unsafe chunks]: aten::unsafe_chunk returns views of its input but declares no aliasing,
+  // so AliasDb gives the pieces in its list the wildcard alias set, and an in-place op on one
+  // piece is ordered against every tensor that may alias a wildcard: an LSTM cell's in-place
+  // sigmoid_ on its gates serialised every head of a multi-head model. Alias analysis runs on a
+  // copy of the graph where `unsafe_chunk` + `prim::ListUnpack` with a constant chunk count is one
+  // prim::ConstantChunk, whose pieces AliasDb knows to alias the input and nothing else. The
+  // model itself still runs the original ops. `twin` maps each node to the node standing for it
+  // in the copy.
+  std::shared_ptr<torch::jit::Graph> graph_for_alias_analysis(std::unordered_map<const Node*, Node*>& twin) const {
+    std::shared_ptr<torch::jit::Graph> copy = script_graph_->copy();
+    auto original = script_graph_->nodes().begin();
+    auto copied = copy->nodes().begin();
+    for (; original != script_graph_->nodes().end(); ++original, ++copied) twin[*original] = *copied;
+    static const c10::Symbol kUnsafeChunk = c10::Symbol::fromQualString("aten::unsafe_chunk");
+    for (Node* chunk : script_graph_->nodes()) {
+      if (chunk->kind() != kUnsafeChunk || chunk->output()->uses().size() != 1) continue;
+      Node* unpack = chunk->output()->uses()[0].user;
+      const std::optional<std::int64_t> chunks = torch::jit::constant_as<std::int64_t>(chunk->input(1));
+      const std::optional<std::int64_t> dim = torch::jit::constant_as<std::int64_t>(chunk->input(2));
+      if (unpack->kind() != c10::prim::ListUnpack || !chunks || !dim) continue;
+      Node* copied_chunk = twin.at(chunk);
+      Node* copied_unpack = twin.at(unpack);
+      Node* together =
+          copy->create(c10::prim::ConstantChunk, {copied_chunk->input(0)}, copied_unpack->outputs().size());
+      together->i_(c10::attr::chunks, *chunks)->i_(c10::attr::dim, *dim);
+      together->insertBefore(copied_chunk);
+      for (std::size_t i = 0; i < copied_unpack->outputs().size(); ++i) {
+        together->output(i)->setType(copied_unpack->output(i)->type());
+        copied_unpack->output(i)->replaceAllUsesWith(together->output(i));
+      }
+      copied_unpack->destroy();
+      copied_chunk->destroy();
+      twin[chunk] = together;
+      twin[unpack] = together;
+    }
+    return copy;
   }
 
   std::string path_;
