@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <utility>
 
 #include "opara/error.h"
 #include "opara/placement.h"
@@ -19,19 +21,28 @@ std::string_view to_string(Placement placement) {
   return "?";
 }
 
+namespace {
+
+// Each policy's name, written once for to_string and parse_overflow_policy.
+constexpr std::array<std::pair<OverflowPolicy, std::string_view>, 3> kOverflowPolicies = {{
+    {OverflowPolicy::kNone, "none"},
+    {OverflowPolicy::kCommSd, "comm_sd"},
+    {OverflowPolicy::kManual, "manual"},
+}};
+
+}  // namespace
+
 std::string_view to_string(OverflowPolicy policy) {
-  switch (policy) {
-    case OverflowPolicy::kNone: return "none";
-    case OverflowPolicy::kCommSd: return "comm_sd";
-    case OverflowPolicy::kManual: return "manual";
+  for (const auto& [value, name] : kOverflowPolicies) {
+    if (value == policy) return name;
   }
   return "?";
 }
 
 OverflowPolicy parse_overflow_policy(std::string_view name) {
-  if (name == "none") return OverflowPolicy::kNone;
-  if (name == "comm_sd") return OverflowPolicy::kCommSd;
-  if (name == "manual") return OverflowPolicy::kManual;
+  for (const auto& [value, known] : kOverflowPolicies) {
+    if (known == name) return value;
+  }
   throw Error(fmt::format("unknown overflow policy '{}': use none, comm_sd or manual", name));
 }
 
