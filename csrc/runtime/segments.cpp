@@ -10,6 +10,11 @@
 //   x -> a -> h -> c        phases: a 0, b 0, h 1, c 2, d 2
 //   x -> b ------> d        segments: graph [a b], host [h], graph [c d]
 //
+// With HostOverlap::kSplit, the graph work of a phase that the next host step does not depend on
+// becomes a segment of its own after the rest, launched once the step's inputs are on their way:
+//
+//   x -> a -> h ; x -> c -> d     segments: graph [a], graph [c d] (during h), host [h]
+//
 // Only phase 0 can be empty (a host node first): a node of phase p > 0 got it from a predecessor
 // of phase p or p - 1, so by induction every phase below the largest but 0 is taken. Phases are
 // also convex: a path from a node to another of the same phase never leaves that phase, so each
@@ -64,6 +69,41 @@ std::vector<int> phases(const Graph& graph, const std::vector<bool>& host) {
   }
   for (int& p : phase) p -= used.empty() ? 0 : used.front();
   return phase;
+}
+
+// Graph nodes that the host step right after their phase does not depend on, directly or not:
+// scanning ids backwards, a node feeds the step when a successor is in it or feeds it.
+std::vector<bool> runs_during_next_host_step(const Graph& graph, const std::vector<int>& phase,
+                                             const std::vector<bool>& host) {
+  std::vector<bool> feeds(graph.size(), false);
+  std::vector<bool> host_phase_follows(graph.size() + 2, false);  // by phase
+  for (const Node& node : graph.nodes()) host_phase_follows[phase[node.id]] = host[node.id];
+  std::vector<bool> during(graph.size(), false);
+  for (NodeId id = static_cast<NodeId>(graph.size()) - 1; id >= 0; --id) {
+    const int p = phase[id];
+    if (host[id] || !host_phase_follows[p + 1]) continue;
+    for (NodeId successor : graph.node(id).successors) {
+      if (phase[successor] == p + 1 || (phase[successor] == p && feeds[successor])) feeds[id] = true;
+    }
+    during[id] = !feeds[id];
+  }
+  return during;
+}
+
+// Segment of each node: one per phase, but a graph phase with both feeding and `during` nodes
+// becomes two, the feeding part first.
+std::vector<int> segment_indices(const std::vector<int>& phase, const std::vector<bool>& during) {
+  const int phases = phase.empty() ? 0 : *std::max_element(phase.begin(), phase.end()) + 1;
+  std::vector<int> parts(static_cast<std::size_t>(phases) * 2, 0);  // nodes by (phase, during)
+  for (std::size_t id = 0; id < phase.size(); ++id) ++parts[phase[id] * 2 + (during[id] ? 1 : 0)];
+  std::vector<int> index(parts.size(), kNoSegment);
+  int next = 0;
+  for (std::size_t part = 0; part < parts.size(); ++part) {
+    if (parts[part] > 0) index[part] = next++;
+  }
+  std::vector<int> segment_of(phase.size());
+  for (std::size_t id = 0; id < phase.size(); ++id) segment_of[id] = index[phase[id] * 2 + (during[id] ? 1 : 0)];
+  return segment_of;
 }
 
 // The whole-graph values segment `index` reads from outside it, ascending.
@@ -132,15 +172,21 @@ Graph segment_graph(const Graph& graph, const Segment& segment, const std::vecto
 
 }  // namespace
 
-std::vector<Segment> split_segments(const Graph& graph, const std::vector<bool>& host) {
+std::vector<Segment> split_segments(const Graph& graph, const std::vector<bool>& host, HostOverlap overlap) {
   if (host.size() != graph.size()) {
     throw Error(fmt::format("{}: the host mask has {} entries for a graph of {} nodes", graph.source_path, host.size(),
                             graph.size()));
   }
-  const std::vector<int> segment_of = phases(graph, host);
+  const std::vector<int> phase = phases(graph, host);
+  std::vector<bool> during(graph.size(), false);
+  if (overlap == HostOverlap::kSplit) during = runs_during_next_host_step(graph, phase, host);
+  const std::vector<int> segment_of = segment_indices(phase, during);
   const int count = segment_of.empty() ? 0 : *std::max_element(segment_of.begin(), segment_of.end()) + 1;
   std::vector<Segment> segments(static_cast<std::size_t>(count));
-  for (const Node& node : graph.nodes()) segments[segment_of[node.id]].nodes.push_back(node.id);
+  for (const Node& node : graph.nodes()) {
+    segments[segment_of[node.id]].nodes.push_back(node.id);
+    segments[segment_of[node.id]].during_next_host_step = during[node.id];
+  }
   std::vector<std::vector<Edge>> order_edges(segments.size());
   for (const Edge& edge : graph.edges()) {
     if (edge.kind == EdgeKind::kOrder && segment_of[edge.from] == segment_of[edge.to]) {
@@ -177,7 +223,11 @@ std::vector<int> check_cover(const Graph& graph, const std::vector<Segment>& seg
   for (std::size_t s = 0; s < segments.size(); ++s) {
     const Segment& segment = segments[s];
     if (segment.nodes.empty()) problems.push_back(fmt::format("segment {} is empty", s));
-    if (s > 0 && segment.kind == segments[s - 1].kind) {
+    const bool overlapped = segment.kind == SegmentKind::kGraph && segment.during_next_host_step;
+    if (overlapped && (s + 1 == segments.size() || segments[s + 1].kind != SegmentKind::kHost)) {
+      problems.push_back(fmt::format("segment {} runs during the next host step, and no host step follows it", s));
+    }
+    if (s > 0 && segment.kind == segments[s - 1].kind && !overlapped) {
       problems.push_back(fmt::format("segments {} and {} are both {} segments: kinds must alternate", s - 1, s,
                                      kind_name(segment.kind)));
     }
@@ -205,14 +255,21 @@ std::vector<int> check_cover(const Graph& graph, const std::vector<Segment>& seg
   return segment_of;
 }
 
-void check_edges(const Graph& graph, const std::vector<int>& segment_of, Problems& problems) {
+// No edge goes back, and none goes from a segment that runs during a host step into that step.
+void check_edges(const Graph& graph, const std::vector<Segment>& segments, const std::vector<int>& segment_of,
+                 Problems& problems) {
   for (const Edge& edge : graph.edges()) {
     const int from = segment_of[edge.from];
     const int to = segment_of[edge.to];
-    if (from != kNoSegment && to != kNoSegment && from > to) {
-      problems.push_back(fmt::format("the {} edge {} -> {} goes back from segment {} to segment {}",
-                                     edge.kind == EdgeKind::kData ? "data" : "ordering", graph.describe(edge.from),
-                                     graph.describe(edge.to), from, to));
+    if (from == kNoSegment || to == kNoSegment) continue;
+    const char* kind = edge.kind == EdgeKind::kData ? "data" : "ordering";
+    if (from > to) {
+      problems.push_back(fmt::format("the {} edge {} -> {} goes back from segment {} to segment {}", kind,
+                                     graph.describe(edge.from), graph.describe(edge.to), from, to));
+    }
+    if (to == from + 1 && segments[from].during_next_host_step && segments[to].kind == SegmentKind::kHost) {
+      problems.push_back(fmt::format("segment {} runs during host step {}, which depends on it: the {} edge {} -> {}",
+                                     from, to, kind, graph.describe(edge.from), graph.describe(edge.to)));
     }
   }
 }
@@ -346,7 +403,7 @@ void check_segment_graph(const Graph& graph, std::size_t s, const Segment& segme
 std::vector<std::string> validate_segments(const Graph& graph, const std::vector<Segment>& segments) {
   Problems problems;
   const std::vector<int> segment_of = check_cover(graph, segments, problems);
-  check_edges(graph, segment_of, problems);
+  check_edges(graph, segments, segment_of, problems);
   check_values(graph, segments, segment_of, problems);
   for (std::size_t s = 0; s < segments.size(); ++s) {
     check_segment_graph(graph, s, segments[s], segment_of, problems);

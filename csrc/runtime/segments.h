@@ -37,6 +37,15 @@ struct Segment {
   // Whole-graph value of each output of `graph`, ascending: values its nodes produce that later
   // segments read, and model outputs.
   std::vector<ValueId> output_values;
+  // A graph segment that neither feeds the host step after it nor depends on it (HostOverlap::kSplit):
+  // the runner may launch it once that step's inputs are on their way, so it runs while the host works.
+  bool during_next_host_step = false;
+};
+
+// What split_segments does with the graph work before a host step that the step does not read.
+enum class HostOverlap : std::uint8_t {
+  kNone,   // one graph segment before each host step: the step waits for all of it
+  kSplit,  // two: what the step reads, directly or not, then the rest (during_next_host_step)
 };
 
 // Cuts `graph` into segments. host[node] true: the node runs in a host step. Every other node
@@ -44,14 +53,20 @@ struct Segment {
 // so device work that does not depend on a host step lands in the segment before it and can run
 // while the host works. Segments alternate graph, host, graph, ... (the first may be a host step);
 // none is empty; host nodes that do not depend on graph work between them share one host step. A
-// graph without nodes gives no segments. Throws opara::Error if host.size() != graph.size().
-OPARA_API std::vector<Segment> split_segments(const Graph& graph, const std::vector<bool>& host);
+// graph without nodes gives no segments. With HostOverlap::kSplit, the graph segment before each
+// host step is cut in two when both parts have nodes: first the nodes the step depends on, then the
+// others, marked during_next_host_step (either part alone stays one segment, marked when it is the
+// second). Throws opara::Error if host.size() != graph.size().
+OPARA_API std::vector<Segment> split_segments(const Graph& graph, const std::vector<bool>& host,
+                                              HostOverlap overlap = HostOverlap::kNone);
 
 // The nodes flagged kNotCapturable (aten::item, nonzero, ...), as a mask for split_segments.
 OPARA_API std::vector<bool> uncapturable_nodes(const Graph& graph);
 
 // Every problem with `segments` for `graph`, each naming the nodes (graph.describe) or values
-// involved; empty when they are correct: no segment empty and kinds alternating; every node in
+// involved; empty when they are correct: no segment empty and kinds alternating, but for a graph
+// segment marked during_next_host_step, which may follow a graph segment, must be followed by a
+// host step and must have no edge into it; every node in
 // exactly one segment, ascending; every edge going to the same or a later segment; each segment's
 // inputs exactly what its nodes read from outside it, each a model input or an output of exactly
 // one earlier segment; its outputs exactly what it produces that later segments read or the model

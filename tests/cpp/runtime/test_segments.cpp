@@ -1,5 +1,6 @@
 // Segments: graphs written inline cut where the algorithm says (independent work before a host
-// step, parallel host nodes in one step, host first, last, everywhere, nowhere); validate_segments
+// step, parallel host nodes in one step, host first, last, everywhere, nowhere; with HostOverlap,
+// the work a host step does not read after what it reads); validate_segments
 // accepts every cut of hundreds of random graphs and names what is wrong with broken ones; and
 // run_segments, with a CpuParallelExecutor per graph segment and an EagerExecutor per host step,
 // equals the eager reference bit for bit on random models with random host nodes and on exported
@@ -414,6 +415,86 @@ TEST(SegmentValidate, EveryCutOfRandomGraphsIsValidAndEarliest) {
   }
 }
 
+// ---- overlapping host steps ------------------------------------------------------------------
+
+std::vector<bool> during_flags(const std::vector<Segment>& segments) {
+  std::vector<bool> flags;
+  for (const Segment& segment : segments) flags.push_back(segment.during_next_host_step);
+  return flags;
+}
+
+// x -> a -> h (host) -> c ; x -> b. The host step reads a only: b gets a segment of its own after
+// a, launched while the host works.
+TEST(SegmentOverlap, WorkTheHostStepDoesNotReadGoesAfterWhatItReads) {
+  Graph graph = graph_from_edges(4, {{0, 2}, {2, 3}});
+  graph.add_output(out(graph, 3));
+  graph.add_output(out(graph, 1));
+  const auto segments = split_segments(graph, mask(4, {2}), HostOverlap::kSplit);
+  EXPECT_THAT(kinds(segments), ElementsAre(G, G, H, G));
+  ASSERT_THAT(node_lists(segments), ElementsAre(ElementsAre(0), ElementsAre(1), ElementsAre(2), ElementsAre(3)));
+  EXPECT_THAT(during_flags(segments), ElementsAre(false, true, false, false));
+  EXPECT_THAT(segments[0].output_values, ElementsAre(out(graph, 0)));
+  EXPECT_THAT(segments[1].output_values, ElementsAre(out(graph, 1)));
+  EXPECT_THAT(validate_segments(graph, segments), IsEmpty());
+}
+
+// Everything before the host step feeds it, directly or through a chain: nothing to overlap.
+TEST(SegmentOverlap, AChainIntoTheHostStepStaysOneSegment) {
+  const Graph graph = graph_from_edges(4, {{0, 1}, {1, 2}, {2, 3}});
+  const auto segments = split_segments(graph, mask(4, {2}), HostOverlap::kSplit);
+  ASSERT_THAT(node_lists(segments), ElementsAre(ElementsAre(0, 1), ElementsAre(2), ElementsAre(3)));
+  EXPECT_THAT(during_flags(segments), ElementsAre(false, false, false));
+}
+
+// x -> h (host) ; x -> b -> c. The host step reads the model input only: all the graph work
+// before it runs during it.
+TEST(SegmentOverlap, AHostStepOnModelInputsOverlapsAllTheWorkBeforeIt) {
+  const Graph graph = graph_from_edges(4, {{0, 3}, {1, 2}, {2, 3}});
+  const auto segments = split_segments(graph, mask(4, {0}), HostOverlap::kSplit);
+  EXPECT_THAT(kinds(segments), ElementsAre(G, H, G));
+  ASSERT_THAT(node_lists(segments), ElementsAre(ElementsAre(1, 2), ElementsAre(0), ElementsAre(3)));
+  EXPECT_THAT(during_flags(segments), ElementsAre(true, false, false));
+}
+
+// A node the host step depends on through an ordering edge (an in-place write it must see) feeds it.
+TEST(SegmentOverlap, OrderingEdgesIntoTheHostStepFeedIt) {
+  Graph graph = graph_from_edges(3, {});
+  graph.add_order_edge(1, 2);
+  const auto segments = split_segments(graph, mask(3, {2}), HostOverlap::kSplit);
+  ASSERT_THAT(node_lists(segments), ElementsAre(ElementsAre(1), ElementsAre(0), ElementsAre(2)));
+  EXPECT_THAT(during_flags(segments), ElementsAre(false, true, false));
+}
+
+// Merging each during_next_host_step segment into the one before gives the plain cut.
+TEST(SegmentOverlap, RandomCutsAreValidAndRefineThePlainCut) {
+  int overlapped = 0;
+  for (std::uint64_t seed = 1; seed <= 400; ++seed) {
+    std::mt19937_64 random(seed);
+    const int count = 1 + static_cast<int>(seed * 7919 % 60);
+    Graph graph = random_dag(count, std::uniform_real_distribution<double>(0.02, 0.3)(random), seed, 0.2);
+    add_random_order_edges(graph, count / 4, random);
+    for (NodeId id = 0; id < count; id += 3) graph.add_output(out(graph, id));
+    const std::vector<bool> host = random_mask(graph.size(), std::vector<double>{0.05, 0.2, 0.5}[seed % 3], random);
+    const auto plain = split_segments(graph, host);
+    const auto split = split_segments(graph, host, HostOverlap::kSplit);
+    const std::string label = "seed " + std::to_string(seed);
+    ASSERT_THAT(validate_segments(graph, split), IsEmpty()) << label;
+    std::vector<std::vector<NodeId>> merged;
+    for (std::size_t s = 0; s < split.size(); ++s) {
+      const bool joins = s > 0 && split[s].during_next_host_step && split[s - 1].kind == G;
+      if (joins) {
+        merged.back().insert(merged.back().end(), split[s].nodes.begin(), split[s].nodes.end());
+        std::sort(merged.back().begin(), merged.back().end());
+        ++overlapped;
+      } else {
+        merged.push_back(split[s].nodes);
+      }
+    }
+    ASSERT_EQ(merged, node_lists(plain)) << label;
+  }
+  EXPECT_GE(overlapped, 100);
+}
+
 // ---- broken cuts are named ----------------------------------------------------------------
 
 class SegmentValidateRejects : public ::testing::Test {
@@ -471,6 +552,18 @@ TEST(SegmentValidate, RejectsAnOrderingEdgeGoingBackwards) {
 TEST_F(SegmentValidateRejects, KindsThatDoNotAlternate) {
   segments_[1].kind = G;
   EXPECT_THAT(problems(), HasSubstr("segments 0 and 1 are both graph segments"));
+}
+
+TEST_F(SegmentValidateRejects, ASegmentDuringAHostStepThatReadsIt) {
+  // Segment 0 holds a, which the host step reads.
+  segments_[0].during_next_host_step = true;
+  EXPECT_THAT(problems(), HasSubstr("segment 0 runs during host step 1, which depends on it: the data edge "
+                                    "node 0 (op0) -> node 2 (op2)"));
+}
+
+TEST_F(SegmentValidateRejects, ASegmentDuringAHostStepThatDoesNotCome) {
+  segments_[2].during_next_host_step = true;
+  EXPECT_THAT(problems(), HasSubstr("segment 2 runs during the next host step, and no host step follows it"));
 }
 
 TEST_F(SegmentValidateRejects, AMissingInput) {
@@ -541,7 +634,8 @@ TEST(SegmentRun, RandomModelsWithRandomHostNodesMatchEager) {
     const std::vector<c10::IValue> inputs{at::randn({4, 6}), at::randn({4, 6})};
     const auto expected = flatten_tensors(EagerExecutor(graph).run(inputs));
     const double share = std::vector<double>{0, 0.05, 0.15, 0.3, 0.6, 1}[seed % 6];
-    const auto segments = split_segments(graph, random_mask(graph.size(), share, random));
+    const HostOverlap overlap = seed % 2 == 0 ? HostOverlap::kSplit : HostOverlap::kNone;
+    const auto segments = split_segments(graph, random_mask(graph.size(), share, random), overlap);
     ASSERT_THAT(validate_segments(graph, segments), IsEmpty()) << "seed " << seed;
     ++by_segments[std::min<std::size_t>(segments.size(), 5)];
     SegmentedModel model(graph, segments, seed * 100);
@@ -666,7 +760,7 @@ TEST_P(SegmentModels, RandomHostNodesMatchEager) {
   for (int k = 0; k <= c.masks; ++k) {
     std::vector<bool> host = uncapturable;
     for (int n = 0; k > 0 && n < c.host_nodes; ++n) host[pick(random)] = true;
-    const auto segments = split_segments(graph, host);
+    const auto segments = split_segments(graph, host, k % 2 == 0 ? HostOverlap::kNone : HostOverlap::kSplit);
     ASSERT_THAT(validate_segments(graph, segments), IsEmpty()) << c << ", mask " << k;
     SegmentedModel model(graph, segments, 1 + k);
     if (segments.size() >= 3) ++cut;
