@@ -129,7 +129,7 @@ CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCost
   CpuSetup setup;
   setup.plan_us = timed.plan_us;
   setup.executor = std::make_shared<CpuParallelExecutor>(graph, std::move(timed.plan),
-                                                         CpuExecutorOptions{threads, 0, 0, priorities});
+                                                         CpuExecutorOptions{threads, 0, 0, priorities, {}});
   return setup;
 }
 

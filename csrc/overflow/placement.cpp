@@ -65,13 +65,22 @@ std::vector<bool> host_mask(const std::vector<Placement>& placement) {
 }
 
 std::vector<Placement> placement_with_cpu_nodes(const Graph& graph, const std::vector<bool>& cpu) {
-  if (cpu.size() != graph.size()) {
-    throw Error(fmt::format("{}: the CPU mask has {} entries for a graph of {} nodes", graph.source_path, cpu.size(),
-                            graph.size()));
+  std::vector<bool> host(graph.size(), false);
+  for (const Node& node : graph.nodes()) host[node.id] = node.has(kNotCapturable);
+  return placement_with_cpu_nodes(graph, cpu, host);
+}
+
+std::vector<Placement> placement_with_cpu_nodes(const Graph& graph, const std::vector<bool>& cpu,
+                                                const std::vector<bool>& host) {
+  for (const auto* mask : {&cpu, &host}) {
+    if (mask->size() != graph.size()) {
+      throw Error(fmt::format("{}: the {} mask has {} entries for a graph of {} nodes", graph.source_path,
+                              mask == &cpu ? "CPU" : "host", mask->size(), graph.size()));
+    }
   }
   std::vector<Placement> placement(graph.size(), Placement::kGpu);
   for (const Node& node : graph.nodes()) {  // ids are a topological order: producers come first
-    if (node.has(kNotCapturable)) {
+    if (host[node.id]) {
       placement[node.id] = Placement::kHost;
     } else if (!node.has(kLaunchesKernel)) {
       placement[node.id] = overflow::follow_producer(graph, placement, node);

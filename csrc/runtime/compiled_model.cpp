@@ -19,6 +19,7 @@
 #include "opara/load.h"
 #include "opara/model_costs.h"
 #include "opara/outputs.h"
+#include "overflow_choice.h"
 
 namespace opara {
 
@@ -62,22 +63,40 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
                     "(Options::device = cpu) instead",
                     state.graph.source_path, state.device.str()));
   }
+  const Graph& graph = state.graph;
+  const Options& options = state.options;
   const c10::DeviceIndex index = state.device.index();
   const std::size_t before = allocated_bytes(index);
   c10::cuda::CUDACachingAllocator::resetPeakStats(index);
-  state.host = host_nodes_on_device(state.graph, examples, state.device);
+  // Comm+SD's estimate runs the GPU side on as many streams as the whole graph's plan opens.
+  const int gpu_streams =
+      options.overflow == OverflowPolicy::kCommSd
+          ? make_plan(graph, {options.streams, options.order, options.max_streams}, costs).stream_count
+          : 0;
+  const OverflowChoice choice = choose_placement(graph, examples, options, gpu_streams);
+  std::vector<bool> cpu(graph.size(), false);  // kernels sent to the CPU; views follow their producers
+  for (const Node& node : graph.nodes()) {
+    cpu[node.id] = choice.placement[node.id] == Placement::kCpu && node.has(kLaunchesKernel);
+  }
+  std::vector<bool> uncapturable = host_nodes_on_device(graph, examples, state.device);
   // A node that fails capture becomes a host node and the model is compiled again.
+  std::vector<Placement> placement;
   for (;;) {
+    placement = placement_with_cpu_nodes(graph, cpu, uncapturable);
     try {
-      state.cuda = std::make_unique<CudaModel>(state.graph, state.device, state.host, costs, examples, state.options);
+      const bool overlap = options.overflow != OverflowPolicy::kNone;
+      state.cuda = std::make_unique<CudaModel>(graph, state.device, placement, overlap, costs, examples, options);
       break;
     } catch (const CaptureError& error) {
-      if (state.options.on_uncapturable == Options::OnUncapturable::kError || state.host[error.node()]) throw;
-      state.host[error.node()] = true;
+      if (options.on_uncapturable == Options::OnUncapturable::kError || uncapturable[error.node()]) throw;
+      uncapturable[error.node()] = true;
     }
   }
+  state.host = host_mask(placement);
   const std::size_t peak = peak_allocated_bytes(index);
   state.stats.peak_bytes = peak > before ? peak - before : 0;
+  state.stats.predicted_none_us = choice.predicted_none_us.value_or(0);
+  state.stats.predicted_us = choice.predicted_us.value_or(0);
   state.plan = state.cuda->plan();
   state.cuda->add_stats(state.stats);
 }
@@ -102,12 +121,6 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   auto state = std::make_shared<CompiledModel::State>();
   state->graph = graph;
   state->options = options;
-  if (options.overflow != OverflowPolicy::kNone) {
-    throw Error(
-        fmt::format("{}: Options::overflow = {} cannot run yet (CPU nodes need host steps with copies); "
-                    "use OverflowPolicy::kNone, and opara-bench plan --overflow to see the placement",
-                    graph.source_path, to_string(options.overflow)));
-  }
   if (options.device) {
     state->device = *options.device;
   } else if (!example_inputs.empty() && example_inputs.front().defined()) {
@@ -142,6 +155,8 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   if (state->device.is_cuda()) {
     compile_cuda(*state, examples, costs.costs);
   } else {
+    // Every node runs on the CPU already; the names a manual placement gives must still exist.
+    if (options.overflow == OverflowPolicy::kManual) choose_placement(graph, examples, options, 0);
     compile_cpu(*state, costs.costs);
   }
   state->plan.cost_source = costs.source;
@@ -166,6 +181,7 @@ std::vector<at::Tensor> CompiledModel::run(const std::vector<at::Tensor>& inputs
       for (at::Tensor& output : outputs) output = output.clone();
     }
     state.stats.eager_fallbacks = state.cuda->eager_fallbacks();
+    state.stats.host_ms = state.cuda->host_busy_ms();
   }
   ++state.stats.runs;
   return outputs;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "node_op.h"
 #include "opara/error.h"
 
 namespace opara {
@@ -27,8 +28,8 @@ bool fits(const c10::IValue& captured, const c10::IValue& fresh) {
   if (captured.isTensor() && fresh.isTensor()) {
     const at::Tensor& slot = captured.toTensor();
     const at::Tensor& value = fresh.toTensor();
-    return slot.sizes() == value.sizes() && slot.scalar_type() == value.scalar_type() &&
-           slot.device() == value.device();
+    // The slot is on the device; a CPU step's result is copied there.
+    return slot.sizes() == value.sizes() && slot.scalar_type() == value.scalar_type();
   }
   if (captured.isTensor() || fresh.isTensor()) return false;
   try {
@@ -38,16 +39,28 @@ bool fits(const c10::IValue& captured, const c10::IValue& fresh) {
   }
 }
 
+// A host step runs on the CPU when a placement sent one of its kernels there (a view of a host
+// node's result follows it to the CPU side without deciding anything).
+HostSide host_side(const Graph& graph, const Segment& segment, const std::vector<Placement>& placement) {
+  const bool cpu = std::any_of(segment.nodes.begin(), segment.nodes.end(), [&](NodeId id) {
+    return placement[id] == Placement::kCpu && graph.node(id).has(kLaunchesKernel);
+  });
+  return cpu ? HostSide::kCpu : HostSide::kDevice;
+}
+
 }  // namespace
 
-CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<bool>& host,
+CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<Placement>& placement, bool overlap,
                      const std::vector<NodeCost>& costs, const std::vector<at::Tensor>& example_inputs,
                      const Options& options)
     : graph_(graph), device_(device) {
   c10::cuda::CUDAGuard device_guard(device_);
-  segments_ = split_segments(graph, host);
+  segments_ = split_segments(graph, host_mask(placement), overlap ? HostOverlap::kSplit : HostOverlap::kNone);
   graphs_.resize(segments_.size());
+  host_steps_.resize(segments_.size());
   eager_.resize(segments_.size());
+  std::optional<c10::cuda::CUDAStream> step_stream;
+  if (overlap) step_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
   slots_.resize(graph.values().size());
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
     static_inputs_.push_back(example_inputs[i].clone());
@@ -90,12 +103,10 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<b
         for (NodeId waited : local.waits[i]) whole_plan_.waits[whole].push_back(segment.nodes[waited]);
       }
     } else {
-      eager_[k] = std::make_unique<EagerExecutor>(segment.graph, device_);
-      outputs = eager_[k]->run(inputs);
+      host_steps_[k] = std::make_unique<HostStep>(segment, device_, host_side(graph, segment, placement),
+                                                  segment_costs(segment, costs), step_stream);
       // Later graphs read these at fixed addresses: buffers of their own, refilled each run.
-      for (c10::IValue& output : outputs) {
-        if (output.isTensor()) output = output.toTensor().clone();
-      }
+      outputs = host_steps_[k]->first_run(inputs);
       whole_plan_.launch_order.insert(whole_plan_.launch_order.end(), segment.nodes.begin(), segment.nodes.end());
     }
     for (std::size_t j = 0; j < outputs.size(); ++j) slots_[segment.output_values[j]] = outputs[j];
@@ -111,27 +122,38 @@ std::vector<c10::IValue> CudaModel::run(const std::vector<at::Tensor>& inputs) {
 
   std::vector<c10::IValue> outputs;
   bool eager = false;
+  std::optional<std::size_t> during;  // a graph launched once the next host step's inputs are queued
   for (std::size_t k = 0; k < segments_.size() && !eager; ++k) {
     const Segment& segment = segments_[k];
     if (graphs_[k]) {
-      graphs_[k]->replay();
+      if (segment.during_next_host_step) {
+        during = k;
+      } else {
+        graphs_[k]->replay();
+      }
       continue;
     }
+    HostStep& step = *host_steps_[k];
     std::vector<c10::IValue> step_inputs;
     for (ValueId value : segment.input_values) step_inputs.push_back(slots_[value]);
-    std::vector<c10::IValue> results = eager_[k]->run(step_inputs);
+    step.start(step_inputs, stream);
+    if (during) graphs_[*during]->replay();
+    during.reset();
+    std::vector<c10::IValue> results = step.finish();
+    std::vector<c10::IValue> step_slots;
     bool all_fit = true;
-    for (std::size_t j = 0; j < results.size() && all_fit; ++j)
-      all_fit = fits(slots_[segment.output_values[j]], results[j]);
+    for (std::size_t j = 0; j < results.size(); ++j) {
+      step_slots.push_back(slots_[segment.output_values[j]]);
+      all_fit = all_fit && fits(step_slots.back(), results[j]);
+    }
     if (all_fit) {
-      for (std::size_t j = 0; j < results.size(); ++j) {
-        if (results[j].isTensor()) slots_[segment.output_values[j]].toTensor().copy_(results[j].toTensor());
-      }
+      step.publish(results, step_slots, stream);
       continue;
     }
     ++eager_fallbacks_;
     eager = true;
-    outputs = run_rest_eagerly(k, slots_, &results);
+    step.join(stream);
+    outputs = run_rest_eagerly(k, slots_, results);
   }
   if (!eager) {
     for (ValueId output : graph_.outputs()) outputs.push_back(slots_[output]);
@@ -144,9 +166,9 @@ std::vector<c10::IValue> CudaModel::run(const std::vector<at::Tensor>& inputs) {
 // From host step `first_segment` (whose fresh results are `host_outputs`) on, node by node on the
 // current stream: the graphs after it were captured for other values.
 std::vector<c10::IValue> CudaModel::run_rest_eagerly(std::size_t first_segment, std::vector<c10::IValue> values,
-                                                     const std::vector<c10::IValue>* host_outputs) {
-  for (std::size_t j = 0; j < host_outputs->size(); ++j) {
-    values[segments_[first_segment].output_values[j]] = (*host_outputs)[j];
+                                                     const std::vector<c10::IValue>& host_outputs) {
+  for (std::size_t j = 0; j < host_outputs.size(); ++j) {
+    values[segments_[first_segment].output_values[j]] = move_tensors(host_outputs[j], device_);
   }
   for (std::size_t k = first_segment + 1; k < segments_.size(); ++k) {
     const Segment& segment = segments_[k];
@@ -161,11 +183,20 @@ std::vector<c10::IValue> CudaModel::run_rest_eagerly(std::size_t first_segment, 
   return outputs;
 }
 
+double CudaModel::host_busy_ms() const {
+  double total = 0;
+  for (const auto& step : host_steps_) total += step ? step->busy_ms() : 0;
+  return total;
+}
+
 void CudaModel::add_stats(CompiledStats& stats) const {
   stats.segments = segments_.size();
   for (std::size_t k = 0; k < segments_.size(); ++k) {
-    if (!graphs_[k]) {
+    if (host_steps_[k]) {
       stats.host_nodes += segments_[k].nodes.size();
+      if (host_steps_[k]->side() == HostSide::kCpu) stats.cpu_nodes += segments_[k].nodes.size();
+      stats.bytes_to_host += host_steps_[k]->bytes_to_host();
+      stats.bytes_to_device += host_steps_[k]->bytes_to_device();
       continue;
     }
     const CaptureStats& capture = graphs_[k]->stats();

@@ -9,6 +9,8 @@
 #include "cuda_streams.h"
 #include "opara/compiled_model.h"
 #include "opara/eager_executor.h"
+#include "host_step.h"
+#include "opara/placement.h"
 #include "segments.h"
 
 namespace opara {
@@ -19,12 +21,17 @@ namespace opara {
 // results copied into buffers of their own. When a host step's result no longer fits what the
 // later graphs were captured with (another shape, another scalar), the rest of that run goes
 // eagerly, node by node, and the run still gives the right outputs.
+//
+// With `overlap`, host steps run on a stream of their own and the graph work a step does not
+// depend on is launched after the step's inputs are queued for it (HostOverlap::kSplit), so the
+// GPU works while the host does; a step holding a kCpu node runs all its nodes on the CPU
+// (HostStep). Without, host steps run eagerly on the device, in order with the graphs.
 class CudaModel {
  public:
   // Throws CaptureError for a node that fails capture: the caller makes it a host node and
   // compiles again.
-  CudaModel(const Graph& graph, c10::Device device, const std::vector<bool>& host, const std::vector<NodeCost>& costs,
-            const std::vector<at::Tensor>& example_inputs, const Options& options);
+  CudaModel(const Graph& graph, c10::Device device, const std::vector<Placement>& placement, bool overlap,
+            const std::vector<NodeCost>& costs, const std::vector<at::Tensor>& example_inputs, const Options& options);
 
   // On the current stream; the caller serialises runs.
   std::vector<c10::IValue> run(const std::vector<at::Tensor>& inputs);
@@ -33,16 +40,19 @@ class CudaModel {
   // Fills the CUDA fields of `stats`.
   void add_stats(CompiledStats& stats) const;
   [[nodiscard]] std::size_t eager_fallbacks() const { return eager_fallbacks_; }
+  // Milliseconds the host steps took, all runs together.
+  [[nodiscard]] double host_busy_ms() const;
 
  private:
   std::vector<c10::IValue> run_rest_eagerly(std::size_t first_segment, std::vector<c10::IValue> values,
-                                            const std::vector<c10::IValue>* host_outputs);
+                                            const std::vector<c10::IValue>& host_outputs);
 
   const Graph& graph_;
   c10::Device device_;
   std::vector<Segment> segments_;
   std::vector<std::unique_ptr<CudaGraphExecutor>> graphs_;  // by segment; null for host steps
-  std::vector<std::unique_ptr<EagerExecutor>> eager_;       // by segment: host steps, and fallbacks made on demand
+  std::vector<std::unique_ptr<HostStep>> host_steps_;       // by segment; null for graphs
+  std::vector<std::unique_ptr<EagerExecutor>> eager_;       // by segment: fallbacks, made on demand
   std::vector<c10::IValue> slots_;                          // by whole-graph value
   std::vector<at::Tensor> static_inputs_;
   std::optional<CudaEvent> last_run_;

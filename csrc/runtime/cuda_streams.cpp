@@ -65,6 +65,10 @@ void CudaEvent::block(const c10::cuda::CUDAStream& stream) const {
   C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), event_, 0));
 }
 
+void CudaEvent::synchronize() const {
+  C10_CUDA_CHECK(cudaEventSynchronize(event_));
+}
+
 std::size_t allocated_bytes(c10::DeviceIndex device) {
   return static_cast<std::size_t>(c10::cuda::CUDACachingAllocator::getDeviceStats(device).allocated_bytes[0].current);
 }

@@ -44,6 +44,8 @@ class CudaEvent {
 
   void record(const c10::cuda::CUDAStream& stream);
   void block(const c10::cuda::CUDAStream& stream) const;
+  // Waits on the host until the work before the last record() is done.
+  void synchronize() const;
 
  private:
   cudaEvent_t event_ = nullptr;

@@ -52,11 +52,14 @@ struct Options {
   // CPU only: intra-op threads per worker (0: cores / streams).
   int intra_op_threads = 0;
 
-  // CPU overflow (issue 6). Only kNone runs today: compile() refuses the others until host steps
-  // can run nodes on CPU copies of their inputs; `opara-bench plan --overflow` shows the placement.
+  // CUDA only: CPU overflow. kNone: every node on the GPU but those that cannot be captured, which
+  // run eagerly between graph segments. kCommSd (needs a full `profile`) and kManual send nodes to
+  // the CPU: host steps copy their inputs to pinned memory, run them on host threads and copy the
+  // results back, on a stream of their own, while the GPU runs the graph work they do not depend
+  // on. On the CPU every node runs on the CPU already: the policy is checked and changes nothing.
   OverflowPolicy overflow = OverflowPolicy::kNone;
   double alpha_us = kDefaultAlphaUs;   // Comm+SD's threshold
-  std::vector<std::string> cpu_nodes;  // kManual: node ids or kinds
+  std::vector<std::string> cpu_nodes;  // kManual: node ids or kinds, or one .json file {"cpu": [...]}
 };
 
 struct CompiledStats {
@@ -67,6 +70,13 @@ struct CompiledStats {
   std::size_t graph_nodes = 0;      // nodes of the CUDA graphs (kernels, copies, memsets)
   std::size_t segments = 0;         // graph segments and host steps
   std::size_t host_nodes = 0;       // nodes run in host steps
+  std::size_t cpu_nodes = 0;        // of those, nodes run on the CPU (host steps holding a kCpu node)
+  std::size_t bytes_to_host = 0;    // bytes each run copies device-to-host for the CPU nodes
+  std::size_t bytes_to_device = 0;  // and back
+  double host_ms = 0;               // host steps' time on the host, all runs together
+  // Comm+SD's estimates of one run (0: not estimated): everything on the GPU, and the placement.
+  double predicted_none_us = 0;
+  double predicted_us = 0;
   double compile_ms = 0;            // planning, warm-up and capture
   double plan_us = 0;               // planning alone
   double capture_ms = 0;            // capture and instantiation, all segments

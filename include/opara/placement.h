@@ -87,6 +87,10 @@ OPARA_API std::vector<bool> host_mask(const std::vector<Placement>& placement);
 // says), kGpu otherwise; then each node that launches no kernel (a view, a list construct) takes
 // the side of the producer of its first input, since it only renames memory that lives there.
 OPARA_API std::vector<Placement> placement_with_cpu_nodes(const Graph& graph, const std::vector<bool>& cpu);
+// The same with the kHost nodes given: `host` rather than the flagged ones (compile() keeps an
+// op-table synchronisation that reads no GPU tensor in the graphs, and adds nodes that failed capture).
+OPARA_API std::vector<Placement> placement_with_cpu_nodes(const Graph& graph, const std::vector<bool>& cpu,
+                                                          const std::vector<bool>& host);
 
 struct CommSdOptions {
   int max_iterations = 32;  // passes over the graph before giving up on a fixed point

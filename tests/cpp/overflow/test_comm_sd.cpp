@@ -118,7 +118,7 @@ TEST(CommSd, HostNodesStayAndCountAsCpuSide) {
     const ValueId x = graph.add_input("x");
     const std::uint32_t flags = uncapturable ? (kLaunchesKernel | kNotCapturable) : kLaunchesKernel;
     const NodeId h = graph.add_node("aten::nonzero", {x}, {"Tensor"}, flags);
-    const NodeId b = graph.add_node("op", {graph.node(h).outputs[0]}, {"Tensor"});
+    graph.add_node("op", {graph.node(h).outputs[0]}, {"Tensor"});
     PlacementCosts costs = microsecond_costs(graph, 50, 60);
     costs.cpu_us[h] = 1e6;
     costs.value_bytes[graph.node(h).outputs[0]] = 100;

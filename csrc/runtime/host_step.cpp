@@ -1,0 +1,138 @@
+#include "host_step.h"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <chrono>
+
+#include "elapsed.h"
+#include "node_op.h"
+#include "opara/plan.h"
+
+namespace opara {
+namespace {
+
+// An empty pinned host tensor like `tensor` (same sizes, dtype and, for dense tensors, strides).
+at::Tensor pinned_like(const at::Tensor& tensor) {
+  return at::empty_like(tensor, tensor.options().device(c10::kCPU).pinned_memory(true));
+}
+
+bool same_shape(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type();
+}
+
+}  // namespace
+
+HostStep::HostStep(const Segment& segment, c10::Device device, HostSide side, const std::vector<NodeCost>& costs,
+                   std::optional<c10::cuda::CUDAStream> stream)
+    : device_(device), side_(side), own_stream_(stream) {
+  if (side == HostSide::kDevice) {
+    eager_ = std::make_unique<EagerExecutor>(segment.graph, device);
+  } else {
+    Plan plan = make_plan(segment.graph, {StreamPolicy::kOpara, OrderPolicy::kOpara, 0}, costs);
+    cpu_ = std::make_unique<CpuParallelExecutor>(segment.graph, std::move(plan));
+  }
+  pinned_inputs_.resize(segment.input_values.size());
+  pinned_results_.resize(segment.output_values.size());
+}
+
+std::vector<c10::IValue> HostStep::first_run(const std::vector<c10::IValue>& inputs) {
+  if (side_ == HostSide::kDevice) {
+    std::vector<c10::IValue> results = eager_->run(inputs);
+    for (c10::IValue& result : results) {
+      if (result.isTensor()) result = result.toTensor().clone();  // the slot: a buffer of its own
+    }
+    return results;
+  }
+  std::vector<c10::IValue> cpu_inputs;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    cpu_inputs.push_back(move_tensors(inputs[i], c10::kCPU));
+    if (inputs[i].isTensor() && inputs[i].toTensor().is_cuda()) {
+      pinned_inputs_[i] = pinned_like(inputs[i].toTensor());
+      bytes_to_host_ += inputs[i].toTensor().nbytes();
+    }
+  }
+  std::vector<c10::IValue> results = cpu_->run(cpu_inputs);
+  for (std::size_t j = 0; j < results.size(); ++j) {
+    if (results[j].isTensor() && results[j].toTensor().is_cpu()) {
+      const at::Tensor& result = results[j].toTensor();
+      pinned_results_[j] = pinned_like(result);
+      bytes_to_device_ += result.nbytes();
+      results[j] = result.to(device_, /*non_blocking=*/false, /*copy=*/true);
+    } else if (results[j].isTensor()) {
+      results[j] = results[j].toTensor().clone();
+    } else {
+      results[j] = move_tensors(results[j], device_);
+    }
+  }
+  return results;
+}
+
+void HostStep::start(const std::vector<c10::IValue>& inputs, const c10::cuda::CUDAStream& main) {
+  main_ = main;
+  const c10::cuda::CUDAStream& stream = step_stream(main);
+  if (own_stream_) {
+    main_ready_.record(main);
+    main_ready_.block(stream);
+  }
+  if (side_ == HostSide::kDevice) {
+    staged_ = inputs;
+    return;
+  }
+  const c10::cuda::CUDAStreamGuard guard(stream);
+  staged_.assign(inputs.size(), c10::IValue());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const c10::IValue& input = inputs[i];
+    if (input.isTensor() && pinned_inputs_[i] && same_shape(*pinned_inputs_[i], input.toTensor())) {
+      pinned_inputs_[i]->copy_(input.toTensor(), /*non_blocking=*/true);
+      staged_[i] = *pinned_inputs_[i];
+    } else {
+      staged_[i] = move_tensors(input, c10::kCPU);  // no buffer for it: a synchronous copy
+    }
+  }
+  staged_event_.record(stream);
+}
+
+std::vector<c10::IValue> HostStep::finish() {
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<c10::IValue> results;
+  if (side_ == HostSide::kDevice) {
+    const c10::cuda::CUDAStreamGuard guard(step_stream(*main_));
+    results = eager_->run(staged_);
+  } else {
+    staged_event_.synchronize();
+    results = cpu_->run(staged_);
+  }
+  staged_.clear();
+  busy_ms_ += milliseconds_since(started);
+  return results;
+}
+
+void HostStep::publish(const std::vector<c10::IValue>& results, const std::vector<c10::IValue>& slots,
+                       const c10::cuda::CUDAStream& main) {
+  const c10::cuda::CUDAStream& stream = step_stream(main);
+  {
+    const c10::cuda::CUDAStreamGuard guard(stream);
+    for (std::size_t j = 0; j < results.size(); ++j) {
+      if (!results[j].isTensor() || !slots[j].isTensor()) continue;  // scalars were captured as they are
+      at::Tensor slot = slots[j].toTensor();
+      const at::Tensor& result = results[j].toTensor();
+      if (result.is_cpu() && pinned_results_[j] && same_shape(*pinned_results_[j], result)) {
+        // The previous run's copy from this buffer is done: this run's inputs were staged after it.
+        pinned_results_[j]->copy_(result);
+        slot.copy_(*pinned_results_[j], /*non_blocking=*/true);
+      } else {
+        slot.copy_(result, /*non_blocking=*/true);
+      }
+    }
+  }
+  join(main);
+}
+
+void HostStep::join(const c10::cuda::CUDAStream& main) {
+  if (!own_stream_) return;
+  done_event_.record(*own_stream_);
+  done_event_.block(main);
+}
+
+}  // namespace opara
