@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "../profile/device_limits.h"
+#include "cpu_steps.h"
 #include "cuda_model.h"
 #include "elapsed.h"
 #include "input_signature.h"
@@ -82,6 +83,7 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
   // A node that fails capture becomes a host node and the model is compiled again.
   std::vector<Placement> placement;
   for (;;) {
+    cpu = cpu_nodes_safe_for_aliases(graph, cpu, uncapturable);
     placement = placement_with_cpu_nodes(graph, cpu, uncapturable);
     try {
       const bool overlap = options.overflow != OverflowPolicy::kNone;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "cpu_steps.h"
 #include "node_op.h"
 #include "opara/error.h"
 
@@ -37,15 +38,6 @@ bool fits(const c10::IValue& captured, const c10::IValue& fresh) {
   } catch (const std::exception&) {
     return false;  // values without a defined equality: take the safe road
   }
-}
-
-// A host step runs on the CPU when a placement sent one of its kernels there (a view of a host
-// node's result follows it to the CPU side without deciding anything).
-HostSide host_side(const Graph& graph, const Segment& segment, const std::vector<Placement>& placement) {
-  const bool cpu = std::any_of(segment.nodes.begin(), segment.nodes.end(), [&](NodeId id) {
-    return placement[id] == Placement::kCpu && graph.node(id).has(kLaunchesKernel);
-  });
-  return cpu ? HostSide::kCpu : HostSide::kDevice;
 }
 
 }  // namespace
@@ -103,8 +95,9 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
         for (NodeId waited : local.waits[i]) whole_plan_.waits[whole].push_back(segment.nodes[waited]);
       }
     } else {
-      host_steps_[k] = std::make_unique<HostStep>(segment, device_, host_side(graph, segment, placement),
-                                                  segment_costs(segment, costs), step_stream);
+      host_steps_[k] = std::make_unique<HostStep>(
+          segment, device_, step_runs_on_cpu(graph, segment, placement) ? HostSide::kCpu : HostSide::kDevice,
+          segment_costs(segment, costs), step_stream);
       // Later graphs read these at fixed addresses: buffers of their own, refilled each run.
       outputs = host_steps_[k]->first_run(inputs);
       whole_plan_.launch_order.insert(whole_plan_.launch_order.end(), segment.nodes.begin(), segment.nodes.end());

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "cuda_streams.h"
+#include "host_step.h"
 #include "opara/compiled_model.h"
 #include "opara/eager_executor.h"
-#include "host_step.h"
 #include "opara/placement.h"
 #include "segments.h"
 

@@ -18,9 +18,10 @@ bool ends_with(const std::string& text, std::string_view suffix) {
 
 std::vector<Placement> manual_choice(const Graph& graph, const std::vector<std::string>& names) {
   if (names.empty()) {
-    throw Error(fmt::format("{}: Options::overflow = manual names no node; list node ids or kinds in "
-                            "Options::cpu_nodes (\"12\", \"aten::lstm_cell\"), or a .json file {{\"cpu\": [...]}}",
-                            graph.source_path));
+    throw Error(
+        fmt::format("{}: Options::overflow = manual names no node; list node ids or kinds in "
+                    "Options::cpu_nodes (\"12\", \"aten::lstm_cell\"), or a .json file {{\"cpu\": [...]}}",
+                    graph.source_path));
   }
   if (names.size() == 1 && ends_with(names.front(), ".json")) return manual_placement_file(graph, names.front());
   return manual_placement(graph, names);
@@ -29,19 +30,21 @@ std::vector<Placement> manual_choice(const Graph& graph, const std::vector<std::
 PlacementCosts profile_placement_costs(const Graph& graph, const std::vector<at::Tensor>& examples,
                                        const Options& options) {
   if (options.profile.empty()) {
-    throw Error(fmt::format("{}: Options::overflow = comm_sd compares each node's GPU and CPU times, which come "
-                            "from a full profile: set Options::profile (opara-bench profile --model M --out P "
-                            "records one), or name the CPU nodes with overflow = manual",
-                            graph.source_path));
+    throw Error(
+        fmt::format("{}: Options::overflow = comm_sd compares each node's GPU and CPU times, which come "
+                    "from a full profile: set Options::profile (opara-bench profile --model M --out P "
+                    "records one), or name the CPU nodes with overflow = manual",
+                    graph.source_path));
   }
   std::ifstream file(options.profile);
   if (!file) throw Error(fmt::format("{}: cannot read the profile; check the path", options.profile));
   std::stringstream text;
   text << file.rdbuf();
   if (!is_full_profile(text.str())) {
-    throw Error(fmt::format("{}: Options::overflow = comm_sd needs a full profile with GPU and CPU times; this one "
-                            "holds only classes and demands (opara-bench profile --model M --out P records a full one)",
-                            options.profile));
+    throw Error(
+        fmt::format("{}: Options::overflow = comm_sd needs a full profile with GPU and CPU times; this one "
+                    "holds only classes and demands (opara-bench profile --model M --out P records a full one)",
+                    options.profile));
   }
   const Profile profile = profile_from_json(text.str(), options.profile);
   std::vector<NodeShapes> shapes;
@@ -59,12 +62,8 @@ OverflowChoice choose_placement(const Graph& graph, const std::vector<at::Tensor
                                 int gpu_streams) {
   OverflowChoice choice;
   switch (options.overflow) {
-    case OverflowPolicy::kNone:
-      choice.placement = gpu_placement(graph);
-      break;
-    case OverflowPolicy::kManual:
-      choice.placement = manual_choice(graph, options.cpu_nodes);
-      break;
+    case OverflowPolicy::kNone: choice.placement = gpu_placement(graph); break;
+    case OverflowPolicy::kManual: choice.placement = manual_choice(graph, options.cpu_nodes); break;
     case OverflowPolicy::kCommSd: {
       const PlacementCosts costs = profile_placement_costs(graph, examples, options);
       CommSdOptions comm_sd;

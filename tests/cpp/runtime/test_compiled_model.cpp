@@ -136,6 +136,24 @@ TEST(CompiledModelCpu, CudaWithoutAGpuSaysSo) {
   }
 }
 
+// On the CPU every node runs on the CPU already: an overflow policy changes nothing, but the nodes
+// a manual placement names must exist.
+TEST(CompiledModelCpu, OverflowOnTheCpuChangesNothingButNamesAreChecked) {
+  OPARA_REQUIRE_MODEL("branchy");
+  const Loaded loaded = reference_of("branchy", "pt");
+  Options options = cpu_options();
+  options.overflow = OverflowPolicy::kManual;
+  options.cpu_nodes = {"aten::relu"};
+  const CompiledModel compiled = compile(loaded.path, loaded.inputs, options);
+  EXPECT_TRUE(bitwise_equal(compiled.run(loaded.inputs), loaded.expected));
+  EXPECT_EQ(compiled.stats().cpu_nodes, 0u);
+  options.cpu_nodes = {"aten::rleu"};
+  EXPECT_THAT([&] { compile(loaded.path, loaded.inputs, options); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("aten::rleu")));
+  options.overflow = OverflowPolicy::kCommSd;  // no profile needed where nothing moves
+  EXPECT_TRUE(bitwise_equal(compile(loaded.path, loaded.inputs, options).run(loaded.inputs), loaded.expected));
+}
+
 TEST(CompiledModelCpu, ConcurrentRunsOnOneModelAreSerializedAndRight) {
   OPARA_REQUIRE_MODEL("branchy");
   const Loaded loaded = reference_of("branchy", "pt");
