@@ -43,6 +43,12 @@ class Model : public torch::CustomClassHolder {
     put("graph_nodes", static_cast<double>(stats.graph_nodes));
     put("segments", static_cast<double>(stats.segments));
     put("host_nodes", static_cast<double>(stats.host_nodes));
+    put("cpu_nodes", static_cast<double>(stats.cpu_nodes));
+    put("bytes_to_host", static_cast<double>(stats.bytes_to_host));
+    put("bytes_to_device", static_cast<double>(stats.bytes_to_device));
+    put("host_ms", stats.host_ms);
+    put("predicted_none_us", stats.predicted_none_us);
+    put("predicted_us", stats.predicted_us);
     put("compile_ms", stats.compile_ms);
     put("plan_us", stats.plan_us);
     put("capture_ms", stats.capture_ms);

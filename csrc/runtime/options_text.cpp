@@ -7,6 +7,7 @@
 #include <array>
 #include <charconv>
 #include <functional>
+#include <sstream>
 #include <string_view>
 #include <utility>
 
@@ -38,6 +39,28 @@ double parse_positive(std::string_view key, const std::string& value) {
   }
   if (used == 0 || used != value.size() || !(number > 0)) bad_value(key, value, "a number above 0");
   return number;
+}
+
+double parse_non_negative(std::string_view key, const std::string& value) {
+  std::size_t used = 0;
+  double number = -1;
+  try {
+    number = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size() || !(number >= 0)) bad_value(key, value, "a number of at least 0");
+  return number;
+}
+
+// "12,aten::relu" -> {"12", "aten::relu"}; empty pieces are dropped.
+std::vector<std::string> split_names(const std::string& value) {
+  std::vector<std::string> names;
+  std::stringstream stream(value);
+  for (std::string name; std::getline(stream, name, ',');) {
+    if (!name.empty()) names.push_back(name);
+  }
+  return names;
 }
 
 template <typename Choice, std::size_t N>
@@ -119,6 +142,12 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"warmup_runs", [](Options& o, const std::string& v) { o.warmup_runs = parse_int("warmup_runs", v, 0); }},
       {"intra_op_threads",
        [](Options& o, const std::string& v) { o.intra_op_threads = parse_int("intra_op_threads", v, 0); }},
+      {"overflow",
+       [](Options& o, const std::string& v) {
+         o.overflow = with_key("overflow", [&] { return parse_overflow_policy(v); });
+       }},
+      {"alpha_us", [](Options& o, const std::string& v) { o.alpha_us = parse_non_negative("alpha_us", v); }},
+      {"cpu_nodes", [](Options& o, const std::string& v) { o.cpu_nodes = split_names(v); }},
   };
   return table;
 }

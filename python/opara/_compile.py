@@ -21,7 +21,9 @@ def _option_text(key: str, value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (str, int, float, torch.device, os.PathLike)):
         return str(value)
-    raise TypeError(f"opara option {key}={value!r}: expected a string, a number or a torch.device")
+    if isinstance(value, (list, tuple)) and all(isinstance(item, (str, int)) for item in value):
+        return ",".join(str(item) for item in value)  # cpu_nodes=[12, "aten::relu"]
+    raise TypeError(f"opara option {key}={value!r}: expected a string, a number, a list of names or a torch.device")
 
 
 def _options_text(options: dict[str, Any]) -> dict[str, str]:

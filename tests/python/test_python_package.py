@@ -15,7 +15,8 @@ import opara
 from conftest import ROOT, model_file
 
 STATS_KEYS = {"streams", "events", "captured_nodes", "graph_nodes", "segments", "host_nodes", "compile_ms",
-              "plan_us", "capture_ms", "pool_bytes", "peak_bytes", "runs", "eager_fallbacks"}
+              "plan_us", "capture_ms", "pool_bytes", "peak_bytes", "runs", "eager_fallbacks", "cpu_nodes",
+              "bytes_to_host", "bytes_to_device", "host_ms", "predicted_none_us", "predicted_us"}
 
 
 def cpu_options():
@@ -118,6 +119,10 @@ def test_bad_options_name_the_option(library):
         opara.compile(path, [x], streams=["opara"])
     with pytest.raises(TypeError, match="example input 1 is a int"):
         opara.compile(path, [x, 3])
+    with pytest.raises(RuntimeError, match="aten::rleu"):
+        opara.compile(path, [x], device="cpu", overflow="manual", cpu_nodes=["aten::rleu", 0])
+    with pytest.raises(RuntimeError, match="option overflow: unknown overflow policy 'sd'"):
+        opara.compile(path, [x], overflow="sd")
 
 
 def test_inputs_of_another_signature_name_the_input(library):
@@ -176,6 +181,20 @@ def test_googlenet_compiled_for_cuda_is_close_to_the_module(library):
     for _ in range(3):
         torch.testing.assert_close(compiled(x), expected, rtol=1e-4, atol=1e-5)
     assert compiled.stats()["captured_nodes"] > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")
+def test_nodes_sent_to_the_cpu_by_name_give_the_models_outputs(library):
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    path = model_file("branchy", "pt")
+    x = torch.randn(1, 3, 32, 32, device="cuda")
+    expected = opara.compile(path, [x])(x)
+    compiled = opara.compile(path, [x], overflow="manual", cpu_nodes=["aten::relu"])
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), expected, rtol=1e-4, atol=1e-5)
+    stats = compiled.stats()
+    assert stats["cpu_nodes"] > 0 and stats["bytes_to_host"] > 0 and stats["bytes_to_device"] > 0
 
 
 def test_pip_install_gives_a_working_package(library, tmp_path):

@@ -12,6 +12,7 @@
 #include <torch/cuda.h>
 
 #include <future>
+#include <random>
 
 #include "model_files.h"
 #include "opara/compiled_model.h"
@@ -338,6 +339,95 @@ TEST(CompiledModelCuda, AnOperationThatFailsCaptureBecomesAHostStep) {
   } catch (const CaptureError& error) {
     EXPECT_EQ(error.node(), 1);
     EXPECT_THAT(error.what(), HasSubstr("test::positive"));
+  }
+}
+
+// ---- CPU overflow on the GPU (skipped without one) ----------------------------------------------
+
+struct OverflowCase {
+  const char* model;
+  std::vector<std::string> cpu_nodes;
+};
+
+// Nodes sent to the CPU by name: host steps on pinned copies, with the graph work they do not
+// read running meanwhile, give eager's outputs run after run, with fresh inputs too.
+TEST(CompiledModelCuda, NodesOnTheCpuGiveEagersOutputs) {
+  OPARA_REQUIRE_GPU();
+  NoTf32 no_tf32;
+  const std::vector<OverflowCase> cases{
+      {"multihead_rnn", {"aten::sigmoid_", "aten::tanh_", "aten::tanh", "aten::mul", "aten::add_"}},
+      {"detect", {"aten::argsort", "aten::triu", "aten::max", "aten::le"}},
+      {"branchy", {"aten::relu"}},
+      {"inplace", {"aten::add_", "aten::mul"}},
+      {"googlenet", {"aten::max_pool2d", "aten::cat"}},
+  };
+  int checked = 0;
+  for (const OverflowCase& c : cases) {
+    if (!testing::model_exported(c.model)) continue;
+    ++checked;
+    const Loaded loaded = reference_of(c.model, "pt");
+    const Graph graph = load(loaded.path);
+    const auto inputs = to_cuda(loaded.inputs);
+    Options options;
+    options.overflow = OverflowPolicy::kManual;
+    options.cpu_nodes = c.cpu_nodes;
+    const CompiledModel compiled = compile(graph, inputs, options);
+    const CompiledStats stats = compiled.stats();
+    EXPECT_GE(stats.segments, 2u) << c.model;
+    for (int run = 0; run < 3; ++run) {
+      expect_close(compiled.run(inputs), eager_cuda(graph, inputs), fmt::format("{} run {}", c.model, run));
+    }
+    std::vector<at::Tensor> fresh;
+    for (const at::Tensor& input : inputs) {
+      fresh.push_back(input.is_floating_point() ? at::randn_like(input) : input.clone());
+    }
+    expect_close(compiled.run(fresh), eager_cuda(graph, fresh), fmt::format("{} fresh inputs", c.model));
+    if (stats.cpu_nodes > 0) {
+      EXPECT_GT(stats.bytes_to_host + stats.bytes_to_device, 0u) << c.model;
+      EXPECT_GT(compiled.stats().host_ms, 0) << c.model;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no model is exported: run scripts/export_models.py";
+}
+
+// The LSTM heads of multihead_rnn write their gates in place inside each cell: sending whole
+// cells to the CPU keeps them there (nothing is taken back for aliasing), and copies both ways.
+TEST(CompiledModelCuda, MultiheadRnnCellsStayOnTheCpu) {
+  OPARA_REQUIRE_GPU();
+  OPARA_REQUIRE_MODEL("multihead_rnn");
+  NoTf32 no_tf32;
+  const Loaded loaded = reference_of("multihead_rnn", "pt");
+  const Graph graph = load(loaded.path);
+  const auto inputs = to_cuda(loaded.inputs);
+  Options options;
+  options.overflow = OverflowPolicy::kManual;
+  options.cpu_nodes = {"aten::linear", "aten::sigmoid_", "aten::tanh_", "aten::tanh", "aten::mul", "aten::add_"};
+  const CompiledModel compiled = compile(graph, inputs, options);
+  EXPECT_GT(compiled.stats().cpu_nodes, graph.size() / 2);
+  EXPECT_GT(compiled.stats().bytes_to_host, 0u);
+  EXPECT_GT(compiled.stats().bytes_to_device, 0u);
+  expect_close(compiled.run(inputs), eager_cuda(graph, inputs), "multihead_rnn cells on the CPU");
+}
+
+// A random CPU mask over random models (views, lists, several outputs): every cut runs right.
+TEST(CompiledModelCuda, RandomCpuNodesOnRandomModelsMatchEager) {
+  OPARA_REQUIRE_GPU();
+  NoTf32 no_tf32;
+  for (std::uint64_t seed = 1; seed <= 30; ++seed) {
+    const Graph graph = testing::random_model(10 + static_cast<int>(seed % 30), seed);
+    std::mt19937_64 random(seed);
+    std::bernoulli_distribution coin(0.3);
+    Options options;
+    options.overflow = OverflowPolicy::kManual;
+    for (const Node& node : graph.nodes()) {
+      if (node.has(kLaunchesKernel) && coin(random)) options.cpu_nodes.push_back(std::to_string(node.id));
+    }
+    if (options.cpu_nodes.empty()) options.cpu_nodes.push_back("0");
+    const std::vector<at::Tensor> inputs{at::randn({4, 6}, at::kCUDA), at::randn({4, 6}, at::kCUDA)};
+    const CompiledModel compiled = compile(graph, inputs, options);
+    for (int run = 0; run < 2; ++run) {
+      expect_close(compiled.run(inputs), eager_cuda(graph, inputs), fmt::format("seed {} run {}", seed, run));
+    }
   }
 }
 
