@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 
+#include "modes.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/outputs.h"
@@ -110,6 +111,12 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
       options.allow_profile_mismatch = request.allow_profile_mismatch;
       options.ridge_point = request.ridge_point;
       options.memory = request.memory;
+      if (mode == kOverflowMode) {
+        options.order = OrderPolicy::kOpara;
+        options.overflow = request.overflow;
+        options.alpha_us = request.alpha_us;
+        options.cpu_nodes = request.cpu_nodes;
+      }
       compiled = compile(model.graph, inputs, options);
       runner = [model = *compiled](const std::vector<at::Tensor>& in) { return model.run(in); };
     }
@@ -130,6 +137,16 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
       result.entry["capture_ms"] = stats.capture_ms;
       result.entry["pool_bytes"] = stats.pool_bytes;
       result.entry["eager_fallbacks"] = stats.eager_fallbacks;
+      if (mode == kOverflowMode) {
+        const double runs = static_cast<double>(std::max<std::size_t>(stats.runs, 1));
+        result.entry["overflow"] = to_string(request.overflow);
+        result.entry["cpu_nodes"] = stats.cpu_nodes;
+        result.entry["bytes_to_host"] = stats.bytes_to_host;
+        result.entry["bytes_to_device"] = stats.bytes_to_device;
+        result.entry["host_ms_per_run"] = stats.host_ms / runs;
+        result.entry["predicted_none_us"] = stats.predicted_none_us;
+        result.entry["predicted_us"] = stats.predicted_us;
+      }
     }
   }
 
@@ -168,6 +185,21 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
                ratio(entry["speedup_vs_sequential"]), ratio(entry["speedup_vs_eager"]), difference, relative,
                megabytes(result.peak_bytes), entry.value("streams", 1), entry.value("events", 0));
     entries.push_back(entry);
+  }
+  for (const nlohmann::json& entry : entries) {
+    if (!entry.contains("cpu_nodes")) continue;
+    fmt::print(table,
+               "\n{} ({}): {} of {} nodes on the CPU, {} in host steps; {} KiB to the host and {} KiB back per "
+               "run, {:.3f} ms on the host per run",
+               kOverflowMode, entry["overflow"].get<std::string>(), entry["cpu_nodes"].get<std::size_t>(),
+               model.graph.size(), entry["host_nodes"].get<std::size_t>(),
+               entry["bytes_to_host"].get<std::size_t>() / 1024, entry["bytes_to_device"].get<std::size_t>() / 1024,
+               entry["host_ms_per_run"].get<double>());
+    if (entry["predicted_us"].get<double>() > 0) {
+      fmt::print(table, "; Comm+SD predicted {:.1f} us against {:.1f} us all on the GPU",
+                 entry["predicted_us"].get<double>(), entry["predicted_none_us"].get<double>());
+    }
+    fmt::print(table, "\n");
   }
   return entries;
 }

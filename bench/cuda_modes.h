@@ -15,7 +15,7 @@
 namespace opara::bench {
 
 struct CudaRunRequest {
-  std::vector<std::string> modes;  // eager, sequential, nimble, opara
+  std::vector<std::string> modes;  // eager, sequential, nimble, opara, opara-noreorder, opara+overflow
   std::vector<at::Tensor> inputs;  // on the CPU; moved to the GPU here
   int iters = 1000;
   int warmup = 10;
@@ -24,6 +24,10 @@ struct CudaRunRequest {
   bool allow_profile_mismatch = false;
   double ridge_point = kDefaultRidgePoint;
   MemoryProtection memory = MemoryProtection::kRecordStream;
+  // opara+overflow
+  OverflowPolicy overflow = OverflowPolicy::kCommSd;
+  double alpha_us = kDefaultAlphaUs;
+  std::vector<std::string> cpu_nodes;
 };
 
 // Times each mode on the GPU with CUDA events around each run (median, p10, p90), one mode after

@@ -26,6 +26,10 @@ inline constexpr ModeSpec kModes[] = {
     {"opara-noreorder", true, {StreamPolicy::kOpara, OrderPolicy::kTopological, 0}},  // Alg. 1 without Alg. 2
 };
 
+// `run --device cuda` only: opara with CPU overflow (compile()'s Options::overflow, chosen by
+// --overflow). On the CPU every node runs on the CPU already.
+inline constexpr std::string_view kOverflowMode = "opara+overflow";
+
 inline const ModeSpec& mode_spec(const std::string& name) {
   std::vector<std::string_view> names;
   for (const ModeSpec& mode : kModes) {

@@ -11,6 +11,7 @@
 #include "opara/placement.h"
 #include "opara/profile.h"
 #include "opara/record_shapes.h"
+#include "runtime/cpu_steps.h"
 #include "runtime/segments.h"
 
 namespace opara::bench {
@@ -97,6 +98,25 @@ nlohmann::json overflow_report(const LoadedModel& model, const std::vector<at::T
     placement = gpu_placement(graph);
   }
 
+  // What compile() runs: CPU nodes whose copies would break a written alias group go back.
+  std::vector<bool> cpu_mask(graph.size(), false);
+  std::vector<bool> host_mask_of(graph.size(), false);
+  for (const Node& node : graph.nodes()) {
+    cpu_mask[node.id] = placement[node.id] == Placement::kCpu && node.has(kLaunchesKernel);
+    host_mask_of[node.id] = placement[node.id] == Placement::kHost;
+  }
+  const std::vector<bool> safe = cpu_nodes_safe_for_aliases(graph, cpu_mask, host_mask_of);
+  std::vector<NodeId> taken_back;
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
+    if (cpu_mask[id] && !safe[id]) taken_back.push_back(id);
+  }
+  if (!taken_back.empty()) {
+    placement = placement_with_cpu_nodes(graph, safe, host_mask_of);
+    fmt::print(table, "aliasing       {} CPU nodes back on the GPU (their copies would miss in-place writes): {}\n",
+               taken_back.size(), node_list(graph, taken_back));
+  }
+  json["taken_back"] = taken_back;
+
   std::vector<std::string> names;
   std::vector<NodeId> cpu, host;
   for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
@@ -122,13 +142,19 @@ nlohmann::json overflow_report(const LoadedModel& model, const std::vector<at::T
     json["predicted_us"] = chosen_us;
   }
 
-  const std::vector<Segment> segments = split_segments(graph, host_mask(placement));
+  // As compile() cuts them: with CPU overflow, graph work a host step does not read runs during it.
+  const HostOverlap overlap = policy == OverflowPolicy::kNone ? HostOverlap::kNone : HostOverlap::kSplit;
+  const std::vector<Segment> segments = split_segments(graph, host_mask(placement), overlap);
   std::vector<std::string> shown;
   nlohmann::json segment_json = nlohmann::json::array();
   for (const Segment& segment : segments) {
-    const char* kind = segment.kind == SegmentKind::kGraph ? "graph" : "host";
-    shown.push_back(fmt::format("{} {}", kind, segment.nodes.size()));
-    segment_json.push_back({{"kind", kind},
+    const bool cpu_step = step_runs_on_cpu(graph, segment, placement);
+    const char* kind = segment.kind == SegmentKind::kGraph ? "graph" : cpu_step ? "cpu" : "host";
+    shown.push_back(fmt::format("{} {}{}", kind, segment.nodes.size(),
+                                segment.during_next_host_step ? " (during the next host step)" : ""));
+    segment_json.push_back({{"kind", segment.kind == SegmentKind::kGraph ? "graph" : "host"},
+                            {"on_cpu", cpu_step},
+                            {"during_next_host_step", segment.during_next_host_step},
                             {"nodes", segment.nodes},
                             {"inputs", segment.input_values.size()},
                             {"outputs", segment.output_values.size()}});

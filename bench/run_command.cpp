@@ -25,6 +25,7 @@
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/outputs.h"
+#include "opara/placement.h"
 #include "percentile.h"
 #include "planning.h"
 #include "progress.h"
@@ -56,9 +57,12 @@ struct RunOptions {
   std::string csv;
   std::string input_shape;
   std::optional<std::uint64_t> seed;
-  std::optional<int> max_streams;  // unset: tuned on the CPU
-  int threads = 0;                 // intra-op threads per worker; 0: cores / streams
-  CostOptions costs;               // --profile, --ridge, --allow-profile-mismatch
+  std::optional<int> max_streams;    // unset: tuned on the CPU
+  int threads = 0;                   // intra-op threads per worker; 0: cores / streams
+  CostOptions costs;                 // --profile, --ridge, --allow-profile-mismatch
+  std::string overflow = "comm_sd";  // opara+overflow: none | comm_sd | manual
+  double alpha_us = kDefaultAlphaUs;
+  std::vector<std::string> cpu_nodes;
 };
 
 // --json: the whole report; --csv: a row per mode, the run's model and device in each.
@@ -161,7 +165,13 @@ CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, co
 void run_modes(const RunOptions& options) {
   std::FILE* table = table_stream(options.json, options.csv);
   const c10::Device device(options.device);
-  for (const std::string& mode : options.modes) mode_spec(mode);
+  for (const std::string& mode : options.modes) {
+    if (mode != kOverflowMode) {
+      mode_spec(mode);
+    } else if (!device.is_cuda()) {
+      throw Error(fmt::format("mode {} needs --device cuda: on the CPU every node runs on the CPU already", mode));
+    }
+  }
   if (device.is_cuda() && !torch::cuda::is_available()) {
     throw Error("--device cuda: no CUDA GPU is visible on this machine; use --device cpu");
   }
@@ -183,6 +193,9 @@ void run_modes(const RunOptions& options) {
     request.allow_profile_mismatch = options.costs.allow_profile_mismatch;
     request.ridge_point = options.costs.ridge_point;
     request.memory = options.memory == "keep-alive" ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
+    request.overflow = parse_overflow_policy(options.overflow);
+    request.alpha_us = options.alpha_us;
+    request.cpu_nodes = options.cpu_nodes;
     nlohmann::json report = {
         {"model", model.path}, {"device", device_description()}, {"import_ms", model.import_ms}, {"iters", iters},
         {"warmup", warmup},    {"inputs", inputs.origin},        {"memory", options.memory}};
@@ -324,7 +337,8 @@ void add_run_command(CLI::App& app) {
   run->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
   run->add_option("--device", options->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   run->add_option("--modes", options->modes,
-                  "comma-separated execution modes: eager, sequential, nimble, opara, opara-noreorder")
+                  "comma-separated execution modes: eager, sequential, nimble, opara, opara-noreorder, and on "
+                  "the GPU opara+overflow")
       ->delimiter(',');
   run->add_option("--iters,-n", options->iters, "timed iterations (default: 20 on the CPU, 1000 on the GPU)")
       ->check(CLI::PositiveNumber);
@@ -353,7 +367,38 @@ void add_run_command(CLI::App& app) {
                 "use a profile made for another model file, GPU or input shapes, with a warning");
   run->add_option("--ridge", options->costs.ridge_point, "FLOPs per byte above which an op counts as compute-bound")
       ->check(CLI::PositiveNumber);
-  run->callback([options] { run_modes(*options); });
+  CLI::Option* overflow =
+      run->add_option("--overflow", options->overflow,
+                      "opara+overflow: which nodes run on the CPU: comm_sd (SIR+ Comm+SD, needs --profile; the "
+                      "default), manual (--cpu-nodes) or none")
+          ->check(CLI::IsMember({"none", "comm_sd", "manual"}));
+  CLI::Option* alpha =
+      run->add_option("--alpha-us", options->alpha_us,
+                      "Comm+SD: how much slower (us) a node may get on the CPU and still move (default 100)")
+          ->check(CLI::NonNegativeNumber);
+  run->add_option("--cpu-nodes", options->cpu_nodes,
+                  "manual: node ids or kinds for the CPU, comma-separated, or a .json file {\"cpu\": [...]}")
+      ->delimiter(',');
+  run->callback([options, overflow, alpha] {
+    const bool overflow_mode =
+        std::find(options->modes.begin(), options->modes.end(), kOverflowMode) != options->modes.end();
+    if (!overflow_mode && (overflow->count() > 0 || alpha->count() > 0 || !options->cpu_nodes.empty())) {
+      throw CLI::ValidationError("--overflow/--alpha-us/--cpu-nodes", "only go with --modes ...,opara+overflow");
+    }
+    if (overflow_mode && options->overflow == "comm_sd" && options->costs.profile.empty()) {
+      throw CLI::ValidationError("opara+overflow",
+                                 "--overflow comm_sd (the default) needs --profile P: a full profile (opara-bench "
+                                 "profile --model M --out P) has the GPU and CPU times Comm+SD compares; or name "
+                                 "the nodes with --overflow manual --cpu-nodes");
+    }
+    if (options->overflow == "manual" && options->cpu_nodes.empty()) {
+      throw CLI::ValidationError("--overflow manual", "needs --cpu-nodes: the node ids or kinds to run on the CPU");
+    }
+    if (options->overflow != "manual" && !options->cpu_nodes.empty()) {
+      throw CLI::ValidationError("--cpu-nodes", "only goes with --overflow manual");
+    }
+    run_modes(*options);
+  });
 }
 
 }  // namespace opara::bench

@@ -130,12 +130,12 @@ std::vector<bool> cpu_nodes_safe_for_aliases(const Graph& graph, std::vector<boo
       std::set<int> steps;
       const auto in_group = [&](ValueId value) { return aliases.group[value] == root; };
       for (const Node& node : graph.nodes()) {
-        if (std::none_of(node.inputs.begin(), node.inputs.end(), in_group) &&
-            std::none_of(node.outputs.begin(), node.outputs.end(), in_group)) {
-          continue;
-        }
+        const bool makes = std::any_of(node.outputs.begin(), node.outputs.end(), in_group);
+        if (!makes && std::none_of(node.inputs.begin(), node.inputs.end(), in_group)) continue;
         if (side[node.id] != kDeviceSide) steps.insert(side[node.id]);
-        if (cpu[node.id] && node.has(kLaunchesKernel)) back_to_gpu[node.id] = moved = true;
+        // Writers and makers go back; a CPU node that only reads the group may stay, since with
+        // every writer on the device its copy is taken after the writes it must see.
+        if (cpu[node.id] && node.has(kLaunchesKernel) && makes) back_to_gpu[node.id] = moved = true;
       }
       if (!moved) {  // only host nodes and views of the group are on the CPU: their steps go back whole
         for (int step : steps) {

@@ -24,9 +24,9 @@ OPARA_API bool step_runs_on_cpu(const Graph& graph, const Segment& segment, cons
 // through nodes that launch no kernel), the copies are right when its writers are all on the
 // device and no CPU step makes a value of it; or when they are all in one CPU step, which stages at
 // most one value of the group from outside, and after which only values that step made are read
-// (they are copied back after its writes). Where a group breaks, its CPU kernels go back to the GPU
-// (or, when none of them is a kernel of its own, every CPU kernel of the steps that touch it), until
-// none breaks. `host` marks the kHost nodes.
+// (they are copied back after its writes). Where a group breaks, the CPU kernels that write it or
+// make a value of it go back to the GPU (or, when there are none, every CPU kernel of the steps that
+// touch it), until none breaks. `host` marks the kHost nodes.
 OPARA_API std::vector<bool> cpu_nodes_safe_for_aliases(const Graph& graph, std::vector<bool> cpu,
                                                        const std::vector<bool>& host);
 

@@ -96,3 +96,41 @@ def test_plan_overflow_bad_flags_exit_2(bench, args):
     result = bench("plan", "--model", "branchy", *args, check=False)
     assert result.returncode == 2, result.stderr
     assert "opara-bench:" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--modes", "opara", "--overflow", "manual", "--cpu-nodes", "0"], "only go with --modes ...,opara+overflow"),
+    (["--modes", "opara", "--alpha-us", "5"], "only go with --modes ...,opara+overflow"),
+    (["--device", "cuda", "--modes", "opara+overflow"], "needs --profile"),
+    (["--device", "cuda", "--modes", "opara+overflow", "--overflow", "manual"], "needs --cpu-nodes"),
+    (["--device", "cuda", "--modes", "opara+overflow", "--overflow", "none", "--cpu-nodes", "0"],
+     "only goes with --overflow manual"),
+])
+def test_run_overflow_bad_flags_exit_2(bench, args, message):
+    result = bench("run", "--model", "branchy", *args, check=False)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+
+
+def test_run_overflow_mode_on_the_cpu_says_it_needs_a_gpu(bench):
+    result = bench("run", "--model", "branchy", "--modes", "opara+overflow", "--overflow", "manual",
+                   "--cpu-nodes", "aten::relu", check=False)
+    assert result.returncode == 1
+    assert "opara+overflow needs --device cuda" in result.stderr
+
+
+def test_plan_shows_cpu_nodes_taken_back_for_in_place_writes_and_the_overlap(bench):
+    model = model_file("inplace", "pt")
+    report = overflow_of(bench, "--model", model, "--overflow", "manual", "--cpu-nodes",
+                         "aten::mul,aten::add_,aten::sum,aten::relu_")
+    kinds = json.loads(bench("plan", "--model", model, "--json", "-").stdout)["kinds"]
+    assert report["taken_back"], "relu_ and add_ write memory the GPU side reads"
+    assert all(kinds[node] in ("aten::relu_", "aten::add_") for node in report["taken_back"])
+    assert not set(report["taken_back"]) & set(report["cpu_nodes"])
+    segments = report["segments"]
+    assert any(segment["on_cpu"] for segment in segments)
+    for index, segment in enumerate(segments):
+        if segment["during_next_host_step"]:
+            assert segment["kind"] == "graph" and segments[index + 1]["kind"] == "host"
+    text = bench("plan", "--model", model, "--overflow", "manual", "--cpu-nodes", "aten::relu_").stdout
+    assert "aliasing" in text and "back on the GPU" in text
