@@ -18,6 +18,8 @@ cmake -S "$root" -B /tmp/opara-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPARA
 cmake --build /tmp/opara-build -j "$(nproc)" 2>&1 | tail -3
 all_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy inplace)
 python3 -W ignore "$root/scripts/export_models.py" --models "${all_models[@]}" --batch 1 8 --out "$models"
+# The CPU-overflow models are one-image models.
+python3 -W ignore "$root/scripts/export_models.py" --models detect multihead_rnn --batch 1 --out "$models"
 
 export OPARA_MODELS="$models"
 # The GPU tests (CompiledModelCuda: every model and mode allclose to eager, 64 streams, host
@@ -28,14 +30,14 @@ ctest --test-dir /tmp/opara-build --output-on-failure -R 'Cuda|MatchesForward|Ra
 # The Python package and the extension on the GPU (libopara_ext from this build).
 OPARA_LIBRARY=/tmp/opara-build/lib/libopara_ext.so OPARA_BENCH=/tmp/opara-build/bin/opara-bench \
   python3 -m pytest -q -p no:cacheprovider "$root/tests/python/test_python_package.py" \
-  "$root/tests/python/test_bench_reports.py" -k 'cuda or googlenet' 2>&1 | tee "$out/pytest.log" | tail -3
+  "$root/tests/python/test_bench_reports.py" -k 'cuda or googlenet or cpu_by_name' 2>&1 | tee "$out/pytest.log" | tail -3
 bench=/tmp/opara-build/bin/opara-bench
 # CUPTI profiles at batch 1. The overhead is the median profiled run (CUPTI on, node ids pushed)
 # minus the median plain eager run of the same executor, both from the profile (goal for
 # googlenet: 10 ms or less).
 profiles="$out/profiles"
 mkdir -p "$profiles"
-profiled=(googlenet inception_v3 bert_base)
+profiled=(googlenet inception_v3 bert_base detect multihead_rnn)
 for model in "${profiled[@]}"; do
   "$bench" profile --model "$models/${model}_b1.pt" --out "$profiles/${model}_b1.json" --require-cupti \
     >"$profiles/${model}_b1.txt" 2>&1 || echo "FAILED: profile $model (see $profiles/${model}_b1.txt)"
@@ -62,6 +64,15 @@ for model in googlenet inception_v3 resnet50 bert_base t5_small branchy; do
       ${profile_flags[@]+"${profile_flags[@]}"} --json "$out/${model}_b${batch}.json" >"$out/${model}_b${batch}.txt" 2>&1 ||
       echo "FAILED: $model batch $batch (see $out/${model}_b${batch}.txt)"
   done
+done
+# CPU overflow (issue 6): Comm+SD on each profile against opara with the non-capturable step as a
+# plain graph break, and against sequential; googlenet should move nothing (or stay within 5%).
+for model in googlenet detect multihead_rnn; do
+  [ -f "$profiles/${model}_b1.json" ] || { echo "FAILED: no profile of $model for opara+overflow"; continue; }
+  "$bench" run --model "$models/${model}_b1.pt" --device cuda --modes sequential,opara,opara+overflow \
+    --overflow comm_sd --profile "$profiles/${model}_b1.json" --json "$out/overflow_${model}_b1.json" \
+    >"$out/overflow_${model}_b1.txt" 2>&1 || echo "FAILED: opara+overflow $model (see $out/overflow_${model}_b1.txt)"
+  grep -E "^opara\+overflow \(" "$out/overflow_${model}_b1.txt" || true
 done
 # Fig. 6: the kernels of one run per mode, from CUPTI.
 "$bench" trace --model "$models/googlenet_b1.pt" --device cuda --modes eager,sequential,nimble,opara \
