@@ -4,8 +4,9 @@
 // CPU because they are cheap there and costly to wait for on the GPU (SIR+ Comm+SD), and which
 // must run on the host because they cannot be captured. Plain data and pure functions: the
 // algorithms see a Graph and PlacementCosts only, so they run on hand-made graphs and on any
-// machine; placement_costs() fills the costs from a recorded Profile. The runtime that executes a
-// placement (host steps with copies on host threads) is not here: see csrc/overflow/README.md.
+// machine; placement_costs() fills the costs from a recorded Profile. compile() executes a
+// placement (Options::overflow): host steps with pinned copies on host threads, see
+// csrc/runtime/README.md.
 
 #include <cstdint>
 #include <limits>
@@ -28,7 +29,7 @@ enum class Placement : std::uint8_t {
 
 OPARA_API std::string_view to_string(Placement placement);
 
-// How compile() (later) and `opara-bench plan --overflow` choose the placement.
+// How compile() and `opara-bench plan --overflow` choose the placement.
 enum class OverflowPolicy : std::uint8_t {
   kNone,    // everything on the GPU except the nodes that cannot be captured
   kCommSd,  // SIR+ Alg. 1 (Comm+SD), each move kept only when the makespan estimate improves
