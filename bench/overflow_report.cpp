@@ -10,8 +10,8 @@
 #include "opara/error.h"
 #include "opara/placement.h"
 #include "opara/profile.h"
-#include "opara/record_shapes.h"
 #include "runtime/cpu_steps.h"
+#include "runtime/overflow_choice.h"
 #include "runtime/segments.h"
 
 namespace opara::bench {
@@ -19,39 +19,18 @@ namespace {
 
 constexpr std::size_t kListHead = 12;
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> names;
-  std::stringstream stream(text);
-  for (std::string name; std::getline(stream, name, ',');) {
-    if (!name.empty()) names.push_back(name);
-  }
-  return names;
-}
-
-// The placement costs of a full profile, per-value bytes from shapes recorded on `inputs` when
-// there are any; nullopt without a profile.
+// The placement costs of the profile when it is a full one (Comm+SD's own error when it is not);
+// nullopt without a profile, or with one of classes and demands only and another policy.
 std::optional<PlacementCosts> costs_of(const LoadedModel& model, const std::vector<at::Tensor>& inputs,
-                                       const OverflowSettings& settings, std::FILE* table) {
+                                       const OverflowSettings& settings, OverflowPolicy policy) {
   if (settings.profile.empty()) return std::nullopt;
-  std::ifstream file(settings.profile);
-  std::stringstream text;
-  text << file.rdbuf();
-  if (!is_full_profile(text.str())) {
-    throw Error(
-        fmt::format("{}: --overflow needs a full profile with GPU and CPU times (opara-bench profile "
-                    "--model M --out P writes one); this one holds only classes and demands",
-                    settings.profile));
+  if (policy != OverflowPolicy::kCommSd) {
+    std::ifstream file(settings.profile);
+    std::stringstream text;
+    text << file.rdbuf();
+    if (!is_full_profile(text.str())) return std::nullopt;
   }
-  const Profile profile = profile_from_json(text.str(), settings.profile);
-  std::vector<NodeShapes> shapes;
-  if (!inputs.empty()) {
-    try {
-      shapes = record_shapes(model.graph, std::vector<c10::IValue>(inputs.begin(), inputs.end()));
-    } catch (const Error& error) {
-      fmt::print(table, "note           value sizes from the profile: recording shapes failed ({})\n", error.what());
-    }
-  }
-  return placement_costs(model.graph, profile, shapes, settings.alpha_us);
+  return profile_placement_costs(model.graph, inputs, settings.profile, settings.alpha_us);
 }
 
 std::string node_list(const Graph& graph, const std::vector<NodeId>& nodes) {
@@ -68,7 +47,7 @@ nlohmann::json overflow_report(const LoadedModel& model, const std::vector<at::T
                                const OverflowSettings& settings, std::FILE* table) {
   const Graph& graph = model.graph;
   const OverflowPolicy policy = parse_overflow_policy(settings.policy);
-  const std::optional<PlacementCosts> costs = costs_of(model, inputs, settings, table);
+  const std::optional<PlacementCosts> costs = costs_of(model, inputs, settings, policy);
   CommSdOptions comm_sd;
   comm_sd.gpu_streams = std::max(1, settings.gpu_streams);
   nlohmann::json json;
@@ -89,13 +68,11 @@ nlohmann::json overflow_report(const LoadedModel& model, const std::vector<at::T
     json["converged"] = report.converged;
     json["moves_tried"] = report.moves_tried;
     json["moves_kept"] = report.moves_kept;
-  } else if (policy == OverflowPolicy::kManual) {
-    const bool from_file =
-        settings.cpu_nodes.size() > 5 && settings.cpu_nodes.compare(settings.cpu_nodes.size() - 5, 5, ".json") == 0;
-    placement = from_file ? manual_placement_file(graph, settings.cpu_nodes)
-                          : manual_placement(graph, split_list(settings.cpu_nodes));
   } else {
-    placement = gpu_placement(graph);
+    Options options;
+    options.overflow = policy;
+    options.cpu_nodes = settings.cpu_nodes;
+    placement = choose_placement(graph, inputs, options, comm_sd.gpu_streams).placement;
   }
 
   // What compile() runs: CPU nodes whose copies would break a written alias group go back.

@@ -14,9 +14,9 @@ namespace opara::bench {
 struct OverflowSettings {
   std::string policy = "none";  // none | comm_sd | manual
   double alpha_us = 100;
-  std::string cpu_nodes;  // manual: "12,aten::nms" or a .json file {"cpu": [...]}
-  std::string profile;    // a full profile: the times Comm+SD and the estimate need
-  int gpu_streams = 1;    // the plan's streams, for the estimate
+  std::vector<std::string> cpu_nodes;  // manual: ids and kinds, or one .json file {"cpu": [...]}
+  std::string profile;                 // a full profile: the times Comm+SD and the estimate need
+  int gpu_streams = 1;                 // the plan's streams, for the estimate
 };
 
 // Places the model's nodes, cuts the segments, prints both to `table` and returns them as JSON

@@ -180,6 +180,7 @@ void add_plan_command(CLI::App& app) {
       ->needs(overflow);
   plan->add_option("--cpu-nodes", options->overflow.cpu_nodes,
                    "manual: node ids or kinds for the CPU, comma-separated, or a .json file {\"cpu\": [...]}")
+      ->delimiter(',')
       ->needs(overflow);
   plan->callback([options, overflow] {
     options->show_overflow = overflow->count() > 0;

@@ -99,6 +99,10 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
   state.stats.peak_bytes = peak > before ? peak - before : 0;
   state.stats.predicted_none_us = choice.predicted_none_us.value_or(0);
   state.stats.predicted_us = choice.predicted_us.value_or(0);
+  if (choice.costs) {
+    state.stats.predicted_us =
+        estimate_makespan(graph, placement, *choice.costs, choice.comm_sd.gpu_streams, choice.comm_sd.host_threads);
+  }
   state.plan = state.cuda->plan();
   state.cuda->add_stats(state.stats);
 }

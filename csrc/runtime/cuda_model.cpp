@@ -11,6 +11,7 @@
 #include "cpu_steps.h"
 #include "node_op.h"
 #include "opara/error.h"
+#include "opara/outputs.h"
 
 namespace opara {
 namespace {
@@ -146,6 +147,10 @@ std::vector<c10::IValue> CudaModel::run(const std::vector<at::Tensor>& inputs) {
     ++eager_fallbacks_;
     eager = true;
     step.join(stream);
+    // Made on the step's stream, read on this one from now on: not to be reused before it is done.
+    for (const at::Tensor& tensor : flatten_tensors(results)) {
+      if (tensor.is_cuda()) tensor.record_stream(stream);
+    }
     outputs = run_rest_eagerly(k, slots_, results);
   }
   if (!eager) {

@@ -3,10 +3,12 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "elapsed.h"
 #include "node_op.h"
+#include "opara/outputs.h"
 #include "opara/plan.h"
 
 namespace opara {
@@ -25,7 +27,7 @@ bool same_shape(const at::Tensor& a, const at::Tensor& b) {
 
 HostStep::HostStep(const Segment& segment, c10::Device device, HostSide side, const std::vector<NodeCost>& costs,
                    std::optional<c10::cuda::CUDAStream> stream)
-    : device_(device), side_(side), own_stream_(stream) {
+    : graph_(&segment.graph), device_(device), side_(side), own_stream_(stream) {
   if (side == HostSide::kDevice) {
     eager_ = std::make_unique<EagerExecutor>(segment.graph, device);
   } else {
@@ -53,16 +55,21 @@ std::vector<c10::IValue> HostStep::first_run(const std::vector<c10::IValue>& inp
     }
   }
   std::vector<c10::IValue> results = cpu_->run(cpu_inputs);
+  // Each result goes where the model has it: one eager run of the step on the device tells (a
+  // result the model moves to the CPU itself stays there).
+  const std::vector<c10::IValue> reference = EagerExecutor(*graph_, device_).run(inputs);
   for (std::size_t j = 0; j < results.size(); ++j) {
-    if (results[j].isTensor() && results[j].toTensor().is_cpu()) {
+    const std::vector<at::Tensor> held = flatten_tensors({reference[j]});
+    const bool on_device = std::any_of(held.begin(), held.end(), [](const at::Tensor& t) { return t.is_cuda(); });
+    if (results[j].isTensor() && results[j].toTensor().is_cpu() && on_device) {
       const at::Tensor& result = results[j].toTensor();
       pinned_results_[j] = pinned_like(result);
       bytes_to_device_ += result.nbytes();
       results[j] = result.to(device_, /*non_blocking=*/false, /*copy=*/true);
     } else if (results[j].isTensor()) {
       results[j] = results[j].toTensor().clone();
-    } else {
-      results[j] = move_tensors(results[j], device_);
+    } else if (on_device) {
+      results[j] = move_tensors(results[j], device_);  // a list or tuple of tensors: read as it is
     }
   }
   return results;

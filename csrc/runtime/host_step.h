@@ -65,6 +65,7 @@ class HostStep {
     return own_stream_ ? *own_stream_ : main;
   }
 
+  const Graph* graph_;  // the segment's, owned by the model
   c10::Device device_;
   HostSide side_;
   std::optional<c10::cuda::CUDAStream> own_stream_;

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "opara/compiled_model.h"
@@ -19,6 +20,10 @@ struct OverflowChoice {
   // Comm+SD's estimates of one run, in microseconds: all on the GPU, and `placement`.
   std::optional<double> predicted_none_us;
   std::optional<double> predicted_us;
+  // Comm+SD: the costs it weighed and the estimate's resources, to estimate the placement that
+  // finally runs (after nodes go back for aliasing or capture).
+  std::optional<PlacementCosts> costs;
+  CommSdOptions comm_sd;
 };
 
 // kNone: gpu_placement. kManual: Options::cpu_nodes, node ids and kinds, or a single .json file
@@ -26,6 +31,12 @@ struct OverflowChoice {
 // Options::profile (per-value bytes from shapes recorded on `examples`, on the CPU), confirmed by
 // the estimate with `gpu_streams` streams. Throws opara::Error naming the file and what to do when
 // manual names no node or an unknown one, or comm_sd has no profile or one without times.
+// Comm+SD's costs from the full profile at `profile`: times from it, per-value bytes from shapes
+// recorded on `examples` (on the CPU; the profile's sizes when that fails, with a warning). Throws
+// opara::Error naming the file when it cannot be read or holds no times.
+OPARA_API PlacementCosts profile_placement_costs(const Graph& graph, const std::vector<at::Tensor>& examples,
+                                                 const std::string& profile, double alpha_us);
+
 OPARA_API OverflowChoice choose_placement(const Graph& graph, const std::vector<at::Tensor>& examples,
                                           const Options& options, int gpu_streams);
 
