@@ -21,9 +21,10 @@ def _option_text(key: str, value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (str, int, float, torch.device, os.PathLike)):
         return str(value)
-    if isinstance(value, (list, tuple)) and all(isinstance(item, (str, int)) for item in value):
+    if key == "cpu_nodes" and isinstance(value, (list, tuple)) and all(isinstance(i, (str, int)) for i in value):
         return ",".join(str(item) for item in value)  # cpu_nodes=[12, "aten::relu"]
-    raise TypeError(f"opara option {key}={value!r}: expected a string, a number, a list of names or a torch.device")
+    raise TypeError(f"opara option {key}={value!r}: expected a string, a number or a torch.device "
+                    "(cpu_nodes: also a list of node ids and kinds)")
 
 
 def _options_text(options: dict[str, Any]) -> dict[str, str]:
