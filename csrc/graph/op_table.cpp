@@ -43,6 +43,15 @@ constexpr std::array kMayCopy = {
     std::string_view{"aten::resolve_conj"}, std::string_view{"aten::resolve_neg"},
 };
 
+// Operators that return views of their input while their schemas declare fresh tensors ("unsafe":
+// autograd does not track the aliasing). They launch no kernel, and a write into one piece is a
+// write into the input (see Note [Unsafe chunks] in csrc/import/torchscript_import.cpp).
+constexpr std::array kUnannotatedViews = {
+    std::string_view{"aten::unsafe_chunk"},
+    std::string_view{"aten::unsafe_split"},
+    std::string_view{"aten::unsafe_split_with_sizes"},
+};
+
 // Operators that wait for the device to hand a value to the host, or whose output shape depends
 // on the data: they cannot be captured in a CUDA graph and become host steps.
 constexpr std::array kNotCapturable = {
@@ -94,8 +103,8 @@ bool contains(const std::array<std::string_view, N>& table, std::string_view kin
 }  // namespace
 
 OpTraits op_traits(std::string_view kind) {
-  return OpTraits{!contains(kNoKernel, kind), contains(kNotCapturable, kind), contains(kComputeBound, kind),
-                  contains(kMayCopy, kind)};
+  return OpTraits{!contains(kNoKernel, kind) && !contains(kUnannotatedViews, kind), contains(kNotCapturable, kind),
+                  contains(kComputeBound, kind), contains(kMayCopy, kind), contains(kUnannotatedViews, kind)};
 }
 
 }  // namespace opara

@@ -7,10 +7,11 @@ namespace opara {
 // What the schema of an operator cannot say about it, kept as data in one place
 // (op_table.cpp). Importers combine it with the schema's alias annotations.
 struct OpTraits {
-  bool launches_kernel = true;  // false for containers, metadata and shape queries
-  bool not_capturable = false;  // synchronises with the host (.item(), nonzero, ...)
-  bool compute_bound = false;   // dense arithmetic (convolutions, matrix products); memory-bound otherwise
-  bool may_copy = false;        // aliases its input when it can, copies when it cannot (reshape, contiguous)
+  bool launches_kernel = true;    // false for containers, metadata and shape queries
+  bool not_capturable = false;    // synchronises with the host (.item(), nonzero, ...)
+  bool compute_bound = false;     // dense arithmetic (convolutions, matrix products); memory-bound otherwise
+  bool may_copy = false;          // aliases its input when it can, copies when it cannot (reshape, contiguous)
+  bool unannotated_view = false;  // returns views of its input though its schema declares no aliasing
 };
 
 [[nodiscard]] OpTraits op_traits(std::string_view kind);

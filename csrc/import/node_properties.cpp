@@ -31,6 +31,7 @@ std::uint32_t node_flags(std::string_view kind, const c10::FunctionSchema* schem
       }
     }
   }
+  if (traits.unannotated_view) flags |= kView;
   if (writes) flags |= kWritesInput;
   if (traits.launches_kernel && (writes || makes_tensor || traits.may_copy)) flags |= kLaunchesKernel;
   return flags;

@@ -35,7 +35,7 @@ WrittenAliases written_aliases(const Graph& graph) {
     if (node.inputs.empty()) continue;
     if (node.has(kWritesInput)) {
       for (ValueId output : node.outputs) groups.join(output, node.inputs.front());  // ATen writes `self`
-    } else if (!node.has(kLaunchesKernel)) {
+    } else if (node.has(kView) || !node.has(kLaunchesKernel)) {
       // Views, lists and tuples of tensors, unpacking: what comes out may be what went in.
       for (ValueId output : node.outputs) {
         for (ValueId input : node.inputs) groups.join(output, input);
