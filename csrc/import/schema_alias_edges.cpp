@@ -1,27 +1,10 @@
 #include "schema_alias_edges.h"
 
-#include <numeric>
 #include <set>
 
+#include "../graph/alias_classes.h"
+
 namespace opara {
-namespace {
-
-class AliasClasses {
- public:
-  explicit AliasClasses(std::size_t values) : parent_(values) { std::iota(parent_.begin(), parent_.end(), 0); }
-
-  ValueId find(ValueId value) {
-    while (parent_[value] != value) value = parent_[value] = parent_[parent_[value]];
-    return value;
-  }
-
-  void join(ValueId a, ValueId b) { parent_[find(a)] = find(b); }
-
- private:
-  std::vector<ValueId> parent_;
-};
-
-}  // namespace
 
 std::size_t add_schema_alias_edges(Graph& graph, const std::vector<NodeAliasing>& aliasing) {
   AliasClasses classes(graph.values().size());

@@ -1,27 +1,14 @@
 #include "cpu_steps.h"
 
 #include <algorithm>
-#include <numeric>
 #include <set>
+
+#include "../graph/alias_classes.h"
 
 namespace opara {
 namespace {
 
 constexpr int kDeviceSide = -1;
-
-// Union-find over values.
-class AliasGroups {
- public:
-  explicit AliasGroups(std::size_t values) : parent_(values) { std::iota(parent_.begin(), parent_.end(), 0); }
-  ValueId root(ValueId value) {
-    while (parent_[value] != value) value = parent_[value] = parent_[parent_[value]];
-    return value;
-  }
-  void join(ValueId a, ValueId b) { parent_[root(a)] = root(b); }
-
- private:
-  std::vector<ValueId> parent_;
-};
 
 // Per value, the root of its group, and whether a node writes into that group.
 struct WrittenAliases {
@@ -30,7 +17,7 @@ struct WrittenAliases {
 };
 
 WrittenAliases written_aliases(const Graph& graph) {
-  AliasGroups groups(graph.values().size());
+  AliasClasses groups(graph.values().size());
   for (const Node& node : graph.nodes()) {
     if (node.inputs.empty()) continue;
     if (node.has(kWritesInput)) {
@@ -45,10 +32,10 @@ WrittenAliases written_aliases(const Graph& graph) {
   WrittenAliases aliases;
   aliases.written.assign(graph.values().size(), false);
   for (const Node& node : graph.nodes()) {
-    if (node.has(kWritesInput) && !node.inputs.empty()) aliases.written[groups.root(node.inputs.front())] = true;
+    if (node.has(kWritesInput) && !node.inputs.empty()) aliases.written[groups.find(node.inputs.front())] = true;
   }
   for (ValueId value = 0; value < static_cast<ValueId>(graph.values().size()); ++value) {
-    aliases.group.push_back(groups.root(value));
+    aliases.group.push_back(groups.find(value));
   }
   return aliases;
 }

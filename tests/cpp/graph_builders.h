@@ -51,4 +51,16 @@ inline Graph random_dag(int count, double density, std::uint64_t seed, double ke
   return graph_from_edges(count, edges, kernel_free);
 }
 
+// The graph tests/data/profile_five_nodes.json was made for: four independent nodes and a cat.
+inline Graph profile_fixture_graph() {
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  std::vector<ValueId> outputs;
+  for (const char* kind : {"aten::conv2d", "aten::conv2d", "aten::relu", "aten::add"}) {
+    outputs.push_back(graph.node(graph.add_node(kind, {x}, {"Tensor"})).outputs[0]);
+  }
+  graph.add_output(graph.node(graph.add_node("aten::cat", outputs, {"Tensor"})).outputs[0]);
+  return graph;
+}
+
 }  // namespace opara::testing

@@ -8,6 +8,7 @@
 
 #include <fstream>
 
+#include "graph_builders.h"
 #include "model_files.h"
 #include "opara/compiled_model.h"
 #include "opara/costs.h"
@@ -25,16 +26,8 @@ using ::testing::Not;
 
 constexpr char kFixtureHash[] = "fnv1a64:00000000c0ffee00";
 
-// The graph tests/data/profile_five_nodes.json was made for: four independent nodes and a cat.
 Graph five_nodes() {
-  Graph graph;
-  const ValueId x = graph.add_input("x");
-  std::vector<ValueId> outputs;
-  for (const char* kind : {"aten::conv2d", "aten::conv2d", "aten::relu", "aten::add"}) {
-    outputs.push_back(graph.node(graph.add_node(kind, {x}, {"Tensor"})).outputs[0]);
-  }
-  graph.add_node("aten::cat", outputs, {"Tensor"});
-  return graph;
+  return testing::profile_fixture_graph();
 }
 
 ProfileMatch fixture_match() {

@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "graph_builders.h"
 #include "model_files.h"
 #include "opara/error.h"
 #include "opara/profile.h"
@@ -20,16 +21,10 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-// The graph tests/data/profile_five_nodes.json was made for: four independent nodes and a cat.
+// The fixture profile's graph, named as a model file would be.
 Graph five_nodes() {
-  Graph graph;
+  Graph graph = testing::profile_fixture_graph();
   graph.source_path = "five_nodes.pt";
-  const ValueId x = graph.add_input("x");
-  std::vector<ValueId> outputs;
-  for (const char* kind : {"aten::conv2d", "aten::conv2d", "aten::relu", "aten::add"}) {
-    outputs.push_back(graph.node(graph.add_node(kind, {x}, {"Tensor"})).outputs[0]);
-  }
-  graph.add_output(graph.node(graph.add_node("aten::cat", outputs, {"Tensor"})).outputs[0]);
   return graph;
 }
 
