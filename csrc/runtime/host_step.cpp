@@ -16,7 +16,9 @@ namespace {
 
 // An empty pinned host tensor like `tensor` (same sizes, dtype and, for dense tensors, strides).
 at::Tensor pinned_like(const at::Tensor& tensor) {
-  return at::empty_like(tensor, tensor.options().device(c10::kCPU).pinned_memory(true));
+  const at::TensorOptions options = tensor.options().device(c10::kCPU).pinned_memory(true);
+  if (tensor.is_non_overlapping_and_dense()) return at::empty_strided(tensor.sizes(), tensor.strides(), options);
+  return at::empty(tensor.sizes(), options);
 }
 
 bool same_shape(const at::Tensor& a, const at::Tensor& b) {
