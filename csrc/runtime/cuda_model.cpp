@@ -83,6 +83,9 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
       } catch (const CaptureError& error) {
         throw CaptureError(error.what(), segment.nodes[error.node()]);  // the whole graph's id
       }
+      // Capture computes nothing: one replay fills the static outputs, so that the host steps
+      // after it see real values (a nonzero's shape, an item's scalar) when they first run.
+      graphs_[k]->replay();
       outputs = graphs_[k]->static_outputs();
       const Plan& local = graphs_[k]->plan();
       whole_plan_.stream_count = std::max(whole_plan_.stream_count, local.stream_count);
