@@ -76,22 +76,19 @@ nlohmann::json overflow_report(const LoadedModel& model, const std::vector<at::T
   }
 
   // What compile() runs: CPU nodes whose copies would break a written alias group go back.
-  std::vector<bool> cpu_mask(graph.size(), false);
-  std::vector<bool> host_mask_of(graph.size(), false);
-  for (const Node& node : graph.nodes()) {
-    cpu_mask[node.id] = placement[node.id] == Placement::kCpu && node.has(kLaunchesKernel);
-    host_mask_of[node.id] = placement[node.id] == Placement::kHost;
-  }
-  const std::vector<bool> safe = cpu_nodes_safe_for_aliases(graph, cpu_mask, host_mask_of);
+  std::vector<bool> host_nodes(graph.size(), false);
+  for (const Node& node : graph.nodes()) host_nodes[node.id] = placement[node.id] == Placement::kHost;
+  const std::vector<Placement> runnable = runnable_placement(graph, placement, host_nodes);
   std::vector<NodeId> taken_back;
-  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
-    if (cpu_mask[id] && !safe[id]) taken_back.push_back(id);
+  for (const Node& node : graph.nodes()) {
+    const bool chosen = placement[node.id] == Placement::kCpu && node.has(kLaunchesKernel);
+    if (chosen && runnable[node.id] != Placement::kCpu) taken_back.push_back(node.id);
   }
   if (!taken_back.empty()) {
-    placement = placement_with_cpu_nodes(graph, safe, host_mask_of);
     fmt::print(table, "aliasing       {} CPU nodes back on the GPU (their copies would miss in-place writes): {}\n",
                taken_back.size(), node_list(graph, taken_back));
   }
+  placement = runnable;
   json["taken_back"] = taken_back;
 
   std::vector<std::string> names;

@@ -75,16 +75,11 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
           ? make_plan(graph, {options.streams, options.order, options.max_streams}, costs).stream_count
           : 0;
   const OverflowChoice choice = choose_placement(graph, examples, options, gpu_streams);
-  std::vector<bool> cpu(graph.size(), false);  // kernels sent to the CPU; views follow their producers
-  for (const Node& node : graph.nodes()) {
-    cpu[node.id] = choice.placement[node.id] == Placement::kCpu && node.has(kLaunchesKernel);
-  }
   std::vector<bool> uncapturable = host_nodes_on_device(graph, examples, state.device);
   // A node that fails capture becomes a host node and the model is compiled again.
   std::vector<Placement> placement;
   for (;;) {
-    cpu = cpu_nodes_safe_for_aliases(graph, cpu, uncapturable);
-    placement = placement_with_cpu_nodes(graph, cpu, uncapturable);
+    placement = runnable_placement(graph, choice.placement, uncapturable);
     try {
       const bool overlap = options.overflow != OverflowPolicy::kNone;
       state.cuda = std::make_unique<CudaModel>(graph, state.device, placement, overlap, costs, examples, options);

@@ -137,4 +137,13 @@ std::vector<bool> cpu_nodes_safe_for_aliases(const Graph& graph, std::vector<boo
   }
 }
 
+std::vector<Placement> runnable_placement(const Graph& graph, const std::vector<Placement>& chosen,
+                                          const std::vector<bool>& host) {
+  std::vector<bool> cpu(graph.size(), false);
+  for (const Node& node : graph.nodes()) {
+    cpu[node.id] = chosen[node.id] == Placement::kCpu && node.has(kLaunchesKernel);
+  }
+  return placement_with_cpu_nodes(graph, cpu_nodes_safe_for_aliases(graph, std::move(cpu), host), host);
+}
+
 }  // namespace opara

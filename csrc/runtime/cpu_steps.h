@@ -30,4 +30,9 @@ OPARA_API bool step_runs_on_cpu(const Graph& graph, const Segment& segment, cons
 OPARA_API std::vector<bool> cpu_nodes_safe_for_aliases(const Graph& graph, std::vector<bool> cpu,
                                                        const std::vector<bool>& host);
 
+// The placement that runs for a chosen one: its CPU kernels that are safe for aliases, `host` as
+// the kHost nodes, every node that launches no kernel on its producer's side.
+OPARA_API std::vector<Placement> runnable_placement(const Graph& graph, const std::vector<Placement>& chosen,
+                                                    const std::vector<bool>& host);
+
 }  // namespace opara
