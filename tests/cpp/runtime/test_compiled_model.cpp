@@ -2,7 +2,8 @@
 // play the streams) it equals the model's own forward bit for bit; bad inputs are errors naming
 // the input and what was expected; concurrent runs are serialized. On a GPU (skipped without
 // one): every mode is allclose to eager, 64 branches get 64 streams, an operation that cannot be
-// captured becomes a host step, and 1,000 replays with fresh inputs match eager.
+// captured becomes a host step, 1,000 replays with fresh inputs match eager, and nodes sent to the
+// CPU (named, whole LSTM cells, random ones) give eager's outputs through their host steps.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
