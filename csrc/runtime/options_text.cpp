@@ -29,19 +29,8 @@ int parse_int(std::string_view key, std::string_view value, int minimum) {
   return number;
 }
 
-double parse_positive(std::string_view key, const std::string& value) {
-  std::size_t used = 0;
-  double number = 0;
-  try {
-    number = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != value.size() || !(number > 0)) bad_value(key, value, "a number above 0");
-  return number;
-}
-
-double parse_non_negative(std::string_view key, const std::string& value) {
+// A decimal number above 0, or from 0 on with `allow_zero`; NaN and trailing text are refused.
+double parse_number(std::string_view key, const std::string& value, bool allow_zero) {
   std::size_t used = 0;
   double number = -1;
   try {
@@ -49,7 +38,10 @@ double parse_non_negative(std::string_view key, const std::string& value) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || used != value.size() || !(number >= 0)) bad_value(key, value, "a number of at least 0");
+  const bool in_range = allow_zero ? number >= 0 : number > 0;
+  if (used == 0 || used != value.size() || !in_range) {
+    bad_value(key, value, allow_zero ? "a number of at least 0" : "a number above 0");
+  }
   return number;
 }
 
@@ -114,7 +106,8 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
                                                      {"false", false},
                                                  }});
        }},
-      {"ridge_point", [](Options& o, const std::string& v) { o.ridge_point = parse_positive("ridge_point", v); }},
+      {"ridge_point",
+       [](Options& o, const std::string& v) { o.ridge_point = parse_number("ridge_point", v, /*allow_zero=*/false); }},
       {"outputs",
        [](Options& o, const std::string& v) {
          o.outputs = parse_choice("outputs", v,
@@ -146,7 +139,8 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
        [](Options& o, const std::string& v) {
          o.overflow = with_key("overflow", [&] { return parse_overflow_policy(v); });
        }},
-      {"alpha_us", [](Options& o, const std::string& v) { o.alpha_us = parse_non_negative("alpha_us", v); }},
+      {"alpha_us",
+       [](Options& o, const std::string& v) { o.alpha_us = parse_number("alpha_us", v, /*allow_zero=*/true); }},
       {"cpu_nodes", [](Options& o, const std::string& v) { o.cpu_nodes = split_names(v); }},
   };
   return table;
