@@ -92,9 +92,9 @@ void HostStep::start(const std::vector<c10::IValue>& inputs, const c10::cuda::CU
   staged_.assign(inputs.size(), c10::IValue());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const c10::IValue& input = inputs[i];
-    if (input.isTensor() && pinned_inputs_[i] && same_shape(*pinned_inputs_[i], input.toTensor())) {
-      pinned_inputs_[i]->copy_(input.toTensor(), /*non_blocking=*/true);
-      staged_[i] = *pinned_inputs_[i];
+    if (input.isTensor() && pinned_inputs_[i].defined() && same_shape(pinned_inputs_[i], input.toTensor())) {
+      pinned_inputs_[i].copy_(input.toTensor(), /*non_blocking=*/true);
+      staged_[i] = pinned_inputs_[i];
     } else {
       staged_[i] = move_tensors(input, c10::kCPU);  // no buffer for it: a synchronous copy
     }
@@ -126,10 +126,10 @@ void HostStep::publish(const std::vector<c10::IValue>& results, const std::vecto
       if (!results[j].isTensor() || !slots[j].isTensor()) continue;  // scalars were captured as they are
       at::Tensor slot = slots[j].toTensor();
       const at::Tensor& result = results[j].toTensor();
-      if (result.is_cpu() && pinned_results_[j] && same_shape(*pinned_results_[j], result)) {
+      if (result.is_cpu() && pinned_results_[j].defined() && same_shape(pinned_results_[j], result)) {
         // The previous run's copy from this buffer is done: this run's inputs were staged after it.
-        pinned_results_[j]->copy_(result);
-        slot.copy_(*pinned_results_[j], /*non_blocking=*/true);
+        pinned_results_[j].copy_(result);
+        slot.copy_(pinned_results_[j], /*non_blocking=*/true);
       } else {
         slot.copy_(result, /*non_blocking=*/true);
       }

@@ -69,15 +69,15 @@ class HostStep {
   c10::Device device_;
   HostSide side_;
   std::optional<c10::cuda::CUDAStream> own_stream_;
-  std::optional<c10::cuda::CUDAStream> main_;              // of the run in progress
-  std::unique_ptr<EagerExecutor> eager_;                   // device side
-  std::unique_ptr<CpuParallelExecutor> cpu_;               // CPU side
-  std::vector<std::optional<at::Tensor>> pinned_inputs_;   // by input: pinned buffer of a device tensor
-  std::vector<std::optional<at::Tensor>> pinned_results_;  // by output: pinned buffer of a CPU tensor
-  std::vector<c10::IValue> staged_;                        // finish()'s inputs
-  CudaEvent main_ready_;                                   // the main stream's work the step waits for
-  CudaEvent staged_event_;                                 // its inputs in pinned memory
-  CudaEvent done_event_;                                   // its results copied
+  std::optional<c10::cuda::CUDAStream> main_;  // of the run in progress
+  std::unique_ptr<EagerExecutor> eager_;       // device side
+  std::unique_ptr<CpuParallelExecutor> cpu_;   // CPU side
+  std::vector<at::Tensor> pinned_inputs_;      // by input: pinned buffer of a device tensor (undefined: none)
+  std::vector<at::Tensor> pinned_results_;     // by output: pinned buffer of a CPU tensor (undefined: none)
+  std::vector<c10::IValue> staged_;            // finish()'s inputs
+  CudaEvent main_ready_;                       // the main stream's work the step waits for
+  CudaEvent staged_event_;                     // its inputs in pinned memory
+  CudaEvent done_event_;                       // its results copied
   std::size_t bytes_to_host_ = 0;
   std::size_t bytes_to_device_ = 0;
   double busy_ms_ = 0;
