@@ -126,6 +126,11 @@ def build_inplace(batch):
     return synthetic.Inplace(), image_input(batch, 16), "scripts/opara_models/synthetic.py Inplace"
 
 
+def build_recurrent(batch):
+    specs = [{"name": "x", "shape": [batch, 16, 32], "dtype": "float32"}]
+    return synthetic.Recurrent(), specs, "scripts/opara_models/synthetic.py Recurrent"
+
+
 def build_detect(batch):
     if batch != 1:
         raise ValueError("detect is a one-image model (its NMS runs on the first image): export it at --batch 1")
@@ -146,6 +151,7 @@ BUILDERS = {
     "branchy": build_branchy,
     "chain": build_chain,
     "inplace": build_inplace,
+    "recurrent": build_recurrent,
     "detect": build_detect,
     "multihead_rnn": build_multihead_rnn,
 }

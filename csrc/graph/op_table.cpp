@@ -93,6 +93,10 @@ constexpr std::array kComputeBound = {
     std::string_view{"aten::_scaled_dot_product_flash_attention"},
     std::string_view{"aten::_scaled_dot_product_efficient_attention"},
     std::string_view{"aten::_scaled_dot_product_cudnn_attention"},
+    std::string_view{"aten::lstm"},
+    std::string_view{"aten::gru"},
+    std::string_view{"aten::rnn_tanh"},
+    std::string_view{"aten::rnn_relu"},
 };
 
 template <std::size_t N>

@@ -4,6 +4,19 @@
 
 namespace opara {
 
+namespace {
+
+// One element of a tensor list argument: a runtime input, None (kNone) or a constant.
+std::optional<at::Tensor> list_element(const ArgumentSlot& slot, std::size_t index,
+                                       const std::vector<c10::IValue>& stack) {
+  const int position = slot.positions[index];
+  if (position == ArgumentSlot::kNone) return std::nullopt;
+  if (position == ArgumentSlot::kListConstant) return slot.list_constants[index];
+  return stack[position].toTensor();
+}
+
+}  // namespace
+
 DispatcherNodeOp::DispatcherNodeOp(c10::OperatorHandle op, std::vector<ArgumentSlot> arguments,
                                    std::vector<ResultUse> results)
     : op_(std::move(op)), arguments_(std::move(arguments)), results_(std::move(results)) {}
@@ -18,15 +31,13 @@ std::vector<c10::IValue> DispatcherNodeOp::call_arguments(const std::vector<c10:
       case ArgumentSlot::Kind::kTensorList: {
         c10::List<at::Tensor> list;
         list.reserve(slot.positions.size());
-        for (int position : slot.positions) list.push_back(stack[position].toTensor());
+        for (std::size_t k = 0; k < slot.positions.size(); ++k) list.push_back(*list_element(slot, k, stack));
         call.emplace_back(std::move(list));
         break;
       }
       case ArgumentSlot::Kind::kOptionalTensorList: {
         c10::List<std::optional<at::Tensor>> list;
-        for (int position : slot.positions) {
-          list.push_back(position < 0 ? std::nullopt : std::optional<at::Tensor>(stack[position].toTensor()));
-        }
+        for (std::size_t k = 0; k < slot.positions.size(); ++k) list.push_back(list_element(slot, k, stack));
         call.emplace_back(std::move(list));
         break;
       }
@@ -52,6 +63,9 @@ std::shared_ptr<const NodeOp> DispatcherNodeOp::to(c10::Device device) const {
   auto arguments = arguments_;
   for (ArgumentSlot& slot : arguments) {
     if (slot.kind == ArgumentSlot::Kind::kConstant) slot.constant = move_tensors(slot.constant, device);
+    for (at::Tensor& element : slot.list_constants) {
+      if (element.defined()) element = element.to(device);
+    }
   }
   return std::make_shared<DispatcherNodeOp>(op_, std::move(arguments), results_);
 }

@@ -12,10 +12,17 @@ namespace opara {
 // One schema argument of a dispatcher call: a constant, or built from the node's runtime inputs.
 struct ArgumentSlot {
   enum class Kind { kConstant, kValue, kTensorList, kOptionalTensorList };
+  // In a list: the element is None (optional lists only), or the constant at the same index of
+  // `list_constants` (a parameter, such as the weights aten::lstm takes as one list).
+  static constexpr int kNone = -1;
+  static constexpr int kListConstant = -2;
+
   Kind kind = Kind::kConstant;
   c10::IValue constant;
-  // Positions in the node's runtime inputs; -1 in an optional list stands for None.
+  // Positions in the node's runtime inputs, or kNone / kListConstant for a list element.
   std::vector<int> positions;
+  // Lists only: as long as `positions` when any element is a constant, else empty.
+  std::vector<at::Tensor> list_constants;
 };
 
 // How a schema result becomes node outputs.

@@ -273,15 +273,17 @@ class ExportedProgramImporter {
       case Tag::AS_TENSOR: runtime_or_constant(arg.get_as_tensor().get_name()); break;
       case Tag::AS_TENSORS:
         slot.kind = ArgumentSlot::Kind::kTensorList;
-        for (const auto& tensor : arg.get_as_tensors())
-          slot.positions.push_back(list_position(tensor.get_name(), inputs));
+        for (const auto& tensor : arg.get_as_tensors()) add_list_element(tensor.get_name(), slot, inputs);
         break;
       case Tag::AS_OPTIONAL_TENSORS:
         slot.kind = ArgumentSlot::Kind::kOptionalTensorList;
         for (const auto& tensor : arg.get_as_optional_tensors()) {
-          slot.positions.push_back(tensor.tag() == ep::OptionalTensorArgument::Tag::AS_NONE
-                                       ? -1
-                                       : list_position(tensor.get_as_tensor().get_name(), inputs));
+          if (tensor.tag() == ep::OptionalTensorArgument::Tag::AS_NONE) {
+            slot.positions.push_back(ArgumentSlot::kNone);
+            if (!slot.list_constants.empty()) slot.list_constants.emplace_back();
+          } else {
+            add_list_element(tensor.get_as_tensor().get_name(), slot, inputs);
+          }
         }
         break;
       case Tag::AS_OPTIONAL_TENSOR:
@@ -346,9 +348,17 @@ class ExportedProgramImporter {
     return static_cast<int>(inputs.size()) - 1;
   }
 
-  int list_position(const std::string& name, std::vector<ValueId>& inputs) {
-    if (auto position = runtime_position(name, inputs)) return *position;
-    throw Error(fmt::format("a parameter ({}) inside a tensor list", name));
+  // A list may mix computed values and parameters (aten::lstm takes its hidden state and its
+  // weights as lists): parameters are kept in the slot, as kListConstant elements.
+  void add_list_element(const std::string& name, ArgumentSlot& slot, std::vector<ValueId>& inputs) {
+    if (auto position = runtime_position(name, inputs)) {
+      slot.positions.push_back(*position);
+      if (!slot.list_constants.empty()) slot.list_constants.emplace_back();
+      return;
+    }
+    if (slot.list_constants.empty()) slot.list_constants.resize(slot.positions.size());
+    slot.positions.push_back(ArgumentSlot::kListConstant);
+    slot.list_constants.push_back(constant(name));
   }
 
   at::Tensor constant(const std::string& name) {
@@ -404,10 +414,13 @@ class ExportedProgramImporter {
         constants +=
             fmt::format("{}{}={}", constants.empty() ? "" : ", ", formal.name(), constant_summary(slot.constant));
       }
-      if (formal.alias_info() && formal.alias_info()->isWrite() && slot.kind == ArgumentSlot::Kind::kValue) {
-        aliasing.writes.push_back(inputs[slot.positions[0]]);
-      } else if (formal.alias_info() && formal.alias_info()->isWrite() && slot.kind == ArgumentSlot::Kind::kConstant &&
-                 slot.constant.isTensor()) {
+      const bool writes_argument = formal.alias_info() && formal.alias_info()->isWrite();
+      const bool writes_a_parameter =
+          (slot.kind == ArgumentSlot::Kind::kConstant && slot.constant.isTensor()) || !slot.list_constants.empty();
+      if (writes_argument && slot.kind != ArgumentSlot::Kind::kConstant && !writes_a_parameter) {
+        // Tensor(a!) or Tensor(a!)[] (the _foreach_*_ ops): every element is written.
+        for (std::size_t k = first_input; k < inputs.size(); ++k) aliasing.writes.push_back(inputs[k]);
+      } else if (writes_argument && writes_a_parameter) {
         fail_import(path_,
                     "{} writes the parameter {} in place; opara runs graphs whose weights do not "
                     "change",

@@ -45,6 +45,17 @@ std::optional<double> dense_flops(std::string_view kind, const NodeShapes& shape
     if (auto k = last_dim(1)) return 2 * out * *k;
     return std::nullopt;
   }
+  if (kind == "aten::lstm" || kind == "aten::gru" || kind == "aten::rnn_tanh" || kind == "aten::rnn_relu") {
+    // Fused recurrent layers take their weights as one list (argument 2). Each weight matrix, of
+    // every layer and direction, multiplies every (step, batch) row of the sequence once.
+    if (!input || input->sizes.empty() || input->sizes.back() == 0 || shapes.arguments.size() < 3) return std::nullopt;
+    const double rows = static_cast<double>(input->numel()) / static_cast<double>(input->sizes.back());
+    double matrix_elements = 0;
+    for (const TensorShape& parameter : shapes.arguments[2]) {
+      if (parameter.sizes.size() == 2) matrix_elements += static_cast<double>(parameter.numel());
+    }
+    return 2 * rows * matrix_elements;
+  }
   if (kind.find("scaled_dot_product") != std::string_view::npos) {
     const TensorShape* key = tensor_argument(shapes, 1);
     if (!input || !key || key->sizes.size() < 2) return std::nullopt;

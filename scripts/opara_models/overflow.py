@@ -72,8 +72,8 @@ class MultiheadRnn(nn.Module):
     def __init__(self, features: int = 32, hidden: int = 64, heads: int = 8, head_hidden: int = 16, outputs: int = 4):
         super().__init__()
         self.encoder = nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
-        # LSTM cells unrolled over time: aten::lstm's flattened weight list does not survive
-        # torch.export as plain tensor arguments, and small per-step ops are the CPU-friendly case.
+        # LSTM cells unrolled over time: small per-step ops are the CPU-friendly case (a fused
+        # nn.LSTM is one node; the recurrent model in synthetic.py has those).
         self.head_hidden = head_hidden
         self.rnns = nn.ModuleList(nn.LSTMCell(hidden, head_hidden) for _ in range(heads))
         self.outs = nn.ModuleList(nn.Linear(head_hidden, outputs) for _ in range(heads))

@@ -3,6 +3,7 @@
 branchy  blocks of parallel branches of different widths and costs, diamonds, concatenations
 chain    no parallelism at all: every operator depends on the one before
 inplace  in-place writes and views that cross branches; dependency tracking is proven on it
+recurrent  fused recurrent layers (aten::lstm, aten::gru), whose weights travel as one tensor list
 """
 
 import torch
@@ -49,6 +50,22 @@ class Branchy(nn.Module):
         pooled = y.mean(dim=(2, 3))
         # two heads that only meet at the end
         return self.head(pooled) + self.side(torch.tanh(pooled))
+
+
+class Recurrent(nn.Module):
+    """A two-layer LSTM and a bidirectional GRU read the same sequence side by side; their last
+    steps meet in one head. Exported, each layer is one node whose weights are a list argument."""
+
+    def __init__(self, features: int = 32, hidden: int = 48, classes: int = 10):
+        super().__init__()
+        self.lstm = nn.LSTM(features, hidden, num_layers=2, batch_first=True)
+        self.gru = nn.GRU(features, hidden, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(3 * hidden, classes)
+
+    def forward(self, x):
+        forward_states, _ = self.lstm(x)
+        both_ways, _ = self.gru(x)
+        return self.head(torch.cat([forward_states[:, -1], both_ways[:, -1]], dim=1))
 
 
 class Chain(nn.Module):

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 
 #include "graph_builders.h"
 #include "model_files.h"
@@ -79,8 +80,8 @@ TEST(LaunchOrder, RejectsCostsOfTheWrongSize) {
 
 class ModelCosts : public ::testing::Test {
  protected:
-  void load(const std::string& name) {
-    const std::string path = testing::model_path(name, "pt");
+  void load(const std::string& name, const std::string& extension = "pt") {
+    const std::string path = testing::model_path(name, extension);
     graph_ = opara::load(path);
     const ModelSpec spec = read_model_spec(sidecar_path(path));
     const auto tensors = make_inputs(spec.inputs, spec.seed);
@@ -139,6 +140,32 @@ TEST_F(ModelCosts, BertMatrixProductsCountTheirFlops) {
   }
   EXPECT_GT(linear, 0);
   EXPECT_GT(linear, elementwise) << "a 768x3072 projection must outweigh an addition";
+}
+
+// Fused recurrent layers take their weights as one list argument: the estimate must see every
+// matrix of every layer and direction. recurrent (scripts/opara_models/synthetic.py): 16 steps of
+// 32 features; a two-layer LSTM of 48 and a bidirectional GRU of 48.
+TEST_F(ModelCosts, RecurrentLayersCountEveryWeightMatrix) {
+  OPARA_REQUIRE_MODEL("recurrent");
+  constexpr double kRows = 16;  // batch 1 x 16 steps
+  constexpr double kFeatures = 32;
+  constexpr double kHidden = 48;
+  const double lstm_matrices = 4 * kHidden * (kFeatures + kHidden) + 4 * kHidden * (kHidden + kHidden);
+  const double gru_matrices = 2 * 3 * kHidden * (kFeatures + kHidden);
+  constexpr double kTinyRidge = 1e-6;  // the FLOPs decide the demand
+  for (const std::string extension : {"pt", "pt2"}) {
+    load("recurrent", extension);
+    const std::vector<NodeCost> costs = estimate_costs(graph_, shapes_, kTinyRidge);
+    std::map<std::string, double> flops;
+    for (const Node& node : graph_.nodes()) {
+      if (node.kind != "aten::lstm" && node.kind != "aten::gru") continue;
+      EXPECT_EQ(costs[node.id].op_class, kComp) << graph_.describe(node.id);
+      flops[node.kind] = costs[node.id].demand * kTinyRidge;
+    }
+    ASSERT_EQ(flops.size(), 2u) << extension << ": one aten::lstm and one aten::gru node";
+    EXPECT_NEAR(flops["aten::lstm"], 2 * kRows * lstm_matrices, 1) << extension;
+    EXPECT_NEAR(flops["aten::gru"], 2 * kRows * gru_matrices, 1) << extension;
+  }
 }
 
 TEST(Costs, WithoutShapesTheTableDecidesAndDemandsAreEqual) {
