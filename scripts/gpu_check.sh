@@ -16,7 +16,7 @@ export PYTHONPATH=/tmp/opara-site${PYTHONPATH:+:$PYTHONPATH}
 cmake -S "$root" -B /tmp/opara-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPARA_PYTHON="$(command -v python3)" \
   -DCMAKE_PREFIX_PATH="$deps/usr" -DOPARA_TEST_MODELS="$models" >/dev/null
 cmake --build /tmp/opara-build -j "$(nproc)" 2>&1 | tail -3
-all_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy inplace)
+all_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy inplace recurrent)
 python3 -W ignore "$root/scripts/export_models.py" --models "${all_models[@]}" --batch 1 8 --out "$models"
 # The CPU-overflow models are one-image models.
 python3 -W ignore "$root/scripts/export_models.py" --models detect multihead_rnn --batch 1 --out "$models"
