@@ -29,6 +29,7 @@
 #include "percentile.h"
 #include "planning.h"
 #include "progress.h"
+#include "rounds.h"
 
 namespace opara::bench {
 namespace {
@@ -45,12 +46,15 @@ std::string cpu_description() {
   return fmt::format("cpu ({} cores), torch {}", std::thread::hardware_concurrency(), TORCH_VERSION);
 }
 
+constexpr int kDefaultCpuRounds = 5;
+
 struct RunOptions {
   std::string model;
   std::string device = "cpu";
   std::vector<std::string> modes{"eager"};
-  std::optional<int> iters;   // default: 20 on the CPU, 1,000 on the GPU (as the paper)
-  std::optional<int> warmup;  // default: 3 on the CPU, 10 on the GPU
+  std::optional<int> iters;        // default: 20 on the CPU, 1,000 on the GPU (as the paper)
+  std::optional<int> warmup;       // default: 3 on the CPU, 10 on the GPU
+  int rounds = kDefaultCpuRounds;  // the CPU: modes timed in interleaved rounds (rounds.h)
   std::optional<std::int64_t> batch;
   std::string memory = "record-stream";
   std::string json;
@@ -142,7 +146,9 @@ CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCost
 // loses much to eager), or several streams of one intra-op thread each, uncapped or capped at
 // 2 .. cores (a merged plan can balance better or worse than the full one). Several workers with
 // several intra-op threads each are left out: each worker's OpenMP team spins while the others
-// run, and on a small machine that halves the speed. Each candidate is timed a few times.
+// run, and on a small machine that halves the speed. The candidates are timed in interleaved
+// rounds and compared with the first within each round, so a slow moment of the machine cannot
+// pick for them.
 CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, const ModelCosts& costs,
                          const std::vector<c10::IValue>& arguments, const RunOptions& options,
                          const std::vector<double>& priorities) {
@@ -151,15 +157,23 @@ CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, co
   for (int cap = 0; cap <= cores && cores > 1; ++cap) {
     if (cap != 1) candidates.emplace_back(cap, 1);
   }
-  CpuSetup best;
+  std::vector<CpuSetup> setups;
+  std::vector<BlockTimer> timers;
   for (const auto& [cap, threads] : candidates) {
-    CpuSetup setup = cpu_setup(graph, plan_options, costs, cap, threads, priorities);
-    const Runner runner = [&setup](const std::vector<c10::IValue>& inputs) { return setup.executor->run(inputs); };
+    CpuSetup& setup = setups.emplace_back(cpu_setup(graph, plan_options, costs, cap, threads, priorities));
+    const Runner runner = [executor = setup.executor](const std::vector<c10::IValue>& inputs) {
+      return executor->run(inputs);
+    };
     time_runs(runner, arguments, 3, c10::kCPU);  // warm up: the first candidate also warms the process
-    setup.tuning_ms = percentile(time_runs(runner, arguments, 9, c10::kCPU), 0.5);
-    if (!best.executor || setup.tuning_ms < best.tuning_ms) best = std::move(setup);
+    timers.push_back([runner, &arguments](int runs) { return time_runs(runner, arguments, runs, c10::kCPU); });
   }
-  return best;
+  const RoundTimes times = time_in_rounds(timers, 5, 10, 1);
+  std::size_t best = 0;
+  for (std::size_t k = 1; k < setups.size(); ++k) {
+    if (times.speedup(k, 0) > times.speedup(best, 0)) best = k;
+  }
+  setups[best].tuning_ms = percentile(times.all(best), 0.5);
+  return std::move(setups[best]);
 }
 
 void run_modes(const RunOptions& options) {
@@ -261,21 +275,32 @@ void run_modes(const RunOptions& options) {
   for (int i = 0; i < warmup; ++i) {
     for (ModeRun& run : runs) time_runs(run.runner, arguments, 1, device, &run.outputs);
   }
+  std::vector<BlockTimer> timers;
   for (ModeRun& run : runs) {
-    Progress progress(fmt::format("timing {}", run.name), static_cast<std::size_t>(iters));
-    time_runs(run.runner, arguments, 2, device, &run.outputs);  // settle after the previous mode
-    run.samples = time_runs(run.runner, arguments, iters, device, &run.outputs, &progress);
+    timers.push_back([&run, &arguments, &device](int count) {
+      return time_runs(run.runner, arguments, count, device, &run.outputs);
+    });
   }
+  RoundTimes times;
+  {
+    Progress progress("timing", runs.size() * static_cast<std::size_t>(iters));
+    times = time_in_rounds(timers, options.rounds, iters, 2,
+                           [&progress](int count) { progress.advance(static_cast<std::size_t>(count)); });
+  }
+  const int rounds = static_cast<int>(times.samples.front().size());
+  report["rounds"] = rounds;
 
-  // Speedups against the sequential and eager modes of this run, when they ran.
-  std::optional<double> sequential_ms;
-  std::optional<double> eager_ms;
-  for (const ModeRun& run : runs) {
-    if (run.name == "sequential") sequential_ms = percentile(run.samples, 0.5);
-    if (run.name == "eager") eager_ms = percentile(run.samples, 0.5);
+  // Speedups against the sequential and eager modes of this run, when they ran: the median over
+  // rounds of the ratio within a round.
+  std::optional<std::size_t> sequential_index;
+  std::optional<std::size_t> eager_index;
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    runs[k].samples = times.all(k);
+    if (runs[k].name == "sequential") sequential_index = k;
+    if (runs[k].name == "eager") eager_index = k;
   }
-  auto speedup = [](std::optional<double> baseline, double median) {
-    return baseline ? std::optional<double>(*baseline / median) : std::nullopt;
+  auto speedup = [&times](std::optional<std::size_t> baseline, std::size_t k) {
+    return baseline ? std::optional<double>(times.speedup(k, *baseline)) : std::nullopt;
   };
   auto ratio_text = [](std::optional<double> ratio) { return ratio ? fmt::format("{:.2f}x", *ratio) : "n/a"; };
   auto ratio_json = [](std::optional<double> ratio) {
@@ -283,7 +308,8 @@ void run_modes(const RunOptions& options) {
   };
 
   std::string footnote;
-  for (ModeRun& run : runs) {
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    ModeRun& run = runs[k];
     std::optional<double> difference;
     std::optional<bool> identical;
     if (inputs.expected) {
@@ -309,8 +335,8 @@ void run_modes(const RunOptions& options) {
     const double p90 = percentile(run.samples, 0.9);
     std::string bitwise = identical ? (*identical ? "yes" : "no") : "n/a";
     if (identical_same_threads) bitwise = *identical_same_threads ? "no*" : "NO";
-    const std::optional<double> vs_sequential = speedup(sequential_ms, median);
-    const std::optional<double> vs_eager = speedup(eager_ms, median);
+    const std::optional<double> vs_sequential = speedup(sequential_index, k);
+    const std::optional<double> vs_eager = speedup(eager_index, k);
     fmt::print(table, "{:<15} {:>10.3f} {:>10.3f} {:>8} {:>8} {:>14} {:>8}  {}\n", run.name, median, p90,
                ratio_text(vs_sequential), ratio_text(vs_eager), difference ? fmt::format("{:.3g}", *difference) : "n/a",
                bitwise, run.schedule);
@@ -319,12 +345,17 @@ void run_modes(const RunOptions& options) {
     entry["p90_ms"] = p90;
     entry["speedup_vs_sequential"] = ratio_json(vs_sequential);
     entry["speedup_vs_eager"] = ratio_json(vs_eager);
+    if (eager_index) entry["speedup_vs_eager_by_round"] = times.speedups(k, *eager_index);
     if (run.eager) entry["peak_live_values"] = run.eager->peak_live_values();
     entry["max_abs_diff"] = difference ? nlohmann::json(*difference) : nlohmann::json(nullptr);
     entry["bitwise_equal"] = identical ? nlohmann::json(*identical) : nlohmann::json(nullptr);
     if (identical_same_threads) entry["bitwise_equal_eager_same_threads"] = *identical_same_threads;
     report["modes"].push_back(entry);
   }
+  fmt::print(table,
+             "\ntimed in {} interleaved round(s) of about {} runs per mode; a speedup is the median over rounds "
+             "of the ratio within a round\n",
+             rounds, iters / rounds);
   if (!footnote.empty()) fmt::print(table, "\n{}\n", footnote);
   write_reports(report, options);
 }
@@ -344,6 +375,13 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   run->add_option("--warmup,-w", options->warmup, "untimed iterations first (default: 3 on the CPU, 10 on the GPU)")
       ->check(CLI::NonNegativeNumber);
+  CLI::Option* rounds =
+      run->add_option("--rounds", options->rounds,
+                      fmt::format("the CPU: time the modes in this many interleaved rounds and take each speedup "
+                                  "within a round, so that the machine's drift cancels out (default {}; 1: one "
+                                  "block per mode)",
+                                  kDefaultCpuRounds))
+          ->check(CLI::PositiveNumber);
   run->add_option("--batch,-b", options->batch,
                   "random inputs with this batch size (the sidecar's shapes with the first dimension replaced)")
       ->check(CLI::PositiveNumber);
@@ -379,7 +417,12 @@ void add_run_command(CLI::App& app) {
   run->add_option("--cpu-nodes", options->cpu_nodes,
                   "manual: node ids or kinds for the CPU, comma-separated, or a .json file {\"cpu\": [...]}")
       ->delimiter(',');
-  run->callback([options, overflow, alpha] {
+  run->callback([options, overflow, alpha, rounds] {
+    if (options->device == "cuda" && rounds->count() > 0) {
+      throw CLI::ValidationError("--rounds",
+                                 "times CPU runs only: on the GPU each mode is timed with CUDA events "
+                                 "in one block, then its peak memory is read");
+    }
     const bool overflow_mode =
         std::find(options->modes.begin(), options->modes.end(), kOverflowMode) != options->modes.end();
     if (!overflow_mode && (overflow->count() > 0 || alpha->count() > 0 || !options->cpu_nodes.empty())) {

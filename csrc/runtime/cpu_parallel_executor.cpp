@@ -142,6 +142,7 @@ struct CpuParallelExecutor::State {
   std::int64_t ready_sequence = 0;
   std::atomic<std::size_t> ready_count{0};  // ready.size(), readable without the mutex to spin on
   int streams_left = 0;                     // streams with nodes still to run this run
+  std::atomic<bool> streams_done{false};    // streams_left reached 0, readable without the mutex
   std::uint64_t generation = 0;             // bumped once per run
   int busy = 0;                             // pool workers still inside the current run
   int started = 0;                          // pool workers that have set up their thread
@@ -280,8 +281,9 @@ void CpuParallelExecutor::State::work() {
       // when nodes run on several intra-op threads: the spinning would take their cores.
       lock.unlock();
       const auto give_up = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+      // The run's end stops the spin too: the caller waits for every worker to leave.
       while (ready_count.load(std::memory_order_relaxed) == 0 && !aborted.load(std::memory_order_relaxed) &&
-             std::chrono::steady_clock::now() < give_up) {
+             !streams_done.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < give_up) {
         std::this_thread::yield();
       }
       lock.lock();
@@ -308,6 +310,7 @@ void CpuParallelExecutor::State::work() {
     if (++next_of[stream] < stream_nodes[stream].size()) {
       schedule(stream);
     } else if (--streams_left == 0) {
+      streams_done.store(true, std::memory_order_relaxed);
       work_ready.notify_all();
     }
   }
@@ -324,6 +327,7 @@ void CpuParallelExecutor::State::reset_run_state() {
   ready = {};
   ready_count.store(0, std::memory_order_relaxed);
   aborted.store(false, std::memory_order_relaxed);
+  streams_done.store(false, std::memory_order_relaxed);
   error = nullptr;
 }
 

@@ -212,6 +212,34 @@ def test_run_with_a_fixed_stream_cap_and_threads(bench):
     assert mode["bitwise_equal"] is True or mode["bitwise_equal_eager_same_threads"] is True
 
 
+def test_run_times_the_modes_in_interleaved_rounds(bench):
+    report = json.loads(bench("run", "--model", "branchy", "--modes", "eager,sequential,opara", "--iters", "7",
+                              "--rounds", "3", "--json", "-").stdout)
+    assert report["rounds"] == 3
+    modes = {mode["mode"]: mode for mode in report["modes"]}
+    # Each speedup is taken within a round, where the machine was the same for every mode; the
+    # reported one is their median.
+    assert modes["eager"]["speedup_vs_eager_by_round"] == [1.0, 1.0, 1.0]
+    for name in ("sequential", "opara"):
+        by_round = modes[name]["speedup_vs_eager_by_round"]
+        assert len(by_round) == 3 and all(ratio > 0 for ratio in by_round)
+        assert modes[name]["speedup_vs_eager"] == sorted(by_round)[1]
+
+
+def test_run_never_has_more_rounds_than_iterations(bench):
+    result = bench("run", "--model", "chain", "--modes", "eager,opara", "--iters", "2", "--rounds", "9", "--json", "-")
+    report = json.loads(result.stdout)
+    assert report["rounds"] == 2
+    assert all(len(mode["speedup_vs_eager_by_round"]) == 2 for mode in report["modes"])
+
+
+def test_rounds_are_refused_on_the_gpu_and_when_not_positive(bench):
+    on_gpu = bench("run", "--model", "chain", "--device", "cuda", "--rounds", "3", check=False)
+    assert on_gpu.returncode == 2 and "--rounds" in on_gpu.stderr and "CPU" in on_gpu.stderr
+    zero = bench("run", "--model", "chain", "--rounds", "0", check=False)
+    assert zero.returncode == 2 and "--rounds" in zero.stderr
+
+
 def test_planned_modes_on_cuda_without_a_gpu_say_so(bench):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

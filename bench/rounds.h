@@ -1,0 +1,37 @@
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+namespace opara::bench {
+
+// Timing several runners on a machine whose speed drifts (a shared virtual machine, where the
+// same run can take 1.5 ms one minute and 2.5 ms the next): one long block per runner lets a slow
+// minute land on one of them and decide the comparison. In rounds, each round times every runner
+// in a short block, starting with a different runner each round, and ratios are taken within a
+// round, where the machine was the same for all.
+
+// Runs the runner `runs` times and returns each run's milliseconds (no runs: times nothing).
+using BlockTimer = std::function<std::vector<double>(int runs)>;
+
+struct RoundTimes {
+  // samples[runner][round]: the milliseconds of that runner's block in that round.
+  std::vector<std::vector<std::vector<double>>> samples;
+
+  // Every sample of `runner`, all rounds together.
+  [[nodiscard]] std::vector<double> all(std::size_t runner) const;
+  // By round: the baseline's median over the runner's median, how many times faster it ran.
+  [[nodiscard]] std::vector<double> speedups(std::size_t runner, std::size_t baseline) const;
+  // The median of speedups(): drift between rounds cancels out.
+  [[nodiscard]] double speedup(std::size_t runner, std::size_t baseline) const;
+};
+
+// Splits `runs` timed runs of each runner over `rounds` rounds (the first rounds take the
+// remainder; at most `runs` rounds, so none is empty); each block begins with `settle` untimed runs, so that a runner
+// does not pay for the one before it (OpenMP threads still spinning, cold caches). `on_block` (optional) is told after
+// each block how many timed runs it held.
+RoundTimes time_in_rounds(const std::vector<BlockTimer>& runners, int rounds, int runs, int settle,
+                          const std::function<void(int)>& on_block = {});
+
+}  // namespace opara::bench
