@@ -106,30 +106,6 @@ struct CpuSetup {
   double tuning_ms = 0;  // the median that chose it, when tuned
 };
 
-// Each node's longest remaining path to the end, in host time measured on one eager run: the
-// pool runs the ready stream on the critical path first.
-std::vector<double> critical_path_priorities(const Graph& graph, const std::vector<c10::IValue>& arguments) {
-  std::vector<double> seconds(graph.size(), 0);
-  EagerExecutor executor(graph, c10::kCPU);
-  for (int round = 0; round < 3; ++round) {
-    auto last = std::chrono::steady_clock::now();
-    executor.set_observer([&](NodeId id, const auto&, const auto&) {
-      const auto now = std::chrono::steady_clock::now();
-      const double elapsed = std::chrono::duration<double>(now - last).count();
-      seconds[id] = round == 0 ? elapsed : std::min(seconds[id], elapsed);
-      last = now;
-    });
-    executor.run(arguments);
-  }
-  std::vector<double> remaining(graph.size(), 0);
-  for (auto id = static_cast<NodeId>(graph.size()) - 1; id >= 0; --id) {
-    double after = 0;
-    for (NodeId next : graph.node(id).successors) after = std::max(after, remaining[next]);
-    remaining[id] = seconds[id] + after;
-  }
-  return remaining;
-}
-
 CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCosts& costs, int cap, int threads,
                    const std::vector<double>& priorities) {
   plan_options.max_streams = cap;

@@ -20,6 +20,7 @@
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/model_costs.h"
+#include "planning.h"
 #include "progress.h"
 
 namespace opara::bench {
@@ -89,6 +90,7 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
     lanes = std::max(plan.stream_count, 1);
     const std::vector<int> stream_of = plan.stream_of;
     CpuExecutorOptions executor_options;
+    executor_options.priorities = critical_path_priorities(graph, arguments);  // as run does
     executor_options.on_node_done = [&times, &recording, stream_of](NodeId id, Clock::time_point start,
                                                                     Clock::time_point end) {
       // Each node is reported once per run, from one thread: its own slot needs no lock.
