@@ -3,7 +3,8 @@
 #
 #   cmake -DCOMMAND="exe;arg;..." -DEXIT_CODE=0 -DEXPECT=regex [-DMODEL=file -DMODELS_DIR=dir] -P expect_run.cmake
 #
-# MODEL: a file in $OPARA_MODELS (default MODELS_DIR), given to the command as its first argument.
+# MODEL: a file in $OPARA_MODELS (default MODELS_DIR), given to the command where it says {model},
+# else as its first argument.
 # When it has not been exported the script prints "opara-test-skip:", which the test's
 # SKIP_REGULAR_EXPRESSION turns into a skip, as the GoogleTest suite skips such tests.
 
@@ -23,7 +24,12 @@ if(DEFINED MODEL)
     message("opara-test-skip: ${model_path} is not exported: run scripts/export_models.py")
     return()
   endif()
-  list(INSERT COMMAND 1 "${model_path}")
+  string(FIND "${COMMAND}" "{model}" placeholder)
+  if(placeholder GREATER_EQUAL 0)
+    string(REPLACE "{model}" "${model_path}" COMMAND "${COMMAND}")
+  else()
+    list(INSERT COMMAND 1 "${model_path}")
+  endif()
 endif()
 
 list(JOIN COMMAND " " shown)
