@@ -19,14 +19,14 @@ def read_csv(text):
 def test_run_csv_has_a_row_per_mode_with_speedups(bench):
     path = model_file("branchy", "pt")
     rows = read_csv(bench("run", "--model", path, "--modes", "eager,sequential,opara", "-n", "3", "-w", "1",
-                          "--csv", "-").stdout)
+                          "--rounds", "1", "--csv", "-").stdout)
     assert [row["mode"] for row in rows] == ["eager", "sequential", "opara"]
     for row in rows:
         assert row["model"] == str(path) and row["device"] == "cpu"
         assert float(row["median_ms"]) > 0
         # Bitwise against the reference, or against eager at the worker's own intra-op thread count.
         assert "true" in (row["bitwise_equal"], row.get("bitwise_equal_eager_same_threads"))
-        # Each speedup is the baseline's median over the row's, as measured in this run.
+        # In one round, each speedup is the baseline's median over the row's, as measured in this run.
         medians = {r["mode"]: float(r["median_ms"]) for r in rows}
         assert float(row["speedup_vs_eager"]) == pytest.approx(medians["eager"] / float(row["median_ms"]), rel=1e-6)
         assert float(row["speedup_vs_sequential"]) == pytest.approx(
