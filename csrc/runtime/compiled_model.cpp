@@ -177,10 +177,7 @@ std::vector<at::Tensor> CompiledModel::run(const std::vector<at::Tensor>& inputs
   if (state.cpu) {
     outputs = flatten_tensors(state.cpu->run(std::vector<c10::IValue>(inputs.begin(), inputs.end())));
   } else {
-    outputs = flatten_tensors(state.cuda->run(inputs));
-    if (state.options.outputs == Options::Outputs::kClone) {
-      for (at::Tensor& output : outputs) output = output.clone();
-    }
+    outputs = state.cuda->run(inputs, state.options.outputs == Options::Outputs::kClone);
     state.stats.eager_fallbacks = state.cuda->eager_fallbacks();
     state.stats.host_ms = state.cuda->host_busy_ms();
   }

@@ -1,6 +1,8 @@
 #include "opara/cuda_graph_executor.h"
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -18,6 +20,46 @@
 
 namespace opara {
 namespace {
+
+// CUDAGraph keeps whether its capture ended to itself; abandon_capture needs to know.
+class InspectableGraph final : public at::cuda::CUDAGraph {
+ public:
+  using at::cuda::CUDAGraph::CUDAGraph;
+  [[nodiscard]] bool capture_ended() const { return capture_ended_; }
+};
+
+// A capture that fails (a node that cannot be captured, a side stream never joined) never gets
+// through CUDAGraph::capture_end, which checks cudaStreamEndCapture before it tells the caching
+// allocators the capture is over. They would then go on treating the pool as being captured into
+// for the rest of the process: every block freed after record_stream deferred forever, a filter
+// pointing at the destroyed graph. So end it by hand: the capture, the allocators' recording, and
+// the reference to the pool that capture_begin took. Errors here are ignored: each step may
+// already have been done by capture_end before it failed.
+void abandon_capture(const InspectableGraph& graph, c10::DeviceIndex device, c10::MempoolId_t pool,
+                     cudaStream_t origin) noexcept {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(origin, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+    cudaGraph_t broken = nullptr;
+    (void)cudaStreamEndCapture(origin, &broken);  // fails when unjoined or invalidated, but ends the capture
+    if (broken) (void)cudaGraphDestroy(broken);
+  }
+  (void)cudaGetLastError();
+  if (graph.capture_ended()) return;  // the graph itself releases its pool
+  try {
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(device, pool);
+  } catch (const std::exception&) {  // capture_end got that far
+  }
+  try {
+    c10::cuda::CUDACachingAllocator::releasePool(device, pool);
+  } catch (const std::exception&) {
+  }
+  at::HostAllocator* host = at::getHostAllocator(at::kCUDA);
+  try {
+    host->end_allocate_to_pool(pool);  // throws when pinned memory was not being recorded
+    host->release_pool(pool);
+  } catch (const std::exception&) {
+  }
+}
 
 // The actions on CUDA: the lease's streams 0..n-1 are the Plan's, stream n the origin.
 class CudaBackend final : public StreamBackend {
@@ -106,7 +148,11 @@ struct CudaGraphExecutor::State {
   std::vector<std::shared_ptr<const NodeOp>> ops;
   std::vector<c10::IValue> static_inputs;
   std::vector<c10::IValue> static_outputs;
-  std::unique_ptr<at::cuda::CUDAGraph> cuda_graph;
+  std::unique_ptr<InspectableGraph> cuda_graph;
+  // Held while the graph lives: cuBLAS keeps a workspace per (handle, stream) and the graph holds
+  // the one it was captured with. Another model captured on these streams would share it, and
+  // the two replayed at once would race on it.
+  std::unique_ptr<StreamLease> streams;
   CaptureStats stats;
 };
 
@@ -135,7 +181,8 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
 
   const std::vector<CaptureAction> actions = capture_actions(state.graph, state.plan);
   const int stream_count = state.plan.stream_count;
-  StreamLease streams(state.device, static_cast<std::size_t>(stream_count) + 1);
+  state.streams = std::make_unique<StreamLease>(state.device, static_cast<std::size_t>(stream_count) + 1);
+  StreamLease& streams = *state.streams;
   const bool record_streams = options.memory == MemoryProtection::kRecordStream;
 
   // Warm-up: the same actions, eagerly, on the same streams.
@@ -151,30 +198,43 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
   // Capture on the origin stream (never the default stream).
   const auto capture_started = std::chrono::steady_clock::now();
   const std::size_t reserved_before = reserved_bytes(state.device);
-  state.cuda_graph = std::make_unique<at::cuda::CUDAGraph>(/*keep_graph=*/true);  // to count its nodes
+  auto capture = std::make_unique<InspectableGraph>(/*keep_graph=*/true);  // kept to count its nodes
+  // An explicit pool, even a graph's own, so that a failed capture can let go of it.
+  const c10::MempoolId_t pool = options.pool.first != 0 || options.pool.second != 0
+                                    ? c10::MempoolId_t{options.pool.first, options.pool.second}
+                                    : at::cuda::graph_pool_handle();
   {
     c10::cuda::CUDAStreamGuard origin_guard(streams[stream_count]);
-    state.cuda_graph->capture_begin(options.pool, cudaStreamCaptureModeThreadLocal);
+    capture->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
     ActionRun run;
+    bool ending = false;
     try {
       CudaBackend backend(streams, stream_count, state.graph.size(), record_streams);
       run = run_actions(state.graph, state.ops, actions, state.static_inputs, backend, options.memory);
-    } catch (const NodeError& error) {
-      // End the broken capture, leave its streams alone, and say which node could not be captured:
-      // it ran in the warm-up, so capture is what it cannot stand.
-      try {
-        state.cuda_graph->capture_end();
-      } catch (const std::exception&) {
+      ending = true;
+      capture->capture_end();
+    } catch (...) {
+      // End the broken capture and leave its streams alone (they may still be capturing).
+      if (!ending) {
+        try {
+          capture->capture_end();
+        } catch (const std::exception&) {
+        }
       }
-      (void)cudaGetLastError();
+      abandon_capture(*capture, state.device, pool, streams[stream_count].stream());
       streams.discard();
-      state.cuda_graph.reset();
-      throw CaptureError(fmt::format("{} (while capturing the CUDA graph: the operation synchronises with the host "
-                                     "or has a data-dependent shape; run it as a host step)",
-                                     error.what()),
-                         error.node());
+      capture.reset();
+      try {
+        throw;
+      } catch (const NodeError& error) {
+        // The node ran in the warm-up, so capture is what it cannot stand.
+        throw CaptureError(fmt::format("{} (while capturing the CUDA graph: the operation synchronises with the "
+                                       "host or has a data-dependent shape; run it as a host step)",
+                                       error.what()),
+                           error.node());
+      }
     }
-    state.cuda_graph->capture_end();
+    state.cuda_graph = std::move(capture);
     C10_CUDA_CHECK(cudaGraphGetNodes(state.cuda_graph->raw_cuda_graph(), nullptr, &state.stats.graph_nodes));
     state.cuda_graph->instantiate();
     state.static_outputs = std::move(run.outputs);

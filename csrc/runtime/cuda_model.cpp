@@ -111,7 +111,16 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
   c10::cuda::device_synchronize();
 }
 
-std::vector<c10::IValue> CudaModel::run(const std::vector<at::Tensor>& inputs) {
+CudaModel::~CudaModel() {
+  // The buffers were allocated on the compile-time stream; a replay may still use them.
+  try {
+    if (last_run_) last_run_->synchronize();
+  } catch (const std::exception& error) {
+    TORCH_WARN("opara: waiting for the last run before freeing its buffers failed: ", error.what());
+  }
+}
+
+std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bool clone_outputs) {
   c10::cuda::CUDAGuard device_guard(device_);
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
   if (last_run_) last_run_->block(stream);  // the previous run, perhaps on another stream, is done with the buffers
@@ -159,9 +168,15 @@ std::vector<c10::IValue> CudaModel::run(const std::vector<at::Tensor>& inputs) {
   if (!eager) {
     for (ValueId output : graph_.outputs()) outputs.push_back(slots_[output]);
   }
+  std::vector<at::Tensor> tensors = flatten_tensors(outputs);
+  if (clone_outputs) {
+    // Before the record: the next run, perhaps on another stream, waits for it before
+    // overwriting the buffers these copies read.
+    for (at::Tensor& tensor : tensors) tensor = tensor.clone();
+  }
   if (!last_run_) last_run_.emplace();
   last_run_->record(stream);
-  return outputs;
+  return tensors;
 }
 
 // From host step `first_segment` (whose fresh results are `host_outputs`) on, node by node on the
@@ -169,7 +184,11 @@ std::vector<c10::IValue> CudaModel::run(const std::vector<at::Tensor>& inputs) {
 std::vector<c10::IValue> CudaModel::run_rest_eagerly(std::size_t first_segment, std::vector<c10::IValue> values,
                                                      const std::vector<c10::IValue>& host_outputs) {
   for (std::size_t j = 0; j < host_outputs.size(); ++j) {
-    values[segments_[first_segment].output_values[j]] = move_tensors(host_outputs[j], device_);
+    // Where the model has the value (its slot): a result the model keeps on the CPU stays there.
+    const ValueId value = segments_[first_segment].output_values[j];
+    const std::vector<at::Tensor> held = flatten_tensors({values[value]});
+    const bool on_device = std::any_of(held.begin(), held.end(), [](const at::Tensor& t) { return t.is_cuda(); });
+    values[value] = on_device ? move_tensors(host_outputs[j], device_) : host_outputs[j];
   }
   for (std::size_t k = first_segment + 1; k < segments_.size(); ++k) {
     const Segment& segment = segments_[k];

@@ -32,9 +32,14 @@ class CudaModel {
   // compiles again.
   CudaModel(const Graph& graph, c10::Device device, const std::vector<Placement>& placement, bool overlap,
             const std::vector<NodeCost>& costs, const std::vector<at::Tensor>& example_inputs, const Options& options);
+  // Waits for the last run: its buffers go back to the allocator.
+  ~CudaModel();
+  CudaModel(const CudaModel&) = delete;
+  CudaModel& operator=(const CudaModel&) = delete;
 
-  // On the current stream; the caller serialises runs.
-  std::vector<c10::IValue> run(const std::vector<at::Tensor>& inputs);
+  // On the current stream; the caller serialises runs. The outputs, flattened, are the model's
+  // own buffers unless `clone_outputs`: then copies, made before the next run may start.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs, bool clone_outputs);
 
   [[nodiscard]] const Plan& plan() const { return whole_plan_; }
   // Fills the CUDA fields of `stats`.

@@ -11,8 +11,9 @@ namespace opara {
 // Streams we create ourselves (cudaStreamNonBlocking), lent out for warm-up and capture.
 // c10's stream pool hands out 32 streams per priority round-robin, so past 32 two of a Plan's
 // streams would silently be one; ours are distinct however many a Plan opens. A captured graph
-// does not use the streams it was captured from when it replays, so the streams go back to the
-// pool after capture and the next model's capture reuses them.
+// does not replay on the streams it was captured on, but it holds the cuBLAS workspace of each
+// (handle, stream): a graph keeps its lease while it lives, and the streams go back to the pool
+// for the next capture when it is gone.
 class StreamLease {
  public:
   StreamLease(c10::DeviceIndex device, std::size_t count);

@@ -580,7 +580,8 @@ TEST_P(CpuParallelModels, MatchTheReferenceUnderRandomPlans) {
 INSTANTIATE_TEST_SUITE_P(CpuParallel, CpuParallelModels,
                          ::testing::Values(ModelCase{"inplace", "pt", 3, 30}, ModelCase{"inplace", "pt2", 3, 30},
                                            ModelCase{"branchy", "pt", 1, 10}, ModelCase{"branchy", "pt2", 1, 10},
-                                           ModelCase{"googlenet", "pt", 1, 4}, ModelCase{"googlenet", "pt2", 1, 4}),
+                                           ModelCase{"googlenet", "pt", 1, 4}, ModelCase{"googlenet", "pt2", 1, 4},
+                                           ModelCase{"recurrent", "pt2", 1, 6}),
                          [](const auto& info) { return info.param.model + "_" + info.param.extension; });
 
 }  // namespace
