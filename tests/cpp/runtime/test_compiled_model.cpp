@@ -7,6 +7,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -288,6 +291,46 @@ TEST(CompiledModelCuda, AThousandReplaysWithFreshInputsMatchEager) {
     const auto actual = compiled.run({x});
     ASSERT_TRUE(at::allclose(actual[0], expected[0], 1e-4, 1e-5)) << "replay " << i;
   }
+}
+
+// Threads on streams of their own share one model: each run's cloned outputs are its own even
+// when the next run, on another stream, overwrites the model's buffers at once. And two models
+// compiled one after the other replay concurrently without sharing a cuBLAS workspace.
+TEST(CompiledModelCuda, ThreadsOnTheirOwnStreamsGetTheirOwnOutputs) {
+  OPARA_REQUIRE_GPU();
+  OPARA_REQUIRE_MODEL("bert_base");  // matrix products: cuBLAS workspaces
+  NoTf32 no_tf32;
+  const Loaded loaded = reference_of("bert_base", "pt");
+  const Graph graph = load(loaded.path);
+  const std::vector<at::Tensor> inputs = to_cuda(loaded.inputs);
+  const CompiledModel first = compile(graph, inputs);
+  const CompiledModel second = compile(graph, inputs);
+  // Different inputs per thread, so that a run reading another's buffers gives itself away.
+  std::vector<std::vector<at::Tensor>> thread_inputs;
+  std::vector<std::vector<at::Tensor>> expected;
+  for (int thread = 0; thread < 4; ++thread) {
+    std::vector<at::Tensor> mine = inputs;
+    mine[0] = at::randint(0, 1000, inputs[0].sizes(), inputs[0].options());
+    expected.push_back(eager_cuda(graph, mine));
+    thread_inputs.push_back(std::move(mine));
+  }
+  torch::cuda::synchronize();
+  std::vector<std::future<int>> wrong;
+  for (int thread = 0; thread < 4; ++thread) {
+    wrong.push_back(std::async(std::launch::async, [&, thread] {
+      const c10::cuda::CUDAStreamGuard own(c10::cuda::getStreamFromPool());
+      const CompiledModel& model = thread % 2 == 0 ? first : second;
+      int mismatches = 0;
+      for (int i = 0; i < 20; ++i) {
+        const std::vector<at::Tensor> outputs = model.run(thread_inputs[thread]);
+        for (std::size_t k = 0; k < outputs.size(); ++k) {
+          mismatches += at::allclose(outputs[k], expected[thread][k], 1e-4, 1e-5) ? 0 : 1;
+        }
+      }
+      return mismatches;
+    }));
+  }
+  for (int thread = 0; thread < 4; ++thread) EXPECT_EQ(wrong[thread].get(), 0) << "thread " << thread;
 }
 
 TEST(CompiledModelCuda, BadInputsAreNamed) {
