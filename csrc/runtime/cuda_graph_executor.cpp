@@ -187,12 +187,16 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
 
   // Warm-up: the same actions, eagerly, on the same streams.
   const auto warmup_started = std::chrono::steady_clock::now();
-  c10::cuda::device_synchronize();  // the static inputs were written on the caller's stream
+  // Streams, not the device, are synchronised: a device-wide wait would also wait on (and may
+  // invalidate) a capture another thread has under way.
+  c10::cuda::getCurrentCUDAStream(state.device).synchronize();  // the static inputs were written there
   for (int round = 0; round < options.warmup_runs; ++round) {
     CudaBackend backend(streams, stream_count, state.graph.size(), record_streams);
-    run_actions(state.graph, state.ops, actions, state.static_inputs, backend, options.memory);
+    // Its tensors are freed when the round is done (kKeepAlive records no stream use).
+    const ActionRun round_run =
+        run_actions(state.graph, state.ops, actions, state.static_inputs, backend, options.memory);
+    for (std::size_t k = 0; k < streams.size(); ++k) streams[k].synchronize();
   }
-  c10::cuda::device_synchronize();
   state.stats.warmup_ms = milliseconds_since(warmup_started);
 
   // Capture on the origin stream (never the default stream).

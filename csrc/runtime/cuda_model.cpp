@@ -108,7 +108,9 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
     }
     for (std::size_t j = 0; j < outputs.size(); ++j) slots_[segment.output_values[j]] = outputs[j];
   }
-  c10::cuda::device_synchronize();
+  // The current stream and the step stream, not the device: see CudaGraphExecutor's warm-up.
+  c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
+  if (step_stream) step_stream->synchronize();
 }
 
 CudaModel::~CudaModel() {
