@@ -53,7 +53,12 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
   host_steps_.resize(segments_.size());
   eager_.resize(segments_.size());
   std::optional<c10::cuda::CUDAStream> step_stream;
-  if (overlap) step_stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
+  if (overlap) {
+    // A stream of our own: c10's pool goes round 32 streams and can hand out the caller's, which
+    // would quietly serialise the host steps with the graphs.
+    step_lease_ = std::make_unique<StreamLease>(device_.index(), 1);
+    step_stream = (*step_lease_)[0];
+  }
   slots_.resize(graph.values().size());
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
     static_inputs_.push_back(example_inputs[i].clone());

@@ -61,6 +61,7 @@ class CudaModel {
   std::vector<c10::IValue> slots_;                          // by whole-graph value
   std::vector<at::Tensor> static_inputs_;
   std::optional<CudaEvent> last_run_;
+  std::unique_ptr<StreamLease> step_lease_;  // the host steps' stream, with overlap
   Plan whole_plan_;
   std::size_t eager_fallbacks_ = 0;
 };
