@@ -27,10 +27,10 @@ struct RoundTimes {
   [[nodiscard]] double speedup(std::size_t runner, std::size_t baseline) const;
 };
 
-// Splits `runs` timed runs of each runner over `rounds` rounds (the first rounds take the
-// remainder; at most `runs` rounds, so none is empty); each block begins with `settle` untimed runs, so that a runner
-// does not pay for the one before it (OpenMP threads still spinning, cold caches). `on_block` (optional) is told after
-// each block how many timed runs it held.
+// Splits `runs` timed runs of each runner over `rounds` rounds (at most `runs` rounds, so none
+// is empty; the first rounds take the remainder). Each block begins with `settle` untimed runs, so
+// that a runner does not pay for the one before it (OpenMP threads still spinning, cold caches).
+// `on_block` (optional) is told after each block how many timed runs it held.
 RoundTimes time_in_rounds(const std::vector<BlockTimer>& runners, int rounds, int runs, int settle,
                           const std::function<void(int)>& on_block = {});
 
