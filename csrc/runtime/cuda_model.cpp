@@ -193,9 +193,7 @@ std::vector<c10::IValue> CudaModel::run_rest_eagerly(std::size_t first_segment, 
   for (std::size_t j = 0; j < host_outputs.size(); ++j) {
     // Where the model has the value (its slot): a result the model keeps on the CPU stays there.
     const ValueId value = segments_[first_segment].output_values[j];
-    const std::vector<at::Tensor> held = flatten_tensors({values[value]});
-    const bool on_device = std::any_of(held.begin(), held.end(), [](const at::Tensor& t) { return t.is_cuda(); });
-    values[value] = on_device ? move_tensors(host_outputs[j], device_) : host_outputs[j];
+    values[value] = holds_cuda_tensors(values[value]) ? move_tensors(host_outputs[j], device_) : host_outputs[j];
   }
   for (std::size_t k = first_segment + 1; k < segments_.size(); ++k) {
     const Segment& segment = segments_[k];

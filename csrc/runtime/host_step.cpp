@@ -61,8 +61,7 @@ std::vector<c10::IValue> HostStep::first_run(const std::vector<c10::IValue>& inp
   // result the model moves to the CPU itself stays there).
   const std::vector<c10::IValue> reference = EagerExecutor(*graph_, device_).run(inputs);
   for (std::size_t j = 0; j < results.size(); ++j) {
-    const std::vector<at::Tensor> held = flatten_tensors({reference[j]});
-    const bool on_device = std::any_of(held.begin(), held.end(), [](const at::Tensor& t) { return t.is_cuda(); });
+    const bool on_device = holds_cuda_tensors(reference[j]);
     if (results[j].isTensor() && results[j].toTensor().is_cpu() && on_device) {
       const at::Tensor& result = results[j].toTensor();
       pinned_results_[j] = pinned_like(result);

@@ -4,8 +4,11 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "../import/import_errors.h"
 #include "opara/error.h"
+#include "opara/outputs.h"
 
 namespace opara {
 
@@ -18,6 +21,11 @@ void run_node(const Graph& graph, NodeId id, const NodeOp& op, std::vector<c10::
   const std::size_t expected = graph.node(id).outputs.size();
   TORCH_INTERNAL_ASSERT(stack.size() == expected, "opara bug: ", graph.describe(id), " produced ", stack.size(),
                         " values, the graph expects ", expected);
+}
+
+bool holds_cuda_tensors(const c10::IValue& value) {
+  const std::vector<at::Tensor> held = flatten_tensors({value});
+  return std::any_of(held.begin(), held.end(), [](const at::Tensor& tensor) { return tensor.is_cuda(); });
 }
 
 c10::IValue move_tensors(const c10::IValue& value, c10::Device device) {

@@ -38,4 +38,7 @@ void run_node(const Graph& graph, NodeId id, const NodeOp& op, std::vector<c10::
 // device constant into `device`; wrapped numbers stay CPU scalars.
 c10::IValue move_tensors(const c10::IValue& value, c10::Device device);
 
+// Whether any tensor inside `value` (lists and tuples included) is on a CUDA device.
+bool holds_cuda_tensors(const c10::IValue& value);
+
 }  // namespace opara
