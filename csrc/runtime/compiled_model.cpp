@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 
 #include "../profile/device_limits.h"
@@ -17,6 +18,7 @@
 #include "opara/cpu_parallel_executor.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
+#include "opara/graph_analysis.h"
 #include "opara/load.h"
 #include "opara/model_costs.h"
 #include "opara/outputs.h"
@@ -56,7 +58,11 @@ std::vector<bool> host_nodes_on_device(const Graph& graph, const std::vector<at:
   return host;
 }
 
-void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& examples,
+// Copies of the examples for each compile-time run when the model writes its inputs in place: the
+// caller's tensors stay as they are, and no run starts from another run's writes.
+using ExamplesForARun = std::function<std::vector<at::Tensor>()>;
+
+void compile_cuda(CompiledModel::State& state, const ExamplesForARun& examples_for_a_run,
                   const std::vector<NodeCost>& costs) {
   if (!torch::cuda::is_available()) {
     throw Error(
@@ -74,8 +80,9 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
       options.overflow == OverflowPolicy::kCommSd
           ? make_plan(graph, {options.streams, options.order, options.max_streams}, costs).stream_count
           : 0;
-  const OverflowChoice choice = choose_placement(graph, examples, options, gpu_streams);
-  std::vector<bool> uncapturable = host_nodes_on_device(graph, examples, state.device);
+  const OverflowChoice choice = choose_placement(graph, examples_for_a_run(), options, gpu_streams);
+  std::vector<bool> uncapturable = host_nodes_on_device(graph, examples_for_a_run(), state.device);
+  const std::vector<at::Tensor> examples = examples_for_a_run();  // CudaModel copies them into buffers of its own
   // A node that fails capture becomes a host node and the model is compiled again.
   std::vector<Placement> placement;
   for (;;) {
@@ -143,21 +150,31 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   state->stats.device = state->device.str();
   // The examples on the model's device define the signature run() checks.
   InputSignature{graph, example_inputs};  // count and definedness, before anything moves
+  const std::vector<bool> written = inputs_written_in_place(graph);
   std::vector<at::Tensor> examples;
-  for (const at::Tensor& example : example_inputs) examples.push_back(example.to(state->device));
+  for (std::size_t i = 0; i < example_inputs.size(); ++i) {
+    examples.push_back(example_inputs[i].to(state->device, /*non_blocking=*/false, /*copy=*/written[i]));
+  }
   state->signature.emplace(graph, examples);
+  const ExamplesForARun examples_for_a_run = [&] {
+    std::vector<at::Tensor> copies = examples;
+    for (std::size_t i = 0; i < copies.size(); ++i) {
+      if (written[i]) copies[i] = copies[i].clone();
+    }
+    return copies;
+  };
 
   CostOptions cost_options;
   cost_options.profile = options.profile;
   cost_options.ridge_point = options.ridge_point;
   cost_options.allow_profile_mismatch = options.allow_profile_mismatch;
   cost_options.device = state->device;
-  const ModelCosts costs = model_costs(graph, examples, cost_options);
+  const ModelCosts costs = model_costs(graph, examples_for_a_run(), cost_options);
   if (state->device.is_cuda()) {
-    compile_cuda(*state, examples, costs.costs);
+    compile_cuda(*state, examples_for_a_run, costs.costs);
   } else {
     // Every node runs on the CPU already; the names a manual placement gives must still exist.
-    if (options.overflow == OverflowPolicy::kManual) choose_placement(graph, examples, options, 0);
+    if (options.overflow == OverflowPolicy::kManual) choose_placement(graph, examples_for_a_run(), options, 0);
     compile_cpu(*state, costs.costs);
   }
   state->plan.cost_source = costs.source;

@@ -3,42 +3,12 @@
 #include <algorithm>
 #include <set>
 
-#include "../graph/alias_classes.h"
+#include "../graph/written_aliases.h"
 
 namespace opara {
 namespace {
 
 constexpr int kDeviceSide = -1;
-
-// Per value, the root of its group, and whether a node writes into that group.
-struct WrittenAliases {
-  std::vector<ValueId> group;  // by value
-  std::vector<bool> written;   // by root
-};
-
-WrittenAliases written_aliases(const Graph& graph) {
-  AliasClasses groups(graph.values().size());
-  for (const Node& node : graph.nodes()) {
-    if (node.inputs.empty()) continue;
-    if (node.has(kWritesInput)) {
-      for (ValueId output : node.outputs) groups.join(output, node.inputs.front());  // ATen writes `self`
-    } else if (node.has(kView) || !node.has(kLaunchesKernel)) {
-      // Views, lists and tuples of tensors, unpacking: what comes out may be what went in.
-      for (ValueId output : node.outputs) {
-        for (ValueId input : node.inputs) groups.join(output, input);
-      }
-    }
-  }
-  WrittenAliases aliases;
-  aliases.written.assign(graph.values().size(), false);
-  for (const Node& node : graph.nodes()) {
-    if (node.has(kWritesInput) && !node.inputs.empty()) aliases.written[groups.find(node.inputs.front())] = true;
-  }
-  for (ValueId value = 0; value < static_cast<ValueId>(graph.values().size()); ++value) {
-    aliases.group.push_back(groups.find(value));
-  }
-  return aliases;
-}
 
 }  // namespace
 

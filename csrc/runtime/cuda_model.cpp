@@ -11,7 +11,9 @@
 #include "cpu_steps.h"
 #include "node_op.h"
 #include "opara/error.h"
+#include "opara/graph_analysis.h"
 #include "opara/outputs.h"
+#include "undo_writes.h"
 
 namespace opara {
 namespace {
@@ -60,6 +62,7 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
     step_stream = (*step_lease_)[0];
   }
   slots_.resize(graph.values().size());
+  written_inputs_ = inputs_written_in_place(graph);
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
     static_inputs_.push_back(example_inputs[i].clone());
     slots_[graph.inputs()[i]] = static_inputs_.back();
@@ -81,6 +84,7 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
     std::vector<c10::IValue> outputs;
     if (segment.kind == SegmentKind::kGraph) {
       Plan plan = make_plan(segment.graph, plan_options, segment_costs(segment, costs));
+      const UndoWrites warm_up_writes(inputs, inputs_written_in_place(segment.graph));
       try {
         graphs_[k] = std::make_unique<CudaGraphExecutor>(
             segment.graph, std::move(plan), inputs,
@@ -89,7 +93,9 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
         throw CaptureError(error.what(), segment.nodes[error.node()]);  // the whole graph's id
       }
       // Capture computes nothing: one replay fills the static outputs, so that the host steps
-      // after it see real values (a nonzero's shape, an item's scalar) when they first run.
+      // after it see real values (a nonzero's shape, an item's scalar) when they first run; it
+      // starts from the values as the warm-up found them.
+      warm_up_writes.undo();
       graphs_[k]->replay();
       outputs = graphs_[k]->static_outputs();
       const Plan& local = graphs_[k]->plan();
@@ -174,6 +180,10 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
   }
   if (!eager) {
     for (ValueId output : graph_.outputs()) outputs.push_back(slots_[output]);
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    // As eager PyTorch does: the caller's tensor takes the model's in-place writes.
+    if (written_inputs_[i]) inputs[i].copy_(static_inputs_[i], /*non_blocking=*/true);
   }
   std::vector<at::Tensor> tensors = flatten_tensors(outputs);
   if (clone_outputs) {

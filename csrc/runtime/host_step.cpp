@@ -8,8 +8,10 @@
 
 #include "elapsed.h"
 #include "node_op.h"
+#include "opara/graph_analysis.h"
 #include "opara/outputs.h"
 #include "opara/plan.h"
+#include "undo_writes.h"
 
 namespace opara {
 namespace {
@@ -58,8 +60,10 @@ std::vector<c10::IValue> HostStep::first_run(const std::vector<c10::IValue>& inp
   }
   std::vector<c10::IValue> results = cpu_->run(cpu_inputs);
   // Each result goes where the model has it: one eager run of the step on the device tells (a
-  // result the model moves to the CPU itself stays there).
+  // result the model moves to the CPU itself stays there). The device values it writes are put back.
+  const UndoWrites reference_writes(inputs, inputs_written_in_place(*graph_));
   const std::vector<c10::IValue> reference = EagerExecutor(*graph_, device_).run(inputs);
+  reference_writes.undo();
   for (std::size_t j = 0; j < results.size(); ++j) {
     const bool on_device = holds_cuda_tensors(reference[j]);
     if (results[j].isTensor() && results[j].toTensor().is_cpu() && on_device) {

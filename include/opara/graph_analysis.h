@@ -37,6 +37,11 @@ OPARA_API CriticalPath critical_path(const Graph& graph, const std::vector<doubl
 // The edges that no longer path implies: removing every other edge keeps reachability the same.
 OPARA_API std::vector<Edge> transitive_reduction(const Graph& graph);
 
+// Per graph input, whether the model writes it in place (a node writes into a value that may share
+// its memory: the input itself, a view of it, a list holding it). A caller's tensor given for such
+// an input changes when the model runs, as it does in eager PyTorch.
+OPARA_API std::vector<bool> inputs_written_in_place(const Graph& graph);
+
 // Graphviz DOT of the graph: data edges solid, ordering edges dashed, nodes that launch no
 // kernel drawn grey.
 OPARA_API std::string to_dot(const Graph& graph);

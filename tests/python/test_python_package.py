@@ -49,6 +49,29 @@ class DataDependent(torch.nn.Module):
         return x - 1
 
 
+class WritesItsInput(torch.nn.Module):
+    def forward(self, x, y):
+        x.add_(1.0)
+        y[0].mul_(2.0)  # through a view
+        return x * 2.0 + y.sum()
+
+
+def writes_like_eager(device):
+    """Compiling leaves the examples alone; each run writes the caller's tensors once, as eager."""
+    module = WritesItsInput()
+    x = torch.linspace(0, 3, 8, device=device)
+    y = torch.arange(6.0, device=device).reshape(2, 3)
+    before = (x.clone(), y.clone())
+    compiled = opara.compile(module, [x, y], device=device)
+    assert torch.equal(x, before[0]) and torch.equal(y, before[1])
+    for _ in range(3):
+        eager_x, eager_y = x.clone(), y.clone()
+        expected = module(eager_x, eager_y)
+        torch.testing.assert_close(compiled(x, y), expected, rtol=0, atol=0)
+        assert torch.equal(x, eager_x) and torch.equal(y, eager_y)
+    return compiled
+
+
 def test_the_library_registers_the_class_and_the_op(library):
     assert os.path.isfile(library)
     assert opara.library_path() == library
@@ -160,6 +183,15 @@ def test_the_plan_op_plans_without_compiling(library):
     assert with_inputs["streams"] == 1 and with_inputs["events"] == 0
     with pytest.raises(RuntimeError, match="option order: unknown launch order 'fastest'"):
         opara.plan(path, order="fastest")
+
+
+def test_a_model_that_writes_its_inputs_writes_them_once_per_run(library):
+    assert writes_like_eager("cpu").exported_with == "torch.export"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")
+def test_a_model_that_writes_its_inputs_writes_them_once_per_run_on_the_gpu(library):
+    writes_like_eager("cuda")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given where there is no GPU")

@@ -120,6 +120,26 @@ TEST(TransitiveReduction, KeepsReachabilityAndIsMinimalOnRandomGraphs) {
   }
 }
 
+TEST(InputsWrittenInPlace, FollowsViewsAndListsButNotComputedValues) {
+  Graph graph;
+  const ValueId read_only = graph.add_input("read_only");
+  const ValueId direct = graph.add_input("direct");
+  const ValueId viewed = graph.add_input("viewed");
+  const ValueId listed = graph.add_input("listed");
+  const ValueId copied = graph.add_input("copied");
+  graph.add_node("aten::relu_", {direct}, {"Tensor"}, kLaunchesKernel | kWritesInput);
+  const ValueId view = graph.node(graph.add_node("aten::transpose", {viewed}, {"Tensor"}, kView)).outputs[0];
+  graph.add_node("aten::neg_", {view}, {"Tensor"}, kLaunchesKernel | kWritesInput);
+  const ValueId list = graph.node(graph.add_node("prim::ListConstruct", {listed}, {"Tensor[]"}, 0)).outputs[0];
+  const ValueId element = graph.node(graph.add_node("aten::select", {list}, {"Tensor"}, kView)).outputs[0];
+  graph.add_node("aten::mul_", {element, read_only}, {"Tensor"}, kLaunchesKernel | kWritesInput);
+  // A computed value is fresh memory: writing it leaves the input alone.
+  const ValueId fresh = graph.node(graph.add_node("aten::add", {copied, read_only}, {"Tensor"})).outputs[0];
+  graph.add_node("aten::add_", {fresh, copied}, {"Tensor"}, kLaunchesKernel | kWritesInput);
+
+  EXPECT_EQ(inputs_written_in_place(graph), (std::vector<bool>{false, true, true, true, false}));
+}
+
 TEST(Dot, DrawsEveryNodeAndOrderingEdgesDashed) {
   Graph graph = graph_from_edges(3, {{0, 1}});
   graph.add_order_edge(1, 2);
