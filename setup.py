@@ -1,11 +1,13 @@
 """The opara Python package: python/opara and the two libraries the CMake project builds
 (libopara, and libopara_ext that registers torch.classes.opara and torch.ops.opara).
 
-    pip install --no-build-isolation .
+    pip install .
 
-in a Python that has the pinned torch (the project's venv: scripts/setup.sh makes it). No build
-isolation: the libraries link that Python's LibTorch. The CMake build folder is the checkout's
-(build/, or $OPARA_BUILD) and ccache's, so a rebuild after scripts/run.sh is quick.
+in a Python that has the pinned torch (the project's venv: scripts/setup.sh makes it): the
+libraries link that Python's LibTorch, whatever pip's build isolation installs for itself.
+`--no-build-isolation` skips fetching setuptools into an isolated environment (offline). The CMake
+build folder is the checkout's (build/, or $OPARA_BUILD) and ccache's, so a rebuild after
+scripts/run.sh is quick.
 """
 
 import os
@@ -28,10 +30,13 @@ class CMakeLibraries(Extension):
 
 class BuildWithCMake(build_ext):
     def build_extension(self, extension: Extension) -> None:
-        env = {"OPARA_PYTHON": sys.executable}
+        # pip's build isolation hides the installing Python's site-packages through PYTHONPATH and
+        # PYTHONNOUSERSITE; CMake must see that Python's torch, which the libraries link.
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONNOUSERSITE")}
+        env["OPARA_PYTHON"] = sys.executable
         result = subprocess.run(
             ["bash", str(ROOT / "scripts" / "build.sh"), "opara_ext"],
-            env={**os.environ, **env},
+            env=env,
             check=True,
             stdout=subprocess.PIPE,
             text=True,

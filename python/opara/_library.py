@@ -33,7 +33,7 @@ def library_path() -> str:
     tried = "\n  ".join(str(c) for c in candidates)
     raise FileNotFoundError(
         f"opara's extension library {_LIBRARY_NAME} was not found; tried:\n  {tried}\n"
-        "Build it (scripts/run.sh, or pip install --no-build-isolation . in the checkout) "
+        "Build it (scripts/run.sh, or pip install . in the checkout) "
         "or point OPARA_LIBRARY at it."
     )
 
