@@ -59,10 +59,16 @@ void write_csv(const std::vector<nlohmann::json>& rows, const std::vector<std::s
   if (!file || !(file << text)) throw Error(fmt::format("{}: cannot write the CSV report here", path));
 }
 
-std::FILE* table_stream(const std::string& json, const std::string& csv) {
-  if (json == "-" && csv == "-")
-    throw CLI::ValidationError("--json - and --csv - would both write to stdout; give one a file");
-  return json == "-" || csv == "-" ? stderr : stdout;
+std::FILE* table_stream(const std::vector<std::pair<std::string_view, std::string>>& reports) {
+  std::vector<std::string_view> on_stdout;
+  for (const auto& [flag, path] : reports) {
+    if (path == "-") on_stdout.push_back(flag);
+  }
+  if (on_stdout.size() > 1) {
+    throw CLI::ValidationError(
+        fmt::format("{} - would all write to stdout; give all but one a file", fmt::join(on_stdout, " - and ")));
+  }
+  return on_stdout.empty() ? stdout : stderr;
 }
 
 }  // namespace opara::bench

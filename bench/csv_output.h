@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace opara::bench {
@@ -13,8 +15,8 @@ namespace opara::bench {
 // Strings are quoted when they need it (RFC 4180); arrays are joined with ';'.
 void write_csv(const std::vector<nlohmann::json>& rows, const std::vector<std::string>& first, const std::string& path);
 
-// Where a command prints its table: stdout, or stderr when a --json or --csv report goes to
-// stdout ('-'). Both reports on stdout would mix: a usage error.
-std::FILE* table_stream(const std::string& json, const std::string& csv);
+// Where a command prints its table: stdout, or stderr when one of its reports (flag, path) goes to
+// stdout ('-'). Two reports on stdout would mix: a usage error naming their flags.
+std::FILE* table_stream(const std::vector<std::pair<std::string_view, std::string>>& reports);
 
 }  // namespace opara::bench

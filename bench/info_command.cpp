@@ -24,7 +24,7 @@ struct InfoOptions {
 };
 
 void run_info(const InfoOptions& options) {
-  std::FILE* table = table_stream(options.json, options.csv);
+  std::FILE* table = table_stream({{"--json", options.json}, {"--csv", options.csv}});
   const LoadedModel model = load_model(options.model);
   const Graph& graph = model.graph;
   std::size_t data_edges = 0;

@@ -1,8 +1,12 @@
 // opara-bench: inspect, plan and time models under opara's execution modes.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "info_command.h"
 #include "opara/error.h"
@@ -27,6 +31,13 @@ int main(int argc, char** argv) {
   opara::bench::add_run_command(app);
   opara::bench::add_trace_command(app);
   try {
+    // CLI11 would only say that a subcommand is required.
+    std::vector<std::string> names;
+    for (const CLI::App* command : app.get_subcommands({})) names.push_back(command->get_name());
+    if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      throw CLI::ValidationError(
+          fmt::format("unknown subcommand '{}'; the subcommands are {}", argv[1], fmt::join(names, ", ")));
+    }
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {
     return app.exit(help);

@@ -11,6 +11,7 @@
 #include "csv_output.h"
 #include "json_output.h"
 #include "model_loading.h"
+#include "number_checks.h"
 #include "opara/error.h"
 #include "opara/graph_analysis.h"
 #include "overflow_report.h"
@@ -55,7 +56,7 @@ std::vector<nlohmann::json> node_rows(const Graph& graph, const Plan& plan) {
 }
 
 void run_plan(const PlanCommandOptions& options) {
-  std::FILE* table = table_stream(options.json, options.csv);
+  std::FILE* table = table_stream({{"--json", options.json}, {"--csv", options.csv}});
   const PlanOptions plan_options{parse_stream_policy(options.allocator), parse_order_policy(options.order),
                                  options.max_streams};
   const LoadedModel model = load_model(options.model);
@@ -154,14 +155,14 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::IsMember({"opara", "opara-unhanded", "nimble", "single"}));
   plan->add_option("--order", options->order, "launch order")->check(CLI::IsMember({"opara", "topological"}));
   plan->add_option("--max-streams", options->max_streams, "merge streams past this many (0: no cap)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   plan->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
   plan->add_flag("--allow-profile-mismatch", options->costs.allow_profile_mismatch,
                  "use a profile made for another model file or input shapes, with a warning");
   plan->add_option("--ridge", options->costs.ridge_point,
                    "FLOPs per byte above which an op counts as compute-bound (static estimate)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   plan->add_option("--input-shape", options->input_shape,
                    "example inputs for the shape-based estimate: SHAPE or NAME:SHAPE[:DTYPE],...");
   plan->add_flag("--check", options->check, "validate the plan; exit 1 when it is wrong");
@@ -176,7 +177,7 @@ void add_plan_command(CLI::App& app) {
           ->check(CLI::IsMember({"none", "comm_sd", "manual"}));
   plan->add_option("--alpha-us", options->overflow.alpha_us,
                    "Comm+SD: how much slower (us) a node may get on the CPU and still move (default 100)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegative)
       ->needs(overflow);
   plan->add_option("--cpu-nodes", options->overflow.cpu_nodes,
                    "manual: node ids or kinds for the CPU, comma-separated, or a .json file {\"cpu\": [...]}")

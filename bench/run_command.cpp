@@ -21,6 +21,7 @@
 #include "json_output.h"
 #include "model_loading.h"
 #include "modes.h"
+#include "number_checks.h"
 #include "opara/cpu_parallel_executor.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
@@ -153,7 +154,7 @@ CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, co
 }
 
 void run_modes(const RunOptions& options) {
-  std::FILE* table = table_stream(options.json, options.csv);
+  std::FILE* table = table_stream({{"--json", options.json}, {"--csv", options.csv}});
   const c10::Device device(options.device);
   for (const std::string& mode : options.modes) {
     if (mode != kOverflowMode) {
@@ -348,19 +349,19 @@ void add_run_command(CLI::App& app) {
                   "the GPU opara+overflow")
       ->delimiter(',');
   run->add_option("--iters,-n", options->iters, "timed iterations (default: 20 on the CPU, 1000 on the GPU)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   run->add_option("--warmup,-w", options->warmup, "untimed iterations first (default: 3 on the CPU, 10 on the GPU)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   CLI::Option* rounds =
       run->add_option("--rounds", options->rounds,
                       fmt::format("the CPU: time the modes in this many interleaved rounds and take each speedup "
                                   "within a round, so that the machine's drift cancels out (default {}; 1: one "
                                   "block per mode)",
                                   kDefaultCpuRounds))
-          ->check(CLI::PositiveNumber);
+          ->check(kPositive);
   run->add_option("--batch,-b", options->batch,
                   "random inputs with this batch size (the sidecar's shapes with the first dimension replaced)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   run->add_option("--memory", options->memory,
                   "CUDA graphs: how tensors read on other streams are protected during capture")
       ->check(CLI::IsMember({"record-stream", "keep-alive"}));
@@ -371,16 +372,16 @@ void add_run_command(CLI::App& app) {
   run->add_option("--seed", options->seed, "random inputs from this seed instead of the reference inputs");
   run->add_option("--max-streams", options->max_streams,
                   "planned modes: merge streams past this many (0: no cap); default: tuned on the CPU")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   run->add_option("--threads", options->threads,
                   "planned modes on the CPU: intra-op threads per worker (0: cores / streams)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   run->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
   run->add_flag("--allow-profile-mismatch", options->costs.allow_profile_mismatch,
                 "use a profile made for another model file, GPU or input shapes, with a warning");
   run->add_option("--ridge", options->costs.ridge_point, "FLOPs per byte above which an op counts as compute-bound")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   CLI::Option* overflow =
       run->add_option("--overflow", options->overflow,
                       "opara+overflow: which nodes run on the CPU: comm_sd (SIR+ Comm+SD, needs --profile; the "
@@ -389,7 +390,7 @@ void add_run_command(CLI::App& app) {
   CLI::Option* alpha =
       run->add_option("--alpha-us", options->alpha_us,
                       "Comm+SD: how much slower (us) a node may get on the CPU and still move (default 100)")
-          ->check(CLI::NonNegativeNumber);
+          ->check(kNonNegative);
   run->add_option("--cpu-nodes", options->cpu_nodes,
                   "manual: node ids or kinds for the CPU, comma-separated, or a .json file {\"cpu\": [...]}")
       ->delimiter(',');

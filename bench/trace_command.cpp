@@ -14,6 +14,7 @@
 #include "json_output.h"
 #include "model_loading.h"
 #include "modes.h"
+#include "number_checks.h"
 #include "opara/compiled_model.h"
 #include "opara/cpu_parallel_executor.h"
 #include "opara/cupti_profiler.h"
@@ -33,6 +34,7 @@ struct TraceOptions {
   std::string device = "cpu";
   std::vector<std::string> modes{"sequential", "opara"};
   std::string out;
+  std::string json;
   std::string csv;
   int warmup = 3;
   std::optional<int> max_streams;
@@ -224,7 +226,7 @@ nlohmann::json chrome_trace(const LoadedModel& model, const std::vector<TracedMo
 }
 
 void run_trace(const TraceOptions& options) {
-  std::FILE* table = table_stream(options.out, options.csv);
+  std::FILE* table = table_stream({{"--out", options.out}, {"--json", options.json}, {"--csv", options.csv}});
   for (const std::string& mode : options.modes) mode_spec(mode);
   const bool gpu = options.device != "cpu";
   if (gpu && !torch::cuda::is_available()) {
@@ -250,6 +252,10 @@ void run_trace(const TraceOptions& options) {
   fmt::print(table, "{:<15} {:>9} {:>8} {:>7} {:>12}\n", "mode", "run ms", gpu ? "kernels" : "nodes",
              gpu ? "rows" : "streams", "concurrency");
   std::vector<nlohmann::json> rows;
+  nlohmann::json summary = {{"model", model.path},
+                            {"device", gpu ? options.device : "cpu"},
+                            {"source", gpu ? "CUPTI kernel records" : "host timings"},
+                            {"modes", nlohmann::json::array()}};
   for (const TracedMode& mode : traced) {
     double busy_us = 0;
     for (const Span& span : mode.spans) {
@@ -263,9 +269,17 @@ void run_trace(const TraceOptions& options) {
       rows.push_back(std::move(row));
     }
     // Busy time over wall time: above 1 when work overlapped.
+    const double concurrency = mode.run_us > 0 ? busy_us / mode.run_us : 0.0;
     fmt::print(table, "{:<15} {:>9.3f} {:>8} {:>7} {:>11.2f}x\n", mode.name, mode.run_us / 1000, mode.spans.size(),
-               mode.lanes, mode.run_us > 0 ? busy_us / mode.run_us : 0.0);
+               mode.lanes, concurrency);
+    summary["modes"].push_back({{"mode", mode.name},
+                                {"run_ms", mode.run_us / 1000},
+                                {"spans", mode.spans.size()},
+                                {"lanes", mode.lanes},
+                                {"busy_ms", busy_us / 1000},
+                                {"concurrency", concurrency}});
   }
+  if (!options.json.empty()) write_json(summary, options.json);
   if (!options.out.empty()) {
     write_json(chrome_trace(model, traced, gpu ? options.device : "cpu"), options.out);
     if (options.out != "-") {
@@ -289,10 +303,12 @@ void add_trace_command(CLI::App& app) {
   trace->add_option("--modes", options->modes, "comma-separated modes: eager, sequential, nimble, opara")
       ->delimiter(',');
   trace->add_option("--out,-o", options->out, "the trace JSON ('-' for stdout)")->required();
+  trace->add_option("--json", options->json,
+                    "also write each mode's run time, spans, lanes and concurrency as JSON ('-' for stdout)");
   trace->add_option("--csv", options->csv, "also write one row per node run as CSV ('-' for stdout)");
-  trace->add_option("--warmup,-w", options->warmup, "untraced runs first")->check(CLI::NonNegativeNumber);
+  trace->add_option("--warmup,-w", options->warmup, "untraced runs first")->check(kNonNegative);
   trace->add_option("--max-streams", options->max_streams, "merge streams past this many (0: no cap)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   trace->add_option("--input-shape", options->input_shape,
                     "inputs for a model without a sidecar JSON: SHAPE or NAME:SHAPE[:DTYPE],...");
   trace->callback([options] { run_trace(*options); });

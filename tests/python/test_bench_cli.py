@@ -83,10 +83,22 @@ def test_bad_flags_exit_2_with_a_message(bench, args):
     assert "opara-bench:" in result.stderr
 
 
-@pytest.mark.parametrize("subcommand", ["info", "plan", "run", "trace"])
+@pytest.mark.parametrize("args, message", [
+    (["frobnicate"], "unknown subcommand 'frobnicate'; the subcommands are info, plan, profile, run, trace"),
+    (["plan", "--model", "x.pt", "--max-streams", "-1"], "--max-streams: must be 0 or more, not -1"),
+    (["run", "--model", "x.pt", "--iters", "0"], "--iters: must be positive, not 0"),
+])
+def test_bad_values_are_named_in_a_few_words(bench, args, message):
+    result = bench(*args, check=False)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr) < 200
+
+
+@pytest.mark.parametrize("subcommand", ["info", "plan", "profile", "run", "trace"])
 def test_help_for_every_subcommand(bench, subcommand):
     result = bench(subcommand, "--help")
     assert "--model" in result.stdout
+    assert "--json" in result.stdout and "--csv" in result.stdout
 
 
 def test_bad_files_fail_with_the_file_named(bench, tmp_path):

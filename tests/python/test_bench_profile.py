@@ -1,6 +1,7 @@
 """opara-bench profile, full profiles read by plan and run, and the opara-noreorder mode, as a user
 meets them. The profiling itself needs a GPU; everything a saved profile does runs anywhere."""
 
+import csv
 import json
 
 import pytest
@@ -110,9 +111,16 @@ def test_profile_on_the_gpu_writes_what_plan_reads(bench, tmp_path):
         pytest.skip("no CUDA GPU here: the GPU path is not run")
     model = model_file("branchy", "pt")
     out = tmp_path / "branchy.profile.json"
-    result = bench("profile", "--model", model, "--out", out, "--runs", "3", "--require-cupti")
-    assert "wrote" in result.stdout
+    rows_csv = tmp_path / "rows.csv"
+    result = bench("profile", "--model", model, "--out", out, "--runs", "3", "--require-cupti", "--json", "-",
+                   "--csv", rows_csv)
+    assert "wrote" in result.stderr  # the table moves to stderr when a report takes stdout
+    summary = json.loads(result.stdout)
     profile = json.loads(out.read_text())
+    assert summary["nodes"] == len(profile["nodes"]) and summary["demand_source"] == "cupti"
+    assert summary["kernels"] == sum(len(node["kernels"]) for node in profile["nodes"])
+    rows = list(csv.DictReader(rows_csv.read_text().splitlines()))
+    assert [int(row["node"]) for row in rows] == list(range(len(profile["nodes"])))
     assert profile["format"] == "opara-profile" and profile["demand_source"] == "cupti"
     assert profile["model"]["hash"] == fnv1a64(model)
     assert profile["unattributed_kernels"] == [] and profile["silent_nodes"] == []

@@ -70,7 +70,7 @@ def test_plan_csv_has_a_row_per_node_in_launch_order(bench):
 def test_one_stdout_report_at_a_time(bench):
     result = bench("plan", "--model", model_file("branchy", "pt"), "--json", "-", "--csv", "-", check=False)
     assert result.returncode == 2
-    assert "would both write to stdout" in result.stderr
+    assert "--json - and --csv - would all write to stdout" in result.stderr
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
@@ -116,6 +116,14 @@ def test_trace_csv_rows_and_bad_uses(bench, tmp_path):
                           "-").stdout)
     assert len(rows) == json.loads(bench("info", "--model", path, "--json", "-").stdout)["nodes"]
     assert all(float(row["duration_us"]) >= 0 for row in rows)
+    summary = json.loads(bench("trace", "--model", path, "--modes", "eager,opara", "--out", tmp_path / "t.json",
+                               "--json", "-").stdout)
+    assert [mode["mode"] for mode in summary["modes"]] == ["eager", "opara"]
+    for mode in summary["modes"]:
+        assert mode["spans"] == len(rows) and mode["run_ms"] > 0
+        assert mode["concurrency"] == pytest.approx(mode["busy_ms"] / mode["run_ms"])
+    both = bench("trace", "--model", path, "--out", "-", "--json", "-", check=False)
+    assert both.returncode == 2 and "--out - and --json - would all write to stdout" in both.stderr
     missing_out = bench("trace", "--model", path, check=False)
     assert missing_out.returncode == 2 and "--out" in missing_out.stderr
     bad_mode = bench("trace", "--model", path, "--modes", "fastest", "--out", tmp_path / "t.json", check=False)
