@@ -5,11 +5,10 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <fstream>
-#include <iostream>
 #include <set>
 
 #include "opara/error.h"
+#include "runtime/text_file.h"
 
 namespace opara::bench {
 namespace {
@@ -51,12 +50,7 @@ void write_csv(const std::vector<nlohmann::json>& rows, const std::vector<std::s
     for (const std::string& column : columns) cells.push_back(row.contains(column) ? cell(row.at(column)) : "");
     text += fmt::format("{}\n", fmt::join(cells, ","));
   }
-  if (path == "-") {
-    std::cout << text;
-    return;
-  }
-  std::ofstream file(path);
-  if (!file || !(file << text)) throw Error(fmt::format("{}: cannot write the CSV report here", path));
+  write_text_file(path, text, "the CSV report");
 }
 
 std::FILE* table_stream(const std::vector<std::pair<std::string_view, std::string>>& reports) {

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 
@@ -12,6 +11,7 @@
 #include "model_loading.h"
 #include "opara/error.h"
 #include "opara/graph_analysis.h"
+#include "runtime/text_file.h"
 
 namespace opara::bench {
 namespace {
@@ -59,11 +59,7 @@ void run_info(const InfoOptions& options) {
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   fmt::print(table, "{:<36} {:>6}\n", "op kind", "count");
   for (const auto& [kind, count] : sorted) fmt::print(table, "{:<36} {:>6}\n", kind, count);
-  if (!options.dot.empty()) {
-    std::ofstream file(options.dot);
-    if (!file) throw Error(fmt::format("{}: cannot write the DOT file here", options.dot));
-    file << to_dot(graph);
-  }
+  if (!options.dot.empty()) write_text_file(options.dot, to_dot(graph), "the DOT file");
   if (!options.json.empty() || !options.csv.empty()) {
     nlohmann::json json = {
         {"model", model.path},

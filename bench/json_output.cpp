@@ -1,22 +1,11 @@
 #include "json_output.h"
 
-#include <fmt/format.h>
-
-#include <fstream>
-#include <iostream>
-
-#include "opara/error.h"
+#include "runtime/text_file.h"
 
 namespace opara::bench {
 
 void write_json(const nlohmann::json& json, const std::string& path) {
-  if (path == "-") {
-    std::cout << json.dump(2) << "\n";
-    return;
-  }
-  std::ofstream file(path);
-  if (!file) throw Error(fmt::format("{}: cannot write the JSON report here", path));
-  file << json.dump(2) << "\n";
+  write_text_file(path, json.dump(2) + "\n", "the JSON report");
 }
 
 }  // namespace opara::bench

@@ -1,4 +1,5 @@
 // opara-bench: inspect, plan and time models under opara's execution modes.
+#include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
@@ -48,6 +49,9 @@ int main(int argc, char** argv) {
     return kUsageError;
   } catch (const opara::Error& error) {
     fmt::print(stderr, "opara-bench: {}\n", error.what());
+    return kFailure;
+  } catch (const c10::Error& error) {  // from LibTorch, with no opara context: at least no C++ backtrace
+    fmt::print(stderr, "opara-bench: unexpected error: {}\n", error.what_without_backtrace());
     return kFailure;
   } catch (const std::exception& error) {
     fmt::print(stderr, "opara-bench: unexpected error: {}\n", error.what());

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
 
 #include <string>
 #include <string_view>
@@ -37,6 +40,15 @@ inline const ModeSpec& mode_spec(const std::string& name) {
     names.push_back(mode.name);
   }
   throw Error(fmt::format("mode '{}' is not available; available: {}", name, fmt::join(names, ", ")));
+}
+
+// A mode listed twice would be timed twice and shown as two rows: a usage error.
+inline void reject_repeated_modes(const std::vector<std::string>& modes) {
+  for (auto mode = modes.begin(); mode != modes.end(); ++mode) {
+    if (std::find(modes.begin(), mode, *mode) != mode) {
+      throw CLI::ValidationError("--modes", fmt::format("lists {} twice", *mode));
+    }
+  }
 }
 
 }  // namespace opara::bench

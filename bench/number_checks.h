@@ -3,6 +3,7 @@
 // Range checks for numeric flags. CLI11's PositiveNumber and NonNegativeNumber report their range
 // up to the largest double, 300 digits long; these say what the flag needs in a few words.
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
@@ -21,6 +22,18 @@ inline CLI::Validator number_at_least(double least, const std::string& what) {
         return value < least ? "must be " + what + ", not " + input : std::string();
       },
       what == "positive" ? "POSITIVE" : "NONNEGATIVE");
+}
+
+// Refuses a number above `most`, saying why (`what`: "the cores here").
+inline CLI::Validator number_at_most(double most, const std::string& what) {
+  return CLI::Validator(
+      [most, what](std::string& input) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(input.c_str(), &end);
+        if (end == input.c_str() || *end != '\0') return {};
+        return value > most ? fmt::format("must be at most {} ({}), not {}", most, what, input) : std::string();
+      },
+      "");
 }
 
 inline const CLI::Validator kPositive = number_at_least(1e-300, "positive");

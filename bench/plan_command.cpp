@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +15,7 @@
 #include "opara/graph_analysis.h"
 #include "overflow_report.h"
 #include "planning.h"
+#include "runtime/text_file.h"
 #include "svg_render.h"
 
 namespace opara::bench {
@@ -137,9 +137,7 @@ void run_plan(const PlanCommandOptions& options) {
   if (!options.csv.empty()) write_csv(node_rows(graph, plan), {"launch", "node", "kind", "stream"}, options.csv);
   if (!options.dot.empty() || !options.svg.empty()) {
     const std::string dot = to_dot(graph, plan);
-    if (!options.dot.empty() && !(std::ofstream(options.dot) << dot)) {
-      throw Error(fmt::format("{}: cannot write the DOT file", options.dot));
-    }
+    if (!options.dot.empty()) write_text_file(options.dot, dot, "the DOT file");
     if (!options.svg.empty()) render_svg(dot, options.svg);
   }
   if (!problems.empty()) throw Error(fmt::format("{}: the plan is invalid (see above)", model.path));

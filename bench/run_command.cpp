@@ -155,6 +155,7 @@ CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, co
 
 void run_modes(const RunOptions& options) {
   std::FILE* table = table_stream({{"--json", options.json}, {"--csv", options.csv}});
+  reject_repeated_modes(options.modes);
   const c10::Device device(options.device);
   for (const std::string& mode : options.modes) {
     if (mode != kOverflowMode) {
@@ -285,12 +286,20 @@ void run_modes(const RunOptions& options) {
   };
 
   std::string footnote;
+  std::vector<std::string> wrong;  // modes whose outputs are not the reference's, nor eager's at their thread count
   for (std::size_t k = 0; k < runs.size(); ++k) {
     ModeRun& run = runs[k];
     std::optional<double> difference;
     std::optional<bool> identical;
     if (inputs.expected) {
-      difference = max_abs_difference(run.outputs, *inputs.expected);
+      try {
+        difference = max_abs_difference(run.outputs, *inputs.expected);
+      } catch (const Error& error) {  // another count or shape of outputs
+        throw Error(
+            fmt::format("{}: {} does not give the expected outputs ({}): {}. If the reference is stale or "
+                        "another model's, export the model again (scripts/export_models.py)",
+                        model.path, run.name, inputs.origin, error.what()));
+      }
       identical = bitwise_equal(run.outputs, *inputs.expected);
     }
     // ATen splits a reduction by the intra-op thread count, so a worker with fewer threads than
@@ -312,6 +321,7 @@ void run_modes(const RunOptions& options) {
     const double p90 = percentile(run.samples, 0.9);
     std::string bitwise = identical ? (*identical ? "yes" : "no") : "n/a";
     if (identical_same_threads) bitwise = *identical_same_threads ? "no*" : "NO";
+    if (identical && !*identical && !identical_same_threads.value_or(false)) wrong.push_back(run.name);
     const std::optional<double> vs_sequential = speedup(sequential_index, k);
     const std::optional<double> vs_eager = speedup(eager_index, k);
     fmt::print(table, "{:<15} {:>10.3f} {:>10.3f} {:>8} {:>8} {:>14} {:>8}  {}\n", run.name, median, p90,
@@ -335,6 +345,14 @@ void run_modes(const RunOptions& options) {
              rounds, iters / rounds);
   if (!footnote.empty()) fmt::print(table, "\n{}\n", footnote);
   write_reports(report, options);
+  if (!wrong.empty()) {
+    const bool eager_too = std::find(wrong.begin(), wrong.end(), "eager") != wrong.end();
+    throw Error(fmt::format("{}: the outputs of {} are not the expected ones ({}; see max |diff|){}", model.path,
+                            fmt::join(wrong, ", "), inputs.origin,
+                            eager_too ? ". Eager itself differs, so the reference may be stale or another model's: "
+                                        "export the model again (scripts/export_models.py)"
+                                      : ""));
+  }
 }
 
 }  // namespace
@@ -375,7 +393,8 @@ void add_run_command(CLI::App& app) {
       ->check(kNonNegative);
   run->add_option("--threads", options->threads,
                   "planned modes on the CPU: intra-op threads per worker (0: cores / streams)")
-      ->check(kNonNegative);
+      ->check(kNonNegative)
+      ->check(number_at_most(std::max(1U, std::thread::hardware_concurrency()), "the cores here"));
   run->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
   run->add_flag("--allow-profile-mismatch", options->costs.allow_profile_mismatch,

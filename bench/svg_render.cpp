@@ -9,10 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
 #include "opara/error.h"
+#include "runtime/text_file.h"
 
 extern char** environ;
 
@@ -27,7 +27,7 @@ void render_svg(const std::string& dot_text, const std::string& svg_path) {
     std::string path;
     ~Remove() { std::filesystem::remove(path); }
   } remove{dot_path};
-  if (!(std::ofstream(dot_path) << dot_text)) throw Error(fmt::format("{}: cannot write the DOT file", dot_path));
+  write_text_file(dot_path, dot_text, "the DOT file");
 
   // No shell: the paths go to dot as they are.
   std::vector<std::string> words = {"dot", "-Tsvg", dot_path, "-o", svg_path};

@@ -227,6 +227,7 @@ nlohmann::json chrome_trace(const LoadedModel& model, const std::vector<TracedMo
 
 void run_trace(const TraceOptions& options) {
   std::FILE* table = table_stream({{"--out", options.out}, {"--json", options.json}, {"--csv", options.csv}});
+  reject_repeated_modes(options.modes);
   for (const std::string& mode : options.modes) mode_spec(mode);
   const bool gpu = options.device != "cpu";
   if (gpu && !torch::cuda::is_available()) {

@@ -3,8 +3,7 @@
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
-#include <fstream>
-
+#include "../runtime/text_file.h"
 #include "opara/compiled_model.h"
 #include "opara/error.h"
 #include "opara/plan.h"
@@ -23,12 +22,7 @@ class Model : public torch::CustomClassHolder {
 
   std::string plan() const { return to_json(model_.plan()); }
 
-  void save_plan(const std::string& path) const {
-    std::ofstream file(path);
-    if (!file) throw Error(fmt::format("{}: cannot write the plan there; check that the folder exists", path));
-    file << to_json(model_.plan()) << '\n';
-    if (!file.flush()) throw Error(fmt::format("{}: writing the plan failed", path));
-  }
+  void save_plan(const std::string& path) const { write_text_file(path, to_json(model_.plan()) + "\n", "the plan"); }
 
   std::string device() const { return model_.stats().device; }
 

@@ -231,6 +231,13 @@ class ExportedProgramImporter {
 
   c10::OperatorHandle find_operator(const std::string& target, const std::string& where) {
     const std::string prefix = "torch.ops.";
+    if (target.rfind("_operator.", 0) == 0 || target.rfind("math.", 0) == 0 || target.rfind("torch.sym_", 0) == 0) {
+      fail_import(path_,
+                  "{}: {} computes with symbolic sizes: the export has dynamic shapes, or a size that depends "
+                  "on the data (nonzero, masked selection). opara runs graphs of tensor operators on fixed "
+                  "shapes: export without dynamic_shapes, or save the model with TorchScript (.pt) instead",
+                  where, target);
+    }
     if (target.rfind(prefix, 0) != 0 || target.rfind("torch.ops.higher_order.", 0) == 0) {
       fail_import(path_,
                   "{}: {} is not an operator opara can call (higher-order ops such as cond and "

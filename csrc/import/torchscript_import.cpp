@@ -102,7 +102,26 @@ class TorchScriptImporter {
                   located(user));
     }
     for (std::size_t i = 1; i < inputs.size(); ++i) {
+      // run() takes a list of tensors: an int, a list or a dict argument could not be given.
+      if (inputs[i]->type()->kind() != c10::TypeKind::TensorType) {
+        fail_import(path_,
+                    "forward's argument {} ('{}') is {}; opara passes tensors only. Take each tensor as an "
+                    "argument of its own, and make numbers constants or tensors",
+                    i - 1, inputs[i]->debugNameBase(), inputs[i]->type()->repr_str());
+      }
       values_[inputs[i]] = graph_.add_input(inputs[i]->debugName(), inputs[i]->type()->str());
+    }
+  }
+
+  // Tensors, and tuples, lists and dicts of them: what run() can return as a list of tensors.
+  static bool holds_only_tensors(const c10::TypePtr& type) {
+    switch (type->kind()) {
+      case c10::TypeKind::TensorType: return true;
+      case c10::TypeKind::TupleType:
+      case c10::TypeKind::ListType:
+        return std::all_of(type->containedTypes().begin(), type->containedTypes().end(), holds_only_tensors);
+      case c10::TypeKind::DictType: return holds_only_tensors(type->containedType(1));
+      default: return false;
     }
   }
 
@@ -121,6 +140,12 @@ class TorchScriptImporter {
                   "{}: data-dependent control flow survives freezing. opara runs straight-line "
                   "graphs: trace the model (torch.jit.trace records the path taken) or move the branch out "
                   "of forward()",
+                  located(node));
+    }
+    if (kind == c10::prim::Print || kind == c10::aten::warn) {
+      fail_import(path_,
+                  "{} prints from inside forward(), which only the TorchScript interpreter can do. Remove the "
+                  "print or warning, or trace the model (tracing leaves them out)",
                   located(node));
     }
     if (!node->blocks().empty() || kind == c10::prim::CallMethod || kind == c10::prim::CallFunction ||
@@ -172,9 +197,11 @@ class TorchScriptImporter {
   }
 
   // A list or tuple built only of constants (conv strides, view sizes) is itself a constant: fold
-  // it too, so that it costs no node and no edge.
+  // it too, so that it costs no node and no edge. Not a list that a later node changes
+  // (aten::append on `l = []`): folded, every run would append to the one shared list.
   bool fold_constant_container(Node* node) {
     if (node->kind() != c10::prim::ListConstruct && node->kind() != c10::prim::TupleConstruct) return false;
+    if (node->kind() == c10::prim::ListConstruct && is_written_later(node->output())) return false;
     torch::jit::Stack stack;
     for (Value* input : node->inputs()) {
       auto constant = constants_.find(input);
@@ -186,10 +213,27 @@ class TorchScriptImporter {
     return true;
   }
 
+  // Whether a node takes `value` as an argument its schema marks written (`t[](a!) self`).
+  static bool is_written_later(const Value* value) {
+    for (const torch::jit::Use& use : value->uses()) {
+      const c10::FunctionSchema* schema = use.user->maybeSchema();
+      if (schema == nullptr || use.offset >= schema->arguments().size()) continue;
+      const c10::AliasInfo* alias = schema->arguments()[use.offset].alias_info();
+      if (alias != nullptr && alias->isWrite()) return true;
+    }
+    return false;
+  }
+
   // A constant returned straight from forward() gets a node of its own, so that every output
   // is a value some node or input defines.
   void add_outputs() {
     for (Value* output : script_graph_->outputs()) {
+      if (!holds_only_tensors(output->type())) {
+        fail_import(path_,
+                    "forward returns {}; opara returns tensors only, and would drop the rest. Return "
+                    "numbers as tensors (torch.tensor) or leave them out",
+                    output->type()->repr_str());
+      }
       if (constants_.count(output) && !values_.count(output)) {
         auto constant = constants_.at(output);
         auto op = std::make_shared<ScriptNodeOp>(

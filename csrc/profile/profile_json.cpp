@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../runtime/text_file.h"
 #include "opara/error.h"
 #include "opara/profile.h"
 
@@ -272,8 +273,7 @@ bool is_full_profile(std::string_view text) {
 }
 
 void save_profile(const Profile& profile, const std::string& path) {
-  std::ofstream file(path);
-  if (!(file << to_json(profile) << '\n')) throw Error(fmt::format("{}: cannot write the profile", path));
+  write_text_file(path, to_json(profile) + "\n", "the profile");
 }
 
 Profile load_profile(const std::string& path) {

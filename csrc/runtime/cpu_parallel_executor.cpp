@@ -158,6 +158,14 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
     throw Error(fmt::format("{}: intra_op_threads must be 0 (automatic) or positive, not {}", graph.source_path,
                             options.intra_op_threads));
   }
+  // Each worker starts that many threads: past the cores they only take turns (and thousands
+  // take minutes to start).
+  if (options.intra_op_threads > cores()) {
+    throw Error(
+        fmt::format("{}: intra_op_threads {} is more than the {} cores here; give at most {}, or 0 for "
+                    "cores / streams",
+                    graph.source_path, options.intra_op_threads, cores(), cores()));
+  }
   if (!options.priorities.empty() && options.priorities.size() != graph.size()) {
     throw Error(fmt::format("{}: {} node priorities given for a graph of {} nodes", graph.source_path,
                             options.priorities.size(), graph.size()));

@@ -3,8 +3,10 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -119,17 +121,28 @@ std::vector<at::Tensor> make_inputs(const std::vector<InputSpec>& specs, std::ui
   std::vector<at::Tensor> tensors;
   for (const InputSpec& spec : specs) {
     const auto options = at::TensorOptions().dtype(dtype_of(spec.dtype, "make_inputs"));
-    if (c10::isFloatingType(options.dtype().toScalarType())) {
-      tensors.push_back(at::randn(spec.shape, generator, options));
-    } else {
-      const auto [low, high] = spec.range.value_or(std::make_pair<std::int64_t, std::int64_t>(0, 2));
-      tensors.push_back(at::randint(low, high, spec.shape, generator, options));
+    if (std::any_of(spec.shape.begin(), spec.shape.end(), [](std::int64_t size) { return size < 0; })) {
+      throw Error(fmt::format("input {}: shape {} has a negative size", spec.name, fmt::join(spec.shape, "x")));
+    }
+    try {
+      if (c10::isFloatingType(options.dtype().toScalarType())) {
+        tensors.push_back(at::randn(spec.shape, generator, options));
+      } else {
+        const auto [low, high] = spec.range.value_or(std::make_pair<std::int64_t, std::int64_t>(0, 2));
+        tensors.push_back(at::randint(low, high, spec.shape, generator, options));
+      }
+    } catch (const c10::Error& error) {  // out of memory, a size past int64
+      throw Error(fmt::format("input {}: cannot make a {} tensor of shape {} ({})", spec.name, spec.dtype,
+                              fmt::join(spec.shape, "x"), first_line(error)));
     }
   }
   return tensors;
 }
 
 Reference load_reference(const std::string& path) {
+  if (std::filesystem::is_directory(path)) {
+    throw Error(fmt::format("{}: the reference outputs are a folder, not a file. Run scripts/export_models.py", path));
+  }
   std::ifstream file(path, std::ios::binary);
   if (!file) throw Error(fmt::format("{}: cannot open the reference outputs. Run scripts/export_models.py", path));
   std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());

@@ -1,8 +1,14 @@
 #include "opara/reference_forward.h"
 
 #include <c10/core/GradMode.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include <string>
+
+#include "../import/import_errors.h"
+#include "opara/error.h"
 #include "opara/outputs.h"
 
 namespace opara {
@@ -12,8 +18,19 @@ std::vector<at::Tensor> torchscript_forward(const std::string& path, const std::
   module.eval();
   c10::AutoGradMode no_grad(false);
   std::vector<c10::IValue> arguments;
-  for (const at::Tensor& input : inputs) arguments.emplace_back(input.clone());
-  return flatten_tensors({module.forward(arguments)});
+  std::vector<std::string> shapes;
+  for (const at::Tensor& input : inputs) {
+    arguments.emplace_back(input.clone());
+    shapes.push_back(fmt::format("{}{}", c10::toString(input.scalar_type()), c10::str(input.sizes())));
+  }
+  try {
+    return flatten_tensors({module.forward(arguments)});
+  } catch (const std::exception& error) {
+    throw Error(
+        fmt::format("{}: the module's own forward fails on inputs {} ({}). Give inputs the model takes "
+                    "(--input-shape, or the shapes in its sidecar .json)",
+                    path, fmt::join(shapes, ", "), first_line(error)));
+  }
 }
 
 }  // namespace opara

@@ -15,7 +15,8 @@
 namespace opara {
 
 struct CpuExecutorOptions {
-  // Intra-op threads of each worker; 0: the machine's cores divided by the streams, at least 1.
+  // Intra-op threads of each worker, at most the machine's cores; 0: the cores divided by the
+  // streams, at least 1.
   int intra_op_threads = 0;
   // Non-zero: before each node a worker yields or sleeps a few microseconds at random, from this
   // seed, so that tests see many thread interleavings.

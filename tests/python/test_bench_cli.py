@@ -2,6 +2,8 @@
 parses with the documented keys, and clear failures for bad flags and bad files."""
 
 import json
+import os
+import shutil
 
 import pytest
 
@@ -295,3 +297,66 @@ def test_run_cuda_flags_are_checked(bench, args):
     result = bench("run", "--model", "branchy", *args, check=False)
     assert result.returncode == 2
     assert "opara-bench:" in result.stderr
+
+
+def with_model_files(args):
+    """The arguments with the model's name after --model made its file (skipped when not exported)."""
+    return [model_file(arg, "pt") if previous == "--model" else arg for previous, arg in zip([None, *args], args)]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--model", "branchy", "--modes", "eager,opara,eager"], "--modes: lists eager twice"),
+    (["trace", "--model", "branchy", "--modes", "opara,opara", "--out", "t.json"], "--modes: lists opara twice"),
+    (["run", "--model", "branchy", "--threads", "100000"], "--threads: must be at most"),
+])
+def test_repeated_modes_and_too_many_threads_are_usage_errors(bench, args, message):
+    result = bench(*with_model_files(args), check=False)
+    assert result.returncode == 2 and message in result.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full to fill a disk")
+@pytest.mark.parametrize("args", [
+    ["info", "--model", "branchy", "--json", "/dev/full"],
+    ["info", "--model", "branchy", "--dot", "/dev/full"],
+    ["plan", "--model", "branchy", "--json", "/dev/full"],
+    ["plan", "--model", "branchy", "--csv", "/dev/full"],
+    ["run", "--model", "branchy", "--iters", "1", "--csv", "/dev/full"],
+    ["trace", "--model", "branchy", "--modes", "eager", "--out", "/dev/full"],
+])
+def test_a_report_that_cannot_be_written_fails_and_names_the_file(bench, args):
+    result = bench(*with_model_files(args), check=False)
+    assert result.returncode == 1
+    assert "/dev/full: writing" in result.stderr and "failed" in result.stderr
+
+
+def test_inputs_the_model_cannot_take_are_named_without_a_backtrace(bench, tmp_path):
+    path = model_file("branchy", "pt")
+    wrong_rank = bench("run", "--model", path, "--input-shape", "1x3x32", check=False)
+    assert wrong_rank.returncode == 1
+    assert "the module's own forward fails on inputs Float[1, 3, 32]" in wrong_rank.stderr
+    assert "Expected 4-dimensional input" in wrong_rank.stderr and "Traceback" not in wrong_rank.stderr
+    huge = bench("run", "--model", path, "--input-shape", "1x3x100000x100000", check=False)
+    assert huge.returncode == 1
+    assert "cannot make a float32 tensor of shape 1x3x100000x100000" in huge.stderr
+    assert len(huge.stderr.splitlines()) <= 3, "no C++ backtrace"
+
+
+def test_a_dynamic_shape_export_is_told_to_export_static_shapes(bench):
+    result = bench("info", "--model", model_file("detect", "pt2"), check=False)
+    assert result.returncode == 1
+    assert "computes with symbolic sizes" in result.stderr and "export without dynamic_shapes" in result.stderr
+
+
+def test_a_reference_of_another_model_fails_the_run_and_says_so(bench, tmp_path):
+    """A sidecar pointing at another model's reference: eager cannot match it, and run fails."""
+    model = model_file("branchy", "pt")
+    shutil.copy(model, tmp_path / model.name)
+    for other, reference in [("chain", "chain_b1.ref.pt"), ("googlenet", "googlenet_b1.ref.pt")]:
+        shutil.copy(model_file(other, "pt").parent / reference, tmp_path / reference)
+        sidecar = json.loads(model.with_suffix(".json").read_text())
+        sidecar["reference"] = reference
+        (tmp_path / "branchy_b1.json").write_text(json.dumps(sidecar))
+        result = bench("run", "--model", tmp_path / model.name, "--iters", "1", "--modes", "eager", check=False)
+        assert result.returncode == 1, result.stderr
+        assert str(tmp_path / model.name) in result.stderr and reference in result.stderr
+        assert "export the model again" in result.stderr

@@ -421,11 +421,19 @@ TEST(CpuParallelExecutor, IntraOpThreadsDefaultAndExplicit) {
   EXPECT_THAT(*seen, ::testing::Each(automatic.intra_op_threads()));
   EXPECT_EQ(at::get_num_threads(), caller) << "the caller's intra-op threads are restored";
 
-  CpuParallelExecutor explicit_count(graph, plan, {3, 0});
-  EXPECT_EQ(explicit_count.intra_op_threads(), 3);
+  const int every_core = std::max(cores, 1);  // more than automatic's cores / 4 wherever cores > 1
+  CpuParallelExecutor explicit_count(graph, plan, {every_core, 0});
+  EXPECT_EQ(explicit_count.intra_op_threads(), every_core);
   explicit_count.run({at::randn({2, 2})});
-  EXPECT_THAT(*seen, ::testing::Each(3));
+  EXPECT_THAT(*seen, ::testing::Each(every_core));
   EXPECT_EQ(at::get_num_threads(), caller);
+  try {
+    CpuParallelExecutor too_many(graph, plan, {every_core + 1, 0});
+    ADD_FAILURE() << "more intra-op threads than cores were accepted";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr(fmt::format("intra_op_threads {} is more than the {} cores here",
+                                                               every_core + 1, every_core)));
+  }
   // A thread started now still gets the caller's count, not the workers'.
   int fresh = 0;
   std::thread([&fresh] { fresh = at::get_num_threads(); }).join();
