@@ -3,9 +3,12 @@
 // saying what the profile was made for and the records behind each demand.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "../runtime/text_file.h"
 #include "opara/error.h"
@@ -193,11 +196,56 @@ json profile_json(const Profile& profile) {
       {"silent_nodes", profile.silent_nodes}};
 }
 
+// A figure a profile measured or derived: finite, not negative, and at most `most`.
+void check_figure(double figure, const std::string& where, const char* name,
+                  double most = std::numeric_limits<double>::max()) {
+  if (!std::isfinite(figure) || figure < 0 || figure > most) {
+    throw Error(fmt::format("{}: {} is {}, not a figure between 0 and {}; profile again", where, name, figure, most));
+  }
+}
+
+// What the planners divide by or sum up must be sane: a hand-edited or damaged file fails here,
+// naming the field, rather than giving plans from negative times or zero SMs.
+void check_figures(const Profile& profile) {
+  const DeviceLimits& device = profile.device;
+  for (const auto& [name, limit] : {std::pair{"sm_count", device.sm_count},
+                                    {"warp_size", device.warp_size},
+                                    {"max_threads_per_sm", device.max_threads_per_sm},
+                                    {"max_blocks_per_sm", device.max_blocks_per_sm}}) {
+    if (limit <= 0) throw Error(fmt::format("device: {} is {}; profile again", name, limit));
+  }
+  check_figure(profile.h2d_bytes_per_s, "copy_bandwidth", "h2d_bytes_per_s");
+  check_figure(profile.d2h_bytes_per_s, "copy_bandwidth", "d2h_bytes_per_s");
+  check_figure(profile.eager_run_ms, "timing", "eager_run_ms");
+  check_figure(profile.profiled_run_ms, "timing", "profiled_run_ms");
+  for (const NodeProfile& node : profile.nodes) {
+    const std::string where = fmt::format("node {}", node.id);
+    // A static estimate's demand is on its own scale (only comparisons matter); CUPTI's is a share.
+    check_figure(node.demand.demand, where, "demand",
+                 profile.demand_source == "cupti" ? 1.0 : std::numeric_limits<double>::max());
+    check_figure(node.demand.thread_fraction, where, "thread_fraction", 1);
+    check_figure(node.demand.register_fraction, where, "register_fraction", 1);
+    check_figure(node.demand.smem_fraction, where, "smem_fraction", 1);
+    check_figure(node.gpu_ns, where, "gpu_ns");
+    check_figure(node.cpu_ns, where, "cpu_ns");
+    check_figure(static_cast<double>(node.bytes_in), where, "bytes_in");
+    check_figure(static_cast<double>(node.bytes_out), where, "bytes_out");
+    if (node.flops) check_figure(*node.flops, where, "flops");
+  }
+  for (NodeId id : profile.silent_nodes) {
+    if (id < 0 || id >= static_cast<NodeId>(profile.nodes.size())) {
+      throw Error(fmt::format("silent_nodes names node {}, and the profile has nodes 0 to {}", id,
+                              static_cast<int>(profile.nodes.size()) - 1));
+    }
+  }
+}
+
 Profile profile_from(const json& value) {
   if (value.value("format", std::string()) != kFormatName) {
     throw Error(fmt::format("\"format\" is not \"{}\"", kFormatName));
   }
   const int version = value.at("version").get<int>();
+  if (version < 1) throw Error(fmt::format("version {} is not a profile format version (they start at 1)", version));
   if (version > kProfileFormatVersion) {
     throw Error(fmt::format("version {} was written by a newer opara (this one reads up to {}); profile again", version,
                             kProfileFormatVersion));
@@ -233,6 +281,7 @@ Profile profile_from(const json& value) {
     profile.unattributed_kernels.push_back(kernel_from(kernel));
   for (const json& copy : value.at("unattributed_copies")) profile.unattributed_copies.push_back(copy_from(copy));
   profile.silent_nodes = value.at("silent_nodes").get<std::vector<NodeId>>();
+  check_figures(profile);
   return profile;
 }
 

@@ -7,6 +7,10 @@
 #include <ATen/ATen.h>
 
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "graph_builders.h"
 #include "model_files.h"
@@ -21,6 +25,7 @@
 namespace opara {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -121,6 +126,36 @@ TEST(ProfileFile, MalformedProfilesNameTheFileAndTheField) {
   EXPECT_TRUE(is_full_profile(text));
 }
 
+TEST(ProfileFile, FiguresThatCannotBeMeasuredAreRefusedByName) {
+  const nlohmann::json good = nlohmann::json::parse(to_json(load_profile(fixture())));
+  struct Damage {
+    std::string label;
+    std::function<void(nlohmann::json&)> apply;
+    std::string message;
+  };
+  const std::vector<Damage> damages = {
+      {"negative time", [](nlohmann::json& p) { p["nodes"][1]["gpu_ns"] = -5.0; }, "node 1: gpu_ns is -5"},
+      {"negative bytes", [](nlohmann::json& p) { p["nodes"][0]["bytes_in"] = -1; }, "node 0: bytes_in is -1"},
+      {"demand past 1", [](nlohmann::json& p) { p["nodes"][2]["demand"] = 3.0; }, "node 2: demand is 3"},
+      {"no SMs", [](nlohmann::json& p) { p["device"]["sm_count"] = 0; }, "device: sm_count is 0"},
+      {"negative host time", [](nlohmann::json& p) { p["nodes"][0]["cpu_ns"] = -0.5; }, "node 0: cpu_ns is -0.5"},
+      {"a silent node past the end", [](nlohmann::json& p) { p["silent_nodes"] = {999999}; },
+       "silent_nodes names node 999999"},
+      {"version 0", [](nlohmann::json& p) { p["version"] = 0; }, "version 0 is not a profile format version"},
+  };
+  for (const Damage& damage : damages) {
+    nlohmann::json damaged = good;
+    damage.apply(damaged);
+    const std::string path = write("damaged.json", damaged.dump());
+    try {
+      load_profile(path);
+      ADD_FAILURE() << damage.label << " was accepted";
+    } catch (const Error& error) {
+      EXPECT_THAT(error.what(), AllOf(HasSubstr(path), HasSubstr(damage.message))) << damage.label;
+    }
+  }
+}
+
 TEST(ProfileFile, DrivesTheLaunchOrder) {
   const Graph graph = five_nodes();
   const std::vector<NodeCost> costs = costs_from_profile(graph, fixture(), fixture_match());
@@ -218,7 +253,8 @@ Profile profile_for(const std::string& path, const Graph& graph, const std::vect
     NodeProfile& entry = profile.nodes.emplace_back();
     entry.id = node.id;
     entry.kind = node.kind;
-    entry.demand.demand = static_cast<double>(graph.size() - static_cast<std::size_t>(node.id));
+    // A share of the GPU, as CUPTI's are: falling with the node id.
+    entry.demand.demand = static_cast<double>(graph.size() - static_cast<std::size_t>(node.id)) / graph.size();
   }
   return profile;
 }
