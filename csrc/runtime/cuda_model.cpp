@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "cpu_steps.h"
+#include "host_results.h"
 #include "node_op.h"
 #include "opara/error.h"
 #include "opara/graph_analysis.h"
@@ -24,23 +25,6 @@ std::vector<NodeCost> segment_costs(const Segment& segment, const std::vector<No
   local.reserve(segment.nodes.size());
   for (NodeId node : segment.nodes) local.push_back(costs[node]);
   return local;
-}
-
-// A host step's result still fits the graphs captured after it: same shape and dtype for a
-// tensor (copied into its buffer), the same value for anything else (captured as a constant).
-bool fits(const c10::IValue& captured, const c10::IValue& fresh) {
-  if (captured.isTensor() && fresh.isTensor()) {
-    const at::Tensor& slot = captured.toTensor();
-    const at::Tensor& value = fresh.toTensor();
-    // The slot is on the device; a CPU step's result is copied there.
-    return slot.sizes() == value.sizes() && slot.scalar_type() == value.scalar_type();
-  }
-  if (captured.isTensor() || fresh.isTensor()) return false;
-  try {
-    return captured == fresh;
-  } catch (const std::exception&) {
-    return false;  // values without a defined equality: take the safe road
-  }
 }
 
 }  // namespace
@@ -163,7 +147,7 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
     bool all_fit = true;
     for (std::size_t j = 0; j < results.size(); ++j) {
       step_slots.push_back(slots_[segment.output_values[j]]);
-      all_fit = all_fit && fits(step_slots.back(), results[j]);
+      all_fit = all_fit && result_fits(step_slots.back(), results[j]);
     }
     if (all_fit) {
       step.publish(results, step_slots, stream);

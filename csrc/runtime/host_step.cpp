@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "elapsed.h"
+#include "host_results.h"
 #include "node_op.h"
 #include "opara/graph_analysis.h"
 #include "opara/outputs.h"
@@ -45,9 +46,7 @@ HostStep::HostStep(const Segment& segment, c10::Device device, HostSide side, co
 std::vector<c10::IValue> HostStep::first_run(const std::vector<c10::IValue>& inputs) {
   if (side_ == HostSide::kDevice) {
     std::vector<c10::IValue> results = eager_->run(inputs);
-    for (c10::IValue& result : results) {
-      if (result.isTensor()) result = result.toTensor().clone();  // the slot: a buffer of its own
-    }
+    for (c10::IValue& result : results) result = clone_tensors(result);  // the slots: buffers of their own
     return results;
   }
   std::vector<c10::IValue> cpu_inputs;
@@ -126,15 +125,14 @@ void HostStep::publish(const std::vector<c10::IValue>& results, const std::vecto
   {
     const c10::cuda::CUDAStreamGuard guard(stream);
     for (std::size_t j = 0; j < results.size(); ++j) {
-      if (!results[j].isTensor() || !slots[j].isTensor()) continue;  // scalars were captured as they are
-      at::Tensor slot = slots[j].toTensor();
-      const at::Tensor& result = results[j].toTensor();
-      if (result.is_cpu() && pinned_results_[j].defined() && same_shape(pinned_results_[j], result)) {
+      const bool pinned = results[j].isTensor() && results[j].toTensor().is_cpu() && pinned_results_[j].defined() &&
+                          same_shape(pinned_results_[j], results[j].toTensor());
+      if (pinned) {
         // The previous run's copy from this buffer is done: this run's inputs were staged after it.
-        pinned_results_[j].copy_(result);
-        slot.copy_(pinned_results_[j], /*non_blocking=*/true);
+        pinned_results_[j].copy_(results[j].toTensor());
+        slots[j].toTensor().copy_(pinned_results_[j], /*non_blocking=*/true);
       } else {
-        slot.copy_(result, /*non_blocking=*/true);
+        copy_into_slot(slots[j], results[j]);  // lists element by element; scalars were captured as they are
       }
     }
   }

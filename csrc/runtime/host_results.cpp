@@ -1,0 +1,85 @@
+#include "host_results.h"
+
+#include <ATen/ATen.h>
+
+#include <exception>
+#include <optional>
+#include <vector>
+
+namespace opara {
+namespace {
+
+// The elements of a list or a tuple, or nothing for another value.
+std::optional<std::vector<c10::IValue>> elements_of(const c10::IValue& value) {
+  if (value.isList()) {
+    const auto list = value.toListRef();
+    return std::vector<c10::IValue>(list.begin(), list.end());
+  }
+  if (value.isTuple()) {
+    const auto& elements = value.toTupleRef().elements();
+    return std::vector<c10::IValue>(elements.begin(), elements.end());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool result_fits(const c10::IValue& captured, const c10::IValue& fresh) {
+  if (captured.isTensor() && fresh.isTensor()) {
+    const at::Tensor& slot = captured.toTensor();
+    const at::Tensor& value = fresh.toTensor();
+    return slot.sizes() == value.sizes() && slot.scalar_type() == value.scalar_type();
+  }
+  if (captured.isTensor() || fresh.isTensor()) return false;
+  const auto captured_elements = elements_of(captured);
+  const auto fresh_elements = elements_of(fresh);
+  if (captured_elements || fresh_elements) {
+    if (!captured_elements || !fresh_elements || captured.isList() != fresh.isList() ||
+        captured_elements->size() != fresh_elements->size()) {
+      return false;
+    }
+    for (std::size_t i = 0; i < captured_elements->size(); ++i) {
+      if (!result_fits((*captured_elements)[i], (*fresh_elements)[i])) return false;
+    }
+    return true;
+  }
+  try {
+    return captured == fresh;
+  } catch (const std::exception&) {
+    return false;  // values without a defined equality: take the safe road
+  }
+}
+
+void copy_into_slot(const c10::IValue& slot, const c10::IValue& result) {
+  if (slot.isTensor()) {
+    slot.toTensor().copy_(result.toTensor(), /*non_blocking=*/true);
+    return;
+  }
+  const auto slot_elements = elements_of(slot);
+  const auto result_elements = elements_of(result);
+  if (!slot_elements || !result_elements) return;
+  for (std::size_t i = 0; i < slot_elements->size(); ++i) copy_into_slot((*slot_elements)[i], (*result_elements)[i]);
+}
+
+c10::IValue clone_tensors(const c10::IValue& value) {
+  if (value.isTensor()) return value.toTensor().clone();
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> cloned;
+    for (const at::Tensor& tensor : value.toTensorVector()) cloned.push_back(tensor.clone());
+    return cloned;
+  }
+  if (value.isList()) {
+    const auto list = value.toList();
+    c10::impl::GenericList cloned(list.elementType());
+    for (const c10::IValue& element : list) cloned.push_back(clone_tensors(element));
+    return cloned;
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> elements;
+    for (const c10::IValue& element : value.toTupleRef().elements()) elements.push_back(clone_tensors(element));
+    return c10::ivalue::Tuple::create(std::move(elements));
+  }
+  return value;
+}
+
+}  // namespace opara
