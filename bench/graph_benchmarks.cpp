@@ -78,6 +78,13 @@ void register_planning(const std::string& name, std::function<const opara::Graph
       return opara::make_plan(g, opara::PlanOptions{}, costs).stream_count;
     });
   })->Unit(benchmark::kMicrosecond);
+  if (with_nimble) {  // Nimble's streams with the same events and launch order, for the whole-plan comparison
+    benchmark::RegisterBenchmark(("plan/nimble/" + name).c_str(), [run](benchmark::State& state) {
+      run(state, [](const opara::Graph& g, const auto&, const auto& costs) {
+        return opara::make_plan(g, opara::PlanOptions{opara::StreamPolicy::kNimble}, costs).stream_count;
+      });
+    })->Unit(benchmark::kMicrosecond);
+  }
 }
 
 void register_all() {

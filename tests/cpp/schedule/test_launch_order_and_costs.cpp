@@ -55,6 +55,26 @@ TEST(LaunchOrder, OparaTakesKernelFreeNodesAtOnce) {
   EXPECT_EQ(launch_order(graph, OrderPolicy::kOpara, costs), (std::vector<NodeId>{2, 0, 1, 3}));
 }
 
+TEST(LaunchOrder, OparaOnAnInceptionModuleLikeFig6) {
+  // One inception module with its activations, as in the paper's Fig. 6 (demands in brackets):
+  //   0 stem conv [C 4]
+  //   1x1:        1 conv [C 2] -> 2 relu [M 1]
+  //   1x1 -> 3x3: 3 conv [C 1] -> 4 relu [M 0.5] -> 5 conv [C 5]
+  //   1x1 -> 5x5: 6 conv [C 1.5] -> 7 conv [C 3]
+  //   pool -> 1x1: 8 max_pool [M 2] -> 9 conv [C 1]
+  //   10 concat [M 3] of 2, 5, 7, 9
+  const Graph graph = graph_from_edges(
+      11, {{0, 1}, {1, 2}, {0, 3}, {3, 4}, {4, 5}, {0, 6}, {6, 7}, {0, 8}, {8, 9}, {2, 10}, {5, 10}, {7, 10}, {9, 10}});
+  const std::vector<NodeCost> costs = {{kComp, 4},   {kComp, 2}, {kMem, 1}, {kComp, 1}, {kMem, 0.5}, {kComp, 5},
+                                       {kComp, 1.5}, {kComp, 3}, {kMem, 2}, {kComp, 1}, {kMem, 3}};
+  // The stem (only compute is ready); the pool, the only memory-bound node; compute 3 (1, ties
+  // with 9 by program order); its relu as soon as it is ready; compute 9; no memory-bound node
+  // ready, so compute 6 and 1 in turn; relu 2; compute 7 and then the large 5; the concat.
+  EXPECT_EQ(launch_order(graph, OrderPolicy::kOpara, costs), (std::vector<NodeId>{0, 8, 3, 4, 9, 6, 1, 2, 7, 5, 10}));
+  const Plan plan = make_plan(graph, {StreamPolicy::kOpara, OrderPolicy::kOpara, 0}, costs);
+  EXPECT_TRUE(validate(graph, plan).empty());
+}
+
 TEST(LaunchOrder, OparaWithoutCostsIsProgramOrder) {
   const Graph graph = random_dag(30, 0.1, 3);
   EXPECT_EQ(launch_order(graph, OrderPolicy::kOpara), topological_order(graph));
