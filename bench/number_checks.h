@@ -7,36 +7,34 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 namespace opara::bench {
 
-// Refuses a number below `least`; a value that is not a number passes here, and CLI11's conversion
-// to the flag's type reports it.
-inline CLI::Validator number_at_least(double least, const std::string& what) {
+// A validator that returns `complaint(value)` for a number it refuses (empty: accepted). A value
+// that is not a number passes here, and CLI11's conversion to the flag's type reports it.
+inline CLI::Validator number_check(std::function<std::string(double)> complaint, std::string type_name) {
   return CLI::Validator(
-      [least, what](std::string& input) -> std::string {
+      [complaint = std::move(complaint)](std::string& input) -> std::string {
         char* end = nullptr;
         const double value = std::strtod(input.c_str(), &end);
         if (end == input.c_str() || *end != '\0') return {};
-        return value < least ? "must be " + what + ", not " + input : std::string();
+        const std::string text = complaint(value);
+        return text.empty() ? text : fmt::format("{}, not {}", text, input);
       },
-      what == "positive" ? "POSITIVE" : "NONNEGATIVE");
+      std::move(type_name));
 }
 
-// Refuses a number above `most`, saying why (`what`: "the cores here").
-inline CLI::Validator number_at_most(double most, const std::string& what) {
-  return CLI::Validator(
-      [most, what](std::string& input) -> std::string {
-        char* end = nullptr;
-        const double value = std::strtod(input.c_str(), &end);
-        if (end == input.c_str() || *end != '\0') return {};
-        return value > most ? fmt::format("must be at most {} ({}), not {}", most, what, input) : std::string();
-      },
-      "");
+// Refuses a number above `most`, saying why (`why`: "the cores here").
+inline CLI::Validator number_at_most(double most, const std::string& why) {
+  return number_check(
+      [most, why](double value) { return value > most ? fmt::format("must be at most {} ({})", most, why) : ""; }, "");
 }
 
-inline const CLI::Validator kPositive = number_at_least(1e-300, "positive");
-inline const CLI::Validator kNonNegative = number_at_least(0, "0 or more");
+inline const CLI::Validator kPositive =
+    number_check([](double value) { return value > 0 ? "" : "must be positive"; }, "POSITIVE");
+inline const CLI::Validator kNonNegative =
+    number_check([](double value) { return value >= 0 ? "" : "must be 0 or more"; }, "NONNEGATIVE");
 
 }  // namespace opara::bench

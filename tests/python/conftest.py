@@ -34,3 +34,13 @@ def bench():
         return result
 
     return run
+
+
+@pytest.fixture(scope="session")
+def library():
+    """The extension library, loaded (torch.classes.opara and torch.ops.opara registered)."""
+    import opara
+    try:
+        return opara.load_library()
+    except FileNotFoundError as error:
+        pytest.skip(str(error))

@@ -24,14 +24,6 @@ def cpu_options():
     return {"device": "cpu", "intra_op_threads": torch.get_num_threads()}
 
 
-@pytest.fixture(scope="module")
-def library():
-    try:
-        return opara.load_library()
-    except FileNotFoundError as error:
-        pytest.skip(str(error))
-
-
 class TwoHeads(torch.nn.Module):
     def __init__(self):
         super().__init__()

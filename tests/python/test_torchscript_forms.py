@@ -13,14 +13,6 @@ import opara
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-@pytest.fixture(scope="module")
-def library():
-    try:
-        return opara.load_library()
-    except FileNotFoundError as error:
-        pytest.skip(str(error))
-
-
 class AppendToALiteral(torch.nn.Module):
     def forward(self, x):
         parts = [x]
