@@ -25,12 +25,13 @@ export OPARA_MODELS="$models"
 # The GPU tests (CompiledModelCuda: every model and mode allclose to eager, 64 streams, host
 # steps, 1,000 replays) and the eager CUDA reference.
 # The downstream example, built against the installed package, runs on the GPU too.
-ctest --test-dir /tmp/opara-build --output-on-failure -R 'Cuda|MatchesForward|RandomOrders|downstream' 2>&1 |
+ctest --test-dir /tmp/opara-build --output-on-failure -R 'Cuda|WrittenInputs|MatchesForward|RandomOrders|downstream' 2>&1 |
   tee "$out/ctest.log" | tail -5
 # The Python package and the extension on the GPU (libopara_ext from this build).
 OPARA_LIBRARY=/tmp/opara-build/lib/libopara_ext.so OPARA_BENCH=/tmp/opara-build/bin/opara-bench \
   python3 -m pytest -q -p no:cacheprovider "$root/tests/python/test_python_package.py" \
-  "$root/tests/python/test_bench_reports.py" -k 'cuda or googlenet or cpu_by_name' 2>&1 | tee "$out/pytest.log" | tail -3
+  "$root/tests/python/test_bench_reports.py" "$root/tests/python/test_bench_profile.py" \
+  -k 'cuda or googlenet or cpu_by_name or on_the_gpu' 2>&1 | tee "$out/pytest.log" | tail -3
 bench=/tmp/opara-build/bin/opara-bench
 # CUPTI profiles at batch 1. The overhead is the median profiled run (CUPTI on, node ids pushed)
 # minus the median plain eager run of the same executor, both from the profile (goal for
