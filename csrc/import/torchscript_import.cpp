@@ -218,8 +218,7 @@ class TorchScriptImporter {
     for (const torch::jit::Use& use : value->uses()) {
       const c10::FunctionSchema* schema = use.user->maybeSchema();
       if (schema == nullptr || use.offset >= schema->arguments().size()) continue;
-      const c10::AliasInfo* alias = schema->arguments()[use.offset].alias_info();
-      if (alias != nullptr && alias->isWrite()) return true;
+      if (schema->is_mutable({c10::SchemaArgType::input, use.offset})) return true;
     }
     return false;
   }

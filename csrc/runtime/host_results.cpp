@@ -6,19 +6,15 @@
 #include <optional>
 #include <vector>
 
+#include "node_op.h"
+
 namespace opara {
 namespace {
 
 // The elements of a list or a tuple, or nothing for another value.
 std::optional<std::vector<c10::IValue>> elements_of(const c10::IValue& value) {
-  if (value.isList()) {
-    const auto list = value.toListRef();
-    return std::vector<c10::IValue>(list.begin(), list.end());
-  }
-  if (value.isTuple()) {
-    const auto& elements = value.toTupleRef().elements();
-    return std::vector<c10::IValue>(elements.begin(), elements.end());
-  }
+  if (value.isList()) return value.toListRef().vec();
+  if (value.isTuple()) return value.toTupleRef().elements().vec();
   return std::nullopt;
 }
 
@@ -62,24 +58,7 @@ void copy_into_slot(const c10::IValue& slot, const c10::IValue& result) {
 }
 
 c10::IValue clone_tensors(const c10::IValue& value) {
-  if (value.isTensor()) return value.toTensor().clone();
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> cloned;
-    for (const at::Tensor& tensor : value.toTensorVector()) cloned.push_back(tensor.clone());
-    return cloned;
-  }
-  if (value.isList()) {
-    const auto list = value.toList();
-    c10::impl::GenericList cloned(list.elementType());
-    for (const c10::IValue& element : list) cloned.push_back(clone_tensors(element));
-    return cloned;
-  }
-  if (value.isTuple()) {
-    std::vector<c10::IValue> elements;
-    for (const c10::IValue& element : value.toTupleRef().elements()) elements.push_back(clone_tensors(element));
-    return c10::ivalue::Tuple::create(std::move(elements));
-  }
-  return value;
+  return map_leaves(value, [](const c10::IValue& leaf) { return leaf.isTensor() ? leaf.toTensor().clone() : leaf; });
 }
 
 }  // namespace opara

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "../import/import_errors.h"
 #include "opara/error.h"
@@ -28,33 +29,39 @@ bool holds_cuda_tensors(const c10::IValue& value) {
   return std::any_of(held.begin(), held.end(), [](const at::Tensor& tensor) { return tensor.is_cuda(); });
 }
 
-c10::IValue move_tensors(const c10::IValue& value, c10::Device device) {
-  if (value.isTensor()) {
-    // Wrapped numbers (Python scalars made tensors) stay CPU scalars: moving would drop the flag
-    // that keeps them from taking part in type promotion as real tensors.
-    const at::Tensor& tensor = value.toTensor();
-    return tensor.unsafeGetTensorImpl()->is_wrapped_number() ? value : c10::IValue(tensor.to(device));
-  }
-  // Tracing and export record the example's device ("cpu") in factory calls (arange, zeros,
-  // ones): on another device they must create tensors there, or the next op mixes devices.
-  if (value.isDevice() && value.toDevice().is_cpu()) return device;
+c10::IValue map_leaves(const c10::IValue& value, const std::function<c10::IValue(const c10::IValue&)>& leaf) {
   if (value.isTensorList()) {
     c10::List<at::Tensor> list;
-    for (const at::Tensor& tensor : value.toTensorVector()) list.push_back(tensor.to(device));
+    for (const at::Tensor& tensor : value.toTensorVector()) list.push_back(leaf(tensor).toTensor());
     return list;
   }
   if (value.isList()) {
     auto list = value.toList();
-    c10::impl::GenericList moved(list.elementType());
-    for (const c10::IValue& element : list) moved.push_back(move_tensors(element, device));
-    return moved;
+    c10::impl::GenericList mapped(list.elementType());
+    for (const c10::IValue& element : list) mapped.push_back(map_leaves(element, leaf));
+    return mapped;
   }
   if (value.isTuple()) {
     std::vector<c10::IValue> elements;
-    for (const c10::IValue& element : value.toTupleRef().elements()) elements.push_back(move_tensors(element, device));
+    for (const c10::IValue& element : value.toTupleRef().elements()) elements.push_back(map_leaves(element, leaf));
     return c10::ivalue::Tuple::create(std::move(elements));
   }
-  return value;
+  return leaf(value);
+}
+
+c10::IValue move_tensors(const c10::IValue& value, c10::Device device) {
+  return map_leaves(value, [device](const c10::IValue& leaf) -> c10::IValue {
+    if (leaf.isTensor()) {
+      // Wrapped numbers (Python scalars made tensors) stay CPU scalars: moving would drop the flag
+      // that keeps them from taking part in type promotion as real tensors.
+      const at::Tensor& tensor = leaf.toTensor();
+      return tensor.unsafeGetTensorImpl()->is_wrapped_number() ? leaf : c10::IValue(tensor.to(device));
+    }
+    // Tracing and export record the example's device ("cpu") in factory calls (arange, zeros,
+    // ones): on another device they must create tensors there, or the next op mixes devices.
+    if (leaf.isDevice() && leaf.toDevice().is_cpu()) return device;
+    return leaf;
+  });
 }
 
 }  // namespace opara

@@ -3,6 +3,7 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -33,6 +34,10 @@ class NodeOp {
 // Runs `op` as node `id` of `graph`: on entry `stack` holds the node's inputs, on return its
 // outputs. A failure becomes opara::Error naming the file and the node.
 void run_node(const Graph& graph, NodeId id, const NodeOp& op, std::vector<c10::IValue>& stack);
+
+// `value` with `leaf` applied to everything in it that is not a list or a tuple (each tensor of a
+// tensor list too), lists and tuples rebuilt around the results.
+c10::IValue map_leaves(const c10::IValue& value, const std::function<c10::IValue(const c10::IValue&)>& leaf);
 
 // Moves every tensor inside `value` (lists and tuples included) to `device`, and turns a CPU
 // device constant into `device`; wrapped numbers stay CPU scalars.
