@@ -27,7 +27,7 @@ double RoundTimes::speedup(std::size_t runner, std::size_t baseline) const {
   return percentile(speedups(runner, baseline), 0.5);
 }
 
-RoundTimes time_in_rounds(const std::vector<BlockTimer>& runners, int rounds, int runs, int settle,
+RoundTimes time_in_rounds(const std::vector<BlockTimer>& runners, int rounds, int runs, const Settle& settle,
                           const std::function<void(int)>& on_block) {
   rounds = std::max(1, std::min(rounds, runs));  // every round times each runner at least once
   RoundTimes times;
@@ -36,7 +36,9 @@ RoundTimes time_in_rounds(const std::vector<BlockTimer>& runners, int rounds, in
     const int block = runs / rounds + (round < runs % rounds ? 1 : 0);
     for (std::size_t k = 0; k < runners.size(); ++k) {
       const std::size_t runner = (k + static_cast<std::size_t>(round)) % runners.size();  // rotate who goes first
-      runners[runner](settle);
+      const auto settled = std::chrono::steady_clock::now() + settle.at_least;
+      runners[runner](settle.runs);
+      while (std::chrono::steady_clock::now() < settled) runners[runner](1);
       times.samples[runner][static_cast<std::size_t>(round)] = runners[runner](block);
       if (on_block) on_block(block);
     }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <vector>
@@ -27,11 +28,20 @@ struct RoundTimes {
   [[nodiscard]] double speedup(std::size_t runner, std::size_t baseline) const;
 };
 
+// How each block begins: `runs` untimed runs, and more until `at_least` has passed, so that a
+// runner does not pay for the one before it. Cold caches take a run; the OpenMP threads of a
+// runner with several intra-op threads spin for milliseconds after its last parallel region
+// (libgomp's GOMP_SPINCOUNT) and take a core from the next runner's workers: on the 2-core
+// machine that made a 1.2 ms plan time 1.7 ms, and the CPU tuner pick one stream.
+struct Settle {
+  int runs = 1;
+  std::chrono::milliseconds at_least{0};
+};
+
 // Splits `runs` timed runs of each runner over `rounds` rounds (at most `runs` rounds, so none
-// is empty; the first rounds take the remainder). Each block begins with `settle` untimed runs, so
-// that a runner does not pay for the one before it (OpenMP threads still spinning, cold caches).
-// `on_block` (optional) is told after each block how many timed runs it held.
-RoundTimes time_in_rounds(const std::vector<BlockTimer>& runners, int rounds, int runs, int settle,
+// is empty; the first rounds take the remainder). `on_block` (optional) is told after each block
+// how many timed runs it held.
+RoundTimes time_in_rounds(const std::vector<BlockTimer>& runners, int rounds, int runs, const Settle& settle,
                           const std::function<void(int)>& on_block = {});
 
 }  // namespace opara::bench

@@ -48,6 +48,9 @@ std::string cpu_description() {
 }
 
 constexpr int kDefaultCpuRounds = 5;
+// Long enough for the previous mode's OpenMP threads to stop spinning (rounds.h); measured: 10 ms
+// settled the tuner on the 2-core machine, 0 did not.
+constexpr Settle kCpuSettle{1, std::chrono::milliseconds(20)};
 
 struct RunOptions {
   std::string model;
@@ -144,7 +147,7 @@ CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, co
     time_runs(runner, arguments, 3, c10::kCPU);  // warm up: the first candidate also warms the process
     timers.push_back([runner, &arguments](int runs) { return time_runs(runner, arguments, runs, c10::kCPU); });
   }
-  const RoundTimes times = time_in_rounds(timers, 5, 10, 1);
+  const RoundTimes times = time_in_rounds(timers, 5, 10, kCpuSettle);
   std::size_t best = 0;
   for (std::size_t k = 1; k < setups.size(); ++k) {
     if (times.speedup(k, 0) > times.speedup(best, 0)) best = k;
@@ -262,7 +265,7 @@ void run_modes(const RunOptions& options) {
   RoundTimes times;
   {
     Progress progress("timing", runs.size() * static_cast<std::size_t>(iters));
-    times = time_in_rounds(timers, options.rounds, iters, 2,
+    times = time_in_rounds(timers, options.rounds, iters, {2, kCpuSettle.at_least},
                            [&progress](int count) { progress.advance(static_cast<std::size_t>(count)); });
   }
   const int rounds = static_cast<int>(times.samples.front().size());
@@ -330,6 +333,7 @@ void run_modes(const RunOptions& options) {
     nlohmann::json& entry = run.entry;
     entry["median_ms"] = median;
     entry["p90_ms"] = p90;
+    entry["samples_ms"] = run.samples;  // every timed run, round after round
     entry["speedup_vs_sequential"] = ratio_json(vs_sequential);
     entry["speedup_vs_eager"] = ratio_json(vs_eager);
     if (eager_index) entry["speedup_vs_eager_by_round"] = times.speedups(k, *eager_index);

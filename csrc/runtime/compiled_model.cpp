@@ -116,6 +116,7 @@ void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs
   state.host.assign(state.graph.size(), false);
   CpuExecutorOptions cpu_options;
   cpu_options.intra_op_threads = state.options.intra_op_threads;
+  cpu_options.pin_workers = state.options.pin_workers;
   state.cpu = std::make_unique<CpuParallelExecutor>(state.graph, state.plan, cpu_options);
   state.stats.streams = state.plan.stream_count;
   state.stats.events = state.plan.wait_count();

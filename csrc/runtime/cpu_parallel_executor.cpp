@@ -13,7 +13,8 @@
 // streams (Opara opens 28 on GoogLeNet) never oversubscribe the cores, and no thread blocks while
 // another stream has work. The calling thread of run() hands the run over and waits (were it to
 // work as well, it would compete for the cores), except with a single worker of its own intra-op
-// thread count: then it is that worker (Note [Intra-op threads per thread]).
+// thread count: then it is that worker (Note [Intra-op threads per thread]). Workers of one
+// intra-op thread each are pinned to CPUs of their own (worker_affinity.h).
 //
 // Nodes that launch no kernel (views, sizes, list constructs) have no stream: see Note [Nodes
 // without a stream]. Outputs equal EagerExecutor's bit for bit: every node runs the same NodeOp on
@@ -59,6 +60,7 @@
 
 #include "node_op.h"
 #include "opara/error.h"
+#include "worker_affinity.h"
 
 namespace opara {
 namespace {
@@ -69,8 +71,9 @@ struct LazyNode {
   std::mutex mutex;  // held while the node runs: a second thread that needs it waits
 };
 
+// The CPUs this process may use (under taskset or a cpuset, fewer than the machine has).
 int cores() {
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, static_cast<int>(allowed_cpus().size()));
 }
 
 // Note [Intra-op threads per thread]: with ATen's OpenMP backend, at::set_num_threads() calls
@@ -104,7 +107,7 @@ struct CpuParallelExecutor::State {
   // Keeps the first error and aborts the run: every worker stops taking nodes.
   void fail(std::exception_ptr error);
   void jitter(std::mt19937_64& random) const;
-  void worker_main();
+  void worker_main(int worker);
   void stop_workers() noexcept;
   void reset_run_state();
 
@@ -114,6 +117,8 @@ struct CpuParallelExecutor::State {
   CpuExecutorOptions options;
   int intra_op_threads = 1;
   int worker_count = 0;
+  std::vector<int>
+      worker_cpus;  // by pool worker, when pinned (-1: the system refused); under `mutex` until all started
   std::vector<std::shared_ptr<const NodeOp>> ops;  // by NodeId
   std::vector<std::vector<NodeId>> stream_nodes;   // by stream, in launch order
   // By NodeId: the no-stream nodes reached backwards through no-stream nodes only, in id order.
@@ -219,8 +224,11 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
     // One worker with the caller's own intra-op threads: the caller is that worker (no hand-off,
     // and ATen's OpenMP team stays the caller's: a second team spinning beside it halves speed).
     const bool caller_is_the_worker = worker_count == 1 && caller_threads == intra_op_threads;
-    for (int worker = 0; worker < worker_count && !caller_is_the_worker; ++worker)
-      threads.emplace_back([this] { worker_main(); });
+    if (options.pin_workers && intra_op_threads == 1 && !caller_is_the_worker)
+      worker_cpus = next_worker_cpus(worker_count);
+    for (int worker = 0; worker < worker_count && !caller_is_the_worker; ++worker) {
+      threads.emplace_back([this, worker] { worker_main(worker); });
+    }
   } catch (...) {
     stop_workers();  // ~State does not run when the constructor throws
     throw;
@@ -246,13 +254,16 @@ void CpuParallelExecutor::State::stop_workers() noexcept {
   threads.clear();
 }
 
-void CpuParallelExecutor::State::worker_main() {
+void CpuParallelExecutor::State::worker_main(int worker) {
+  // Pinned before its OpenMP state exists; refused, the thread runs unpinned, as it would have.
+  const bool pinned = !worker_cpus.empty() && pin_current_thread(worker_cpus[static_cast<std::size_t>(worker)]);
   // Thread-local settings, kept for the thread's life: Note [Intra-op threads per thread].
   (void)at::get_num_threads();
   at::set_num_threads(intra_op_threads);
   c10::AutoGradMode no_grad(false);  // inference, like EagerExecutor
   std::uint64_t seen = 0;
   std::unique_lock<std::mutex> lock(mutex);
+  if (!worker_cpus.empty() && !pinned) worker_cpus[static_cast<std::size_t>(worker)] = -1;
   ++started;
   finished.notify_all();
   for (;;) {
@@ -490,6 +501,10 @@ int CpuParallelExecutor::intra_op_threads() const {
 
 int CpuParallelExecutor::workers() const {
   return state_->worker_count;
+}
+
+std::vector<int> CpuParallelExecutor::worker_cpus() const {
+  return state_->worker_cpus;
 }
 
 }  // namespace opara

@@ -66,6 +66,10 @@ Choice parse_choice(std::string_view key, std::string_view value,
   bad_value(key, value, fmt::format("one of {}", fmt::join(names, ", ")));
 }
 
+bool parse_bool(std::string_view key, std::string_view value) {
+  return parse_choice(key, value, std::array<std::pair<std::string_view, bool>, 2>{{{"true", true}, {"false", false}}});
+}
+
 c10::Device parse_device(std::string_view key, const std::string& value) {
   try {
     return c10::Device(value);
@@ -99,13 +103,7 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"max_streams", [](Options& o, const std::string& v) { o.max_streams = parse_int("max_streams", v, 0); }},
       {"profile", [](Options& o, const std::string& v) { o.profile = v; }},
       {"allow_profile_mismatch",
-       [](Options& o, const std::string& v) {
-         o.allow_profile_mismatch = parse_choice("allow_profile_mismatch", v,
-                                                 std::array<std::pair<std::string_view, bool>, 2>{{
-                                                     {"true", true},
-                                                     {"false", false},
-                                                 }});
-       }},
+       [](Options& o, const std::string& v) { o.allow_profile_mismatch = parse_bool("allow_profile_mismatch", v); }},
       {"ridge_point",
        [](Options& o, const std::string& v) { o.ridge_point = parse_number("ridge_point", v, /*allow_zero=*/false); }},
       {"outputs",
@@ -135,6 +133,7 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"warmup_runs", [](Options& o, const std::string& v) { o.warmup_runs = parse_int("warmup_runs", v, 0); }},
       {"intra_op_threads",
        [](Options& o, const std::string& v) { o.intra_op_threads = parse_int("intra_op_threads", v, 0); }},
+      {"pin_workers", [](Options& o, const std::string& v) { o.pin_workers = parse_bool("pin_workers", v); }},
       {"overflow",
        [](Options& o, const std::string& v) {
          o.overflow = with_key("overflow", [&] { return parse_overflow_policy(v); });

@@ -49,8 +49,10 @@ struct Options {
   OnUncapturable on_uncapturable = OnUncapturable::kSplit;
   int warmup_runs = 2;
 
-  // CPU only: intra-op threads per worker (0: cores / streams).
+  // CPU only: intra-op threads per worker (0: cores / streams), and whether workers of one
+  // intra-op thread each are pinned to CPUs of their own (CpuExecutorOptions::pin_workers).
   int intra_op_threads = 0;
+  bool pin_workers = true;
 
   // CUDA only: CPU overflow. kNone: every node on the GPU but those that cannot be captured, which
   // run eagerly between graph segments. kCommSd (needs a full `profile`) and kManual send nodes to

@@ -31,6 +31,12 @@ struct CpuExecutorOptions {
   // reported once.
   std::function<void(NodeId, std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point)>
       on_node_done;
+  // Pins each worker to a CPU of its own when the workers run one intra-op thread each and there
+  // are no more of them than CPUs this process may use: unpinned, Linux may keep two busy workers
+  // on one core for milliseconds while another idles. Successive executors take the next CPUs
+  // round-robin. A worker with an OpenMP team of several threads is never pinned: its team would
+  // inherit the one CPU.
+  bool pin_workers = true;
 };
 
 // Executes a Plan on the CPU: a pool of host threads with one queue per stream. Each stream runs
@@ -54,6 +60,9 @@ class OPARA_API CpuParallelExecutor {
   [[nodiscard]] const Plan& plan() const;
   [[nodiscard]] int intra_op_threads() const;
   [[nodiscard]] int workers() const;
+  // The CPU each pool worker is pinned to, by worker (-1 where the system refused); empty when
+  // the workers are not pinned.
+  [[nodiscard]] std::vector<int> worker_cpus() const;
 
  private:
   struct State;

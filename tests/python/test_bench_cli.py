@@ -238,6 +238,10 @@ def test_run_times_the_modes_in_interleaved_rounds(bench):
         by_round = modes[name]["speedup_vs_eager_by_round"]
         assert len(by_round) == 3 and all(ratio > 0 for ratio in by_round)
         assert modes[name]["speedup_vs_eager"] == sorted(by_round)[1]
+    for mode in modes.values():  # every timed run, and the median is theirs
+        samples = mode["samples_ms"]
+        assert len(samples) == 7 and all(ms > 0 for ms in samples)
+        assert mode["median_ms"] == sorted(samples)[3]
 
 
 def test_run_never_has_more_rounds_than_iterations(bench):

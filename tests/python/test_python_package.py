@@ -104,11 +104,11 @@ def test_a_module_export_rejects_is_traced_and_the_user_is_told(library):
     assert torch.equal(compiled(torch.full((3,), 2.0)), torch.full((3,), 4.0))
 
 
-@pytest.mark.parametrize("extension", ["pt", "pt2"])
-def test_model_files_give_their_reference_outputs(library, extension):
+@pytest.mark.parametrize("extension,pin_workers", [("pt", True), ("pt2", True), ("pt", False)])
+def test_model_files_give_their_reference_outputs(library, extension, pin_workers):
     path = model_file("branchy", extension)
     reference = torch.load(str(path).replace(f".{extension}", ".ref.pt"))
-    compiled = opara.compile(path, reference["inputs"], **cpu_options())
+    compiled = opara.compile(path, reference["inputs"], pin_workers=pin_workers, **cpu_options())
     expected = reference["outputs_pt" if extension == "pt" else "outputs_pt2"]
     actual = compiled(*reference["inputs"])
     actual = [actual] if isinstance(actual, torch.Tensor) else list(actual)
@@ -138,6 +138,8 @@ def test_bad_options_name_the_option(library):
         opara.compile(path, [x], device="cpu", overflow="manual", cpu_nodes=["aten::rleu", 0])
     with pytest.raises(RuntimeError, match="option overflow: unknown overflow policy 'sd'"):
         opara.compile(path, [x], overflow="sd")
+    with pytest.raises(RuntimeError, match="option pin_workers='yes': expected one of true, false"):
+        opara.compile(path, [x], device="cpu", pin_workers="yes")
 
 
 def test_inputs_of_another_signature_name_the_input(library):

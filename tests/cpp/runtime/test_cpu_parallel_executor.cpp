@@ -9,6 +9,9 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <future>
@@ -29,6 +32,7 @@
 #include "opara/plan.h"
 #include "plan_fixtures.h"
 #include "random_models.h"
+#include "runtime/worker_affinity.h"
 
 namespace opara {
 namespace {
@@ -438,6 +442,107 @@ TEST(CpuParallelExecutor, IntraOpThreadsDefaultAndExplicit) {
   int fresh = 0;
   std::thread([&fresh] { fresh = at::get_num_threads(); }).join();
   EXPECT_EQ(fresh, caller);
+}
+
+// ---- pinned workers -------------------------------------------------------------------------
+
+// The CPUs the calling thread may run on.
+std::vector<int> cpus_of_this_thread() {
+  std::vector<int> cpus;
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &mask)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+// `streams` independent nodes on streams of their own; each reports the CPUs its thread may use.
+struct AffinityProbe {
+  Graph graph;
+  Plan plan;
+  std::shared_ptr<std::vector<std::vector<int>>> seen;
+};
+
+AffinityProbe affinity_probe(int streams) {
+  AffinityProbe probe;
+  probe.seen = std::make_shared<std::vector<std::vector<int>>>(static_cast<std::size_t>(streams));
+  const ValueId x = probe.graph.add_input("x");
+  std::vector<int> stream_of;
+  std::vector<NodeId> order;
+  for (int k = 0; k < streams; ++k) {
+    const NodeId node = probe.graph.add_node("test::where", {x}, {"Tensor"}, kLaunchesKernel,
+                                             unary([seen = probe.seen, k](const at::Tensor& t) {
+                                               (*seen)[static_cast<std::size_t>(k)] = cpus_of_this_thread();
+                                               return t + k;
+                                             }));
+    probe.graph.add_output(probe.graph.node(node).outputs[0]);
+    stream_of.push_back(k);
+    order.push_back(node);
+  }
+  probe.plan = plan_with(probe.graph, stream_of, order);
+  return probe;
+}
+
+TEST(CpuParallelExecutor, WorkersOfOneThreadArePinnedToCpusOfTheirOwn) {
+  const std::vector<int> allowed = allowed_cpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "pinning needs at least 2 CPUs; this process may use " << allowed.size();
+  const AffinityProbe probe = affinity_probe(2);
+  CpuParallelExecutor executor(probe.graph, probe.plan, {1, 0, 2});
+  const std::vector<int> pinned = executor.worker_cpus();
+  ASSERT_EQ(pinned.size(), 2u);
+  EXPECT_NE(pinned[0], pinned[1]);
+  for (int cpu : pinned) EXPECT_THAT(allowed, ::testing::Contains(cpu));
+  for (int run = 0; run < 5; ++run) {
+    executor.run({at::ones({2})});
+    for (const auto& cpus : *probe.seen) {
+      ASSERT_EQ(cpus.size(), 1u) << "a node ran on an unpinned thread";
+      EXPECT_THAT(pinned, ::testing::Contains(cpus[0]));
+    }
+  }
+  EXPECT_EQ(cpus_of_this_thread(), allowed) << "the caller stays unpinned";
+}
+
+TEST(CpuParallelExecutor, WorkersAreNotPinnedWhenAskedNotToOrWithSeveralIntraOpThreads) {
+  const std::vector<int> allowed = allowed_cpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs at least 2 CPUs; this process may use " << allowed.size();
+  const AffinityProbe probe = affinity_probe(2);
+  CpuExecutorOptions unpinned{1, 0, 2};
+  unpinned.pin_workers = false;
+  // Two threads each: an OpenMP team inherits its worker's CPUs, so one CPU would serialise it.
+  const CpuExecutorOptions teams{2, 0, 2};
+  for (const CpuExecutorOptions& options : {unpinned, teams}) {
+    CpuParallelExecutor executor(probe.graph, probe.plan, options);
+    EXPECT_TRUE(executor.worker_cpus().empty());
+    executor.run({at::ones({2})});
+    for (const auto& cpus : *probe.seen) EXPECT_EQ(cpus, allowed);
+  }
+}
+
+TEST(CpuParallelExecutor, MoreWorkersThanCpusAreNotPinned) {
+  const int cpus = static_cast<int>(allowed_cpus().size());
+  const AffinityProbe probe = affinity_probe(cpus + 1);
+  CpuParallelExecutor executor(probe.graph, probe.plan, {1, 0, cpus + 1});
+  EXPECT_TRUE(executor.worker_cpus().empty());
+  EXPECT_TRUE(
+      bitwise_equal(flatten_tensors(executor.run({at::ones({2})})), eager_outputs(probe.graph, {at::ones({2})})));
+}
+
+TEST(WorkerAffinity, SuccessiveExecutorsTakeTheNextCpus) {
+  const std::vector<int> allowed = allowed_cpus();
+  ASSERT_FALSE(allowed.empty());
+  const std::vector<int> first = next_worker_cpus(1);
+  const std::vector<int> second = next_worker_cpus(1);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(second.size(), 1u);
+  const auto position = [&allowed](int cpu) {
+    return std::find(allowed.begin(), allowed.end(), cpu) - allowed.begin();
+  };
+  EXPECT_EQ(static_cast<std::size_t>(position(second[0])), (position(first[0]) + 1) % allowed.size());
+  const std::vector<int> all = next_worker_cpus(static_cast<int>(allowed.size()));
+  EXPECT_EQ(std::set<int>(all.begin(), all.end()), std::set<int>(allowed.begin(), allowed.end()));
+  EXPECT_TRUE(next_worker_cpus(static_cast<int>(allowed.size()) + 1).empty());
+  EXPECT_TRUE(next_worker_cpus(0).empty());
 }
 
 // ---- random graphs --------------------------------------------------------------------------
