@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "csv_output.h"
 #include "json_output.h"
@@ -20,6 +21,7 @@
 #include "opara/cupti_profiler.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
+#include "opara/graph_analysis.h"
 #include "opara/model_costs.h"
 #include "planning.h"
 #include "progress.h"
@@ -55,7 +57,18 @@ struct TracedMode {
   int lanes = 1;
   double run_us = 0;  // wall time of the traced run (CPU) or first start to last end (GPU)
   std::vector<Span> spans;
+  // CPU: the least time any schedule of these node times could take on the mode's workers: the
+  // longer of the critical path through them and their sum over the workers. How far run_us is
+  // above it is what the schedule (order, stream merging, hand-offs) lost. GPU: not known.
+  std::optional<double> bound_us;
 };
+
+// The bound of TracedMode::bound_us for nodes of these durations (by node; 0: did not run).
+double schedule_bound_us(const Graph& graph, const std::vector<double>& durations_us, int workers) {
+  double total = 0;
+  for (double duration : durations_us) total += duration;
+  return std::max(critical_path(graph, durations_us).length, total / std::max(workers, 1));
+}
 
 double microseconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::micro>(to - from).count();
@@ -72,6 +85,7 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
   std::vector<NodeTimes> times(graph.size());
   bool recording = false;
   int lanes = 1;
+  int workers = 1;  // eager: one node at a time, on every core's intra-op threads
   std::function<void()> run;
   if (!mode.planned) {
     auto eager = std::make_shared<EagerExecutor>(graph, c10::kCPU);
@@ -99,6 +113,7 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
       if (recording) times[id] = {std::max(stream_of[id], 0), start, end};
     };
     auto executor = std::make_shared<CpuParallelExecutor>(graph, std::move(plan), executor_options);
+    workers = executor->workers();
     run = [&arguments, executor] { executor->run(arguments); };
   }
   for (int i = 0; i < options.warmup; ++i) run();
@@ -108,16 +123,19 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
   const Clock::time_point finished = Clock::now();
   recording = false;
 
-  TracedMode traced{std::string(mode.name), lanes, microseconds(started, finished), {}};
+  TracedMode traced{std::string(mode.name), lanes, microseconds(started, finished), {}, std::nullopt};
+  std::vector<double> durations_us(graph.size(), 0.0);
   for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
     const NodeTimes& node = times[id];
     if (node.lane < 0) continue;
+    durations_us[id] = microseconds(node.start, node.end);
     traced.spans.push_back({graph.node(id).kind,
                             node.lane,
                             microseconds(started, node.start),
                             microseconds(node.start, node.end),
                             {{"node", id}, {"stream", node.lane}}});
   }
+  traced.bound_us = schedule_bound_us(graph, durations_us, workers);
   return traced;
 }
 
@@ -170,7 +188,7 @@ TracedMode trace_on_gpu(const Graph& graph, const ModeSpec& mode, const std::vec
   for (const CopyRecord& copy : records.copies) {
     boxes.push_back({copy.kind, copy.start_ns, copy.end_ns, {{"bytes", copy.bytes}, {"cupti_stream", copy.stream}}});
   }
-  TracedMode traced{std::string(mode.name), 0, 0, {}};
+  TracedMode traced{std::string(mode.name), 0, 0, {}, std::nullopt};
   if (boxes.empty()) return traced;
   std::sort(boxes.begin(), boxes.end(), [](const Box& a, const Box& b) { return a.start_ns < b.start_ns; });
   const std::uint64_t first = boxes.front().start_ns;
@@ -250,8 +268,8 @@ void run_trace(const TraceOptions& options) {
   fmt::print(table, "model   {}\ndevice  {}\n\n", model.path,
              gpu ? options.device + " (CUPTI kernel records of one run per mode)"
                  : std::string("cpu (host timings of one run per mode)"));
-  fmt::print(table, "{:<15} {:>9} {:>8} {:>7} {:>12}\n", "mode", "run ms", gpu ? "kernels" : "nodes",
-             gpu ? "rows" : "streams", "concurrency");
+  fmt::print(table, "{:<15} {:>9} {:>8} {:>7} {:>12} {:>9}\n", "mode", "run ms", gpu ? "kernels" : "nodes",
+             gpu ? "rows" : "streams", "concurrency", "bound ms");
   std::vector<nlohmann::json> rows;
   nlohmann::json summary = {{"model", model.path},
                             {"device", gpu ? options.device : "cpu"},
@@ -271,14 +289,16 @@ void run_trace(const TraceOptions& options) {
     }
     // Busy time over wall time: above 1 when work overlapped.
     const double concurrency = mode.run_us > 0 ? busy_us / mode.run_us : 0.0;
-    fmt::print(table, "{:<15} {:>9.3f} {:>8} {:>7} {:>11.2f}x\n", mode.name, mode.run_us / 1000, mode.spans.size(),
-               mode.lanes, concurrency);
+    fmt::print(table, "{:<15} {:>9.3f} {:>8} {:>7} {:>11.2f}x {:>9}\n", mode.name, mode.run_us / 1000,
+               mode.spans.size(), mode.lanes, concurrency,
+               mode.bound_us ? fmt::format("{:.3f}", *mode.bound_us / 1000) : "n/a");
     summary["modes"].push_back({{"mode", mode.name},
                                 {"run_ms", mode.run_us / 1000},
                                 {"spans", mode.spans.size()},
                                 {"lanes", mode.lanes},
                                 {"busy_ms", busy_us / 1000},
-                                {"concurrency", concurrency}});
+                                {"concurrency", concurrency},
+                                {"bound_ms", mode.bound_us ? nlohmann::json(*mode.bound_us / 1000) : nullptr}});
   }
   if (!options.json.empty()) write_json(summary, options.json);
   if (!options.out.empty()) {

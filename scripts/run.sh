@@ -27,9 +27,8 @@ if "$OPARA_PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available(
 fi
 for device in "${devices[@]}"; do
   for format in pt pt2; do
-    modes=eager
-    # The planned modes run on CPU workers here; on the GPU they arrive with the CUDA graph runtime.
-    [ "$device" = cpu ] && modes=eager,sequential,nimble,opara
+    # On the CPU the planned modes run on host workers; on the GPU each is one CUDA graph.
+    modes=eager,sequential,nimble,opara
     "$bench" run --model "$OPARA_MODELS/${model}_b1.$format" --device "$device" --modes "$modes" --iters 20 --warmup 3
     echo
   done

@@ -117,8 +117,8 @@ struct CpuParallelExecutor::State {
   CpuExecutorOptions options;
   int intra_op_threads = 1;
   int worker_count = 0;
-  std::vector<int>
-      worker_cpus;  // by pool worker, when pinned (-1: the system refused); under `mutex` until all started
+  // By pool worker, when pinned (-1: the system refused); each worker writes its own under `mutex`.
+  std::vector<int> worker_cpus;
   std::vector<std::shared_ptr<const NodeOp>> ops;  // by NodeId
   std::vector<std::vector<NodeId>> stream_nodes;   // by stream, in launch order
   // By NodeId: the no-stream nodes reached backwards through no-stream nodes only, in id order.

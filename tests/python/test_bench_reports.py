@@ -5,6 +5,7 @@ and clear failures when two reports would share stdout or Graphviz is missing.""
 import csv
 import io
 import json
+import os
 import shutil
 
 import pytest
@@ -122,6 +123,10 @@ def test_trace_csv_rows_and_bad_uses(bench, tmp_path):
     for mode in summary["modes"]:
         assert mode["spans"] == len(rows) and mode["run_ms"] > 0
         assert mode["concurrency"] == pytest.approx(mode["busy_ms"] / mode["run_ms"])
+        # No schedule of these node times beats the bound, this one included; one at a time, it is their sum.
+        workers_at_most = len(os.sched_getaffinity(0))
+        assert mode["busy_ms"] / workers_at_most <= mode["bound_ms"] <= mode["run_ms"] + 1e-3
+    assert summary["modes"][0]["bound_ms"] == pytest.approx(summary["modes"][0]["busy_ms"])
     both = bench("trace", "--model", path, "--out", "-", "--json", "-", check=False)
     assert both.returncode == 2 and "--out - and --json - would all write to stdout" in both.stderr
     missing_out = bench("trace", "--model", path, check=False)
