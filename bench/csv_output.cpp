@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
+#include <system_error>
 
 #include "opara/error.h"
 #include "runtime/text_file.h"
@@ -61,6 +63,22 @@ std::FILE* table_stream(const std::vector<std::pair<std::string_view, std::strin
   if (on_stdout.size() > 1) {
     throw CLI::ValidationError(
         fmt::format("{} - would all write to stdout; give all but one a file", fmt::join(on_stdout, " - and ")));
+  }
+  // Two reports to one file: the second would silently replace the first.
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    for (std::size_t j = i + 1; j < reports.size(); ++j) {
+      const auto& [flag, path] = reports[i];
+      const auto& [other_flag, other_path] = reports[j];
+      if (path.empty() || path == "-" || other_path.empty() || other_path == "-") continue;
+      std::error_code error;
+      std::error_code other_error;
+      const auto canonical = std::filesystem::weakly_canonical(path, error);
+      const auto other_canonical = std::filesystem::weakly_canonical(other_path, other_error);
+      if (error || other_error ? path == other_path : canonical == other_canonical) {
+        throw CLI::ValidationError(
+            fmt::format("{} and {} both write {}; give each report a file of its own", flag, other_flag, path));
+      }
+    }
   }
   return on_stdout.empty() ? stdout : stderr;
 }

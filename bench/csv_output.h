@@ -16,7 +16,8 @@ namespace opara::bench {
 void write_csv(const std::vector<nlohmann::json>& rows, const std::vector<std::string>& first, const std::string& path);
 
 // Where a command prints its table: stdout, or stderr when one of its reports (flag, path) goes to
-// stdout ('-'). Two reports on stdout would mix: a usage error naming their flags.
+// stdout ('-'). Two reports on stdout would mix, and two to one file would leave only the last:
+// usage errors naming their flags.
 std::FILE* table_stream(const std::vector<std::pair<std::string_view, std::string>>& reports);
 
 }  // namespace opara::bench

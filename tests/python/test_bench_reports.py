@@ -74,6 +74,19 @@ def test_one_stdout_report_at_a_time(bench):
     assert "--json - and --csv - would all write to stdout" in result.stderr
 
 
+def test_two_reports_to_one_file_are_refused_before_anything_runs(bench, tmp_path):
+    report = tmp_path / "report.txt"
+    same_file_twice = [("plan", "--json", report, "--csv", report),
+                       ("run", "--json", report, "--csv", tmp_path / "." / "report.txt"),
+                       ("trace", "--out", report, "--csv", report)]
+    for command, first, first_path, second, second_path in same_file_twice:
+        result = bench(command, "--model", model_file("chain", "pt"), first, first_path, second, second_path,
+                       check=False)
+        assert result.returncode == 2, command
+        assert f"{first} and {second} both write" in result.stderr and "a file of its own" in result.stderr
+        assert not report.exists(), "refused before writing anything"
+
+
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
 def test_plan_svg_is_drawn_by_graphviz(bench, tmp_path):
     svg = tmp_path / "plan.svg"
