@@ -391,7 +391,8 @@ void add_run_command(CLI::App& app) {
   run->add_option("--csv", options->csv, "also write one row per mode as CSV to this file ('-' for stdout)");
   run->add_option("--input-shape", options->input_shape,
                   "inputs for a model without a sidecar JSON: SHAPE or NAME:SHAPE[:DTYPE],... (1x3x224x224)");
-  run->add_option("--seed", options->seed, "random inputs from this seed instead of the reference inputs");
+  run->add_option("--seed", options->seed, "random inputs from this seed instead of the reference inputs")
+      ->check(kNonNegative);  // a uint64 option would take -1 as 2^64 - 1
   run->add_option("--max-streams", options->max_streams,
                   "planned modes: merge streams past this many (0: no cap); default: tuned on the CPU")
       ->check(kNonNegative);

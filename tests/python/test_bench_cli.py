@@ -89,6 +89,7 @@ def test_bad_flags_exit_2_with_a_message(bench, args):
     (["frobnicate"], "unknown subcommand 'frobnicate'; the subcommands are info, plan, profile, run, trace"),
     (["plan", "--model", "x.pt", "--max-streams", "-1"], "--max-streams: must be 0 or more, not -1"),
     (["run", "--model", "x.pt", "--iters", "0"], "--iters: must be positive, not 0"),
+    (["run", "--model", "x.pt", "--seed", "-1"], "--seed: must be 0 or more, not -1"),
 ])
 def test_bad_values_are_named_in_a_few_words(bench, args, message):
     result = bench(*args, check=False)
