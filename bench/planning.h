@@ -23,9 +23,4 @@ struct TimedPlan {
 
 TimedPlan timed_plan(const Graph& graph, const PlanOptions& options, const ModelCosts& costs, int repeats = 25);
 
-// For the CPU executor's pool (CpuExecutorOptions::priorities): each node's longest remaining
-// path to the end, in host time measured on eager runs, so the ready stream on the critical path
-// runs first.
-std::vector<double> critical_path_priorities(const Graph& graph, const std::vector<c10::IValue>& arguments);
-
 }  // namespace opara::bench

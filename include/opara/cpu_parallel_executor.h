@@ -39,6 +39,11 @@ struct CpuExecutorOptions {
   bool pin_workers = true;
 };
 
+// Priorities for CpuExecutorOptions::priorities: each node's longest remaining path to the end, in
+// host time measured on three eager runs of `arguments` (the fastest of each node's), so that the
+// ready stream on the critical path runs first.
+OPARA_API std::vector<double> critical_path_priorities(const Graph& graph, const std::vector<c10::IValue>& arguments);
+
 // Executes a Plan on the CPU: a pool of host threads with one queue per stream. Each stream runs
 // its nodes in launch order, one at a time; a stream whose next node waits on an event not yet
 // recorded is parked until it is. Nodes that launch no kernel run on whichever worker needs their

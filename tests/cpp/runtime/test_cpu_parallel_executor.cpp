@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <future>
 #include <map>
@@ -375,6 +376,34 @@ TEST(CpuParallelExecutor, PrioritiesPickWhichReadyStreamRunsFirst) {
     EXPECT_EQ(order->front(), first);
   }
   EXPECT_THROW(CpuParallelExecutor(graph, plan, {1, 0, 1, {1.0}}), Error);
+}
+
+TEST(CpuParallelExecutor, CriticalPathPrioritiesPutTheLongestRemainingPathFirst) {
+  // x -> slow (2 ms) -> slow_too (2 ms) -> out; x -> quick -> out: the slow chain's head comes first.
+  const auto sleeping = [](int milliseconds) {
+    return unary([milliseconds](const at::Tensor& t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+      return t + 1;
+    });
+  };
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const NodeId slow = graph.add_node("test::slow", {x}, {"Tensor"}, kLaunchesKernel, sleeping(2));
+  const NodeId slow_too =
+      graph.add_node("test::slow", {graph.node(slow).outputs[0]}, {"Tensor"}, kLaunchesKernel, sleeping(2));
+  const NodeId quick = graph.add_node("test::quick", {x}, {"Tensor"}, kLaunchesKernel, sleeping(0));
+  const NodeId out =
+      graph.add_node("test::add", {graph.node(slow_too).outputs[0], graph.node(quick).outputs[0]}, {"Tensor"},
+                     kLaunchesKernel, binary([](const at::Tensor& p, const at::Tensor& q) { return p + q; }));
+  graph.add_output(graph.node(out).outputs[0]);
+  const std::vector<double> priorities = critical_path_priorities(graph, {at::ones({2})});
+  ASSERT_EQ(priorities.size(), graph.size());
+  EXPECT_GT(priorities[slow], priorities[quick] + 0.003) << "two 2 ms nodes remain after slow";
+  EXPECT_GT(priorities[slow_too], 0.002);
+  for (const Node& node : graph.nodes()) {
+    EXPECT_GT(priorities[node.id], 0);
+    for (NodeId next : node.successors) EXPECT_GT(priorities[node.id], priorities[next]) << "remaining time shrinks";
+  }
 }
 
 TEST(CpuParallelExecutor, RefusesASecondRunWhileOneIsInProgress) {
