@@ -99,7 +99,7 @@ Plan make_plan(const Graph& graph, const PlanOptions& options, const std::vector
   plan.cost_source = costs.empty() ? "none" : "given";
   plan.launch_order = launch_order(graph, options.order, costs);
   StreamAssignment streams = allocate_streams(dag, options.streams, plan.launch_order);
-  cap_streams(graph, dag, streams, options.max_streams, plan.launch_order);
+  cap_streams(graph, dag, streams, options.max_streams, plan.launch_order, costs);
   EventPlan events = plan_events(dag, streams.stream_of, plan.launch_order);
   plan.stream_count = streams.stream_count;
   plan.stream_of = std::move(streams.stream_of);

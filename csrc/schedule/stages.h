@@ -13,7 +13,7 @@ StreamAssignment opara_streams(const KernelDag& dag, const std::vector<NodeId>& 
 StreamAssignment nimble_streams(const KernelDag& dag, const std::vector<NodeId>& order);
 StreamAssignment allocate_streams(const KernelDag& dag, StreamPolicy policy, const std::vector<NodeId>& order);
 void cap_streams(const Graph& graph, const KernelDag& dag, StreamAssignment& streams, int max_streams,
-                 const std::vector<NodeId>& order);
+                 const std::vector<NodeId>& order, const std::vector<NodeCost>& costs);
 EventPlan plan_events(const KernelDag& dag, const std::vector<int>& stream_of, const std::vector<NodeId>& order);
 
 }  // namespace opara

@@ -26,8 +26,9 @@ StreamAssignment allocate_streams(const Graph& graph, StreamPolicy policy, const
   return allocate_streams(kernel_dag(graph), policy, order);
 }
 
-void cap_streams(const Graph& graph, StreamAssignment& streams, int max_streams, const std::vector<NodeId>& order) {
-  cap_streams(graph, kernel_dag(graph), streams, max_streams, order);
+void cap_streams(const Graph& graph, StreamAssignment& streams, int max_streams, const std::vector<NodeId>& order,
+                 const std::vector<NodeCost>& costs) {
+  cap_streams(graph, kernel_dag(graph), streams, max_streams, order, costs);
 }
 
 EventPlan plan_events(const Graph& graph, const std::vector<int>& stream_of, const std::vector<NodeId>& order) {

@@ -25,10 +25,11 @@ struct StreamAssignment {
 OPARA_API StreamAssignment allocate_streams(const Graph& graph, StreamPolicy policy, const std::vector<NodeId>& order);
 
 // Merges streams until at most `max_streams` remain: a stream joins one whose nodes all come before
-// its own (no parallelism lost) when there is one, the least loaded otherwise. Any merge is safe:
-// one stream runs its nodes in launch order, which is topological.
+// its own (no parallelism lost) when there is one, otherwise the one where it could start soonest
+// in a simulation of `order` with each node taking its cost (by node, its demand; empty: 1 each).
+// Any merge is safe: one stream runs its nodes in launch order, which is topological.
 OPARA_API void cap_streams(const Graph& graph, StreamAssignment& streams, int max_streams,
-                           const std::vector<NodeId>& order);
+                           const std::vector<NodeId>& order, const std::vector<NodeCost>& costs = {});
 
 struct EventPlan {
   std::vector<std::vector<NodeId>> waits;  // by node id

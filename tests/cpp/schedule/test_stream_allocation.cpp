@@ -209,6 +209,29 @@ TEST(StreamCap, MergesTotallyOrderedStreamsFirst) {
   }
 }
 
+TEST(StreamCap, AStreamPastTheCapJoinsTheOneWhereItStartsSoonest) {
+  // Opara gives A = {0, 1, 7} (1 is costly), B = {2, 3, 4, 5} (a cheap chain), C = {6}. Capped at
+  // two, C joins neither by order; it goes where node 6 could start first: behind B's cheap chain,
+  // not behind node 1 on A, the stream with fewer nodes.
+  const Graph graph = graph_from_edges(8, {{0, 1}, {0, 2}, {2, 3}, {3, 4}, {4, 5}, {0, 6}, {1, 7}, {5, 7}, {6, 7}});
+  const auto order = topological_order(graph);
+  const StreamAssignment uncapped = allocate_streams(graph, StreamPolicy::kOpara, order);
+  ASSERT_EQ(uncapped.stream_count, 3);
+  ASSERT_EQ(uncapped.stream_of[1], uncapped.stream_of[7]);
+  ASSERT_EQ(uncapped.stream_of[2], uncapped.stream_of[5]);
+  std::vector<NodeCost> costs(graph.size(), NodeCost{OpClass::kCompute, 1.0});
+  costs[1].demand = 100;
+  StreamAssignment streams = uncapped;
+  cap_streams(graph, streams, 2, order, costs);
+  EXPECT_EQ(streams.stream_count, 2);
+  EXPECT_EQ(streams.stream_of[6], streams.stream_of[2]) << "node 6 would wait 100 behind node 1";
+  EXPECT_NE(streams.stream_of[6], streams.stream_of[1]);
+  // Every node costing the same, A (free after two nodes) is sooner than B (after five).
+  streams = uncapped;
+  cap_streams(graph, streams, 2, order);
+  EXPECT_EQ(streams.stream_of[6], streams.stream_of[1]);
+}
+
 TEST(StreamCap, NeverExceedsTheCapAndLeavesSmallAssignmentsAlone) {
   for (std::uint64_t seed = 0; seed < 200; ++seed) {
     const Graph graph = random_dag(30, 0.08, seed, 0.1);
