@@ -14,8 +14,7 @@ namespace opara {
 // runs of `branchy` into runs at one core's speed (2.1 ms instead of 1.1 ms); pinned, none.
 
 // The CPUs the calling thread may run on (its affinity mask: the process's unless the thread was
-// pinned), in increasing order; on systems without
-// one (not Linux), 0 .. hardware_concurrency - 1.
+// pinned), in increasing order; without an affinity mask (not Linux), 0 .. hardware_concurrency - 1.
 OPARA_API std::vector<int> allowed_cpus();
 
 // CPUs for `count` workers, taken from allowed_cpus() round-robin where the previous call left

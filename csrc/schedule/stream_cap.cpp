@@ -10,11 +10,14 @@
 //      capped at two streams, the CPU ran it as slowly as one stream.
 // Streams in a merged group still run in launch order, which is topological, so no merge can
 // break a dependency or deadlock; the events are planned afterwards on the merged streams.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <memory>
 #include <optional>
 
 #include "../graph/reachability.h"
+#include "opara/error.h"
 #include "stages.h"
 
 namespace opara {
@@ -41,6 +44,10 @@ struct KeptStream {
 
 void cap_streams(const Graph& graph, const KernelDag& dag, StreamAssignment& streams, int max_streams,
                  const std::vector<NodeId>& order, const std::vector<NodeCost>& costs) {
+  if (!costs.empty() && costs.size() != graph.size()) {
+    throw Error(
+        fmt::format("{}: {} node costs given for a graph of {} nodes", graph.source_path, costs.size(), graph.size()));
+  }
   if (max_streams <= 0 || streams.stream_count <= max_streams) return;
   std::vector<StreamSpan> spans(static_cast<std::size_t>(streams.stream_count));
   for (NodeId node : order) {

@@ -8,6 +8,7 @@
 
 #include "graph/reachability.h"
 #include "graph_builders.h"
+#include "opara/error.h"
 #include "opara/graph_analysis.h"
 #include "opara/schedule.h"
 
@@ -230,6 +231,7 @@ TEST(StreamCap, AStreamPastTheCapJoinsTheOneWhereItStartsSoonest) {
   streams = uncapped;
   cap_streams(graph, streams, 2, order);
   EXPECT_EQ(streams.stream_of[6], streams.stream_of[1]);
+  EXPECT_THROW(cap_streams(graph, streams, 2, order, std::vector<NodeCost>(3)), Error);
 }
 
 TEST(StreamCap, NeverExceedsTheCapAndLeavesSmallAssignmentsAlone) {
