@@ -1,38 +1,87 @@
 #!/usr/bin/env bash
 # Run ON THE GPU MACHINE, from the repo root, with .gpu_deps carried (scripts/fetch_gpu_deps.sh
-# makes it here). One call: unpack the carried libraries, build, export a few models, run the
-# GPU tests and the CUDA benchmark, and print a short table last. The logs and JSON go to
-# /tmp/opara-out, and as one archive to $OUT when set (the device tool brings back few files).
+# makes it here). Unpack the carried libraries, build, export the models, run the GPU tests and the
+# CUDA benchmark, and print a short table last. The logs and JSON go to .gpu_work/out, and as one
+# archive to $OUT when set (the device tool brings back few files).
+#
+#   scripts/gpu_check.sh            every stage, as far as the time budget allows
+#   scripts/gpu_check.sh build|test|bench   one stage (each builds and exports what it lacks)
+#
+# One device call may run 10 minutes. Past OPARA_GPU_BUDGET_S seconds (default 480) the remaining
+# steps are skipped, each saying which stage to run next, so the table and the logs always come
+# back. The build and the models live in .gpu_work/ (ignored by git): a call made while the machine
+# is still warm (within its idle time) finds them there and goes straight to the next stage.
 set -euo pipefail
+export PYTHONUNBUFFERED=1
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+stage="${1:-all}"
+case "$stage" in all | build | test | bench) ;; *) echo "usage: $0 [all|build|test|bench]" >&2; exit 2 ;; esac
+budget="${OPARA_GPU_BUDGET_S:-480}"
+work="$root/.gpu_work"
 deps=/tmp/opara-deps
-out=/tmp/opara-out
-models=/tmp/opara-models
+build="$work/build"
+out="$work/out"
+models="$work/models"
 mkdir -p "$deps" "$out" "$models"
+
+# True while there is time for a step; otherwise says, once per stage, from which step on it was
+# skipped and which stage to run next.
+told=" "
+in_time() {
+  if [ "$SECONDS" -lt "$budget" ]; then return 0; fi
+  case "$told" in *" $2 "*) ;; *)
+    echo "SKIPPED (out of time after ${SECONDS} s) from $1 on: run scripts/gpu_check.sh $2 in the next call"
+    told="$told$2 " ;;
+  esac
+  return 1
+}
+wants() { [ "$stage" = all ] || [ "$stage" = "$1" ]; }
+
 for deb in "$root"/.gpu_deps/debs/*.deb; do dpkg -x "$deb" "$deps"; done
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/opara-site "$root"/.gpu_deps/wheels/*.whl
 export PYTHONPATH=/tmp/opara-site${PYTHONPATH:+:$PYTHONPATH}
 
-cmake -S "$root" -B /tmp/opara-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPARA_PYTHON="$(command -v python3)" \
-  -DCMAKE_PREFIX_PATH="$deps/usr" -DOPARA_TEST_MODELS="$models" >/dev/null
-cmake --build /tmp/opara-build -j "$(nproc)" 2>&1 | tail -3
+# The library, the tests, opara-bench and the extension; the models, each exported once. Every
+# stage starts here, so that each can run alone on a fresh machine.
+if [ ! -x "$build/bin/opara-bench" ] || [ "$stage" = build ] || [ "$stage" = all ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPARA_PYTHON="$(command -v python3)" \
+    -DCMAKE_PREFIX_PATH="$deps/usr" -DOPARA_TEST_MODELS="$models" >/dev/null
+  cmake --build "$build" -j "$(nproc)" 2>&1 | tail -3
+  echo "built in ${SECONDS} s"
+fi
+export_missing() {  # export_missing BATCH NAME...
+  local batch="$1" missing=() name
+  shift
+  for name in "$@"; do
+    for ext in pt pt2 json ref.pt; do
+      if [ ! -f "$models/${name}_b${batch}.$ext" ]; then missing+=("$name"); break; fi
+    done
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    python3 -W ignore "$root/scripts/export_models.py" --models "${missing[@]}" --batch "$batch" --out "$models"
+  fi
+}
 all_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy inplace recurrent)
-python3 -W ignore "$root/scripts/export_models.py" --models "${all_models[@]}" --batch 1 8 --out "$models"
-# The CPU-overflow models are one-image models.
-python3 -W ignore "$root/scripts/export_models.py" --models detect multihead_rnn --batch 1 --out "$models"
-
+# The CPU-overflow models are one-image models: batch 1 only.
+export_missing 1 "${all_models[@]}" detect multihead_rnn
+echo "models at batch 1 ready after ${SECONDS} s"
 export OPARA_MODELS="$models"
-# The GPU tests (CompiledModelCuda: every model and mode allclose to eager, 64 streams, host
-# steps, 1,000 replays) and the eager CUDA reference.
-# The downstream example, built against the installed package, runs on the GPU too.
-ctest --test-dir /tmp/opara-build --output-on-failure -R 'Cuda|WrittenInputs|MatchesForward|RandomOrders|downstream' 2>&1 |
-  tee "$out/ctest.log" | tail -5
-# The Python package and the extension on the GPU (libopara_ext from this build).
-OPARA_LIBRARY=/tmp/opara-build/lib/libopara_ext.so OPARA_BENCH=/tmp/opara-build/bin/opara-bench \
-  python3 -m pytest -q -p no:cacheprovider "$root/tests/python/test_python_package.py" \
-  "$root/tests/python/test_bench_reports.py" "$root/tests/python/test_bench_profile.py" \
-  -k 'cuda or googlenet or cpu_by_name or on_the_gpu' 2>&1 | tee "$out/pytest.log" | tail -3
-bench=/tmp/opara-build/bin/opara-bench
+bench=$build/bin/opara-bench
+
+if wants test && in_time "the GPU tests (ctest)" test; then
+  # The GPU tests (CompiledModelCuda: every model and mode allclose to eager, 64 streams, host
+  # steps, 1,000 replays) and the eager CUDA reference. The downstream example, built against the
+  # installed package, runs on the GPU too.
+  ctest --test-dir "$build" --output-on-failure --timeout 300 -R 'Cuda|WrittenInputs|MatchesForward|RandomOrders|downstream' 2>&1 |
+    tee "$out/ctest.log" | tail -5
+fi
+if wants test && in_time "the Python GPU tests (pytest)" test; then
+  # The Python package and the extension on the GPU (libopara_ext from this build).
+  OPARA_LIBRARY=$build/lib/libopara_ext.so OPARA_BENCH=$bench \
+    python3 -m pytest -q -p no:cacheprovider "$root/tests/python/test_python_package.py" \
+    "$root/tests/python/test_bench_reports.py" "$root/tests/python/test_bench_profile.py" \
+    -k 'cuda or googlenet or cpu_by_name or on_the_gpu' 2>&1 | tee "$out/pytest.log" | tail -3
+fi
 # CUPTI profiles at batch 1. The overhead is the median profiled run (CUPTI on, node ids pushed)
 # minus the median plain eager run of the same executor, both from the profile (goal for
 # googlenet: 10 ms or less).
@@ -40,10 +89,12 @@ profiles="$out/profiles"
 mkdir -p "$profiles"
 profiled=(googlenet inception_v3 bert_base detect multihead_rnn)
 for model in "${profiled[@]}"; do
+  wants bench && in_time "profile $model" bench || continue
+  [ -f "$profiles/${model}_b1.json" ] && continue  # made by an earlier call on this machine
   "$bench" profile --model "$models/${model}_b1.pt" --out "$profiles/${model}_b1.json" --require-cupti \
     >"$profiles/${model}_b1.txt" 2>&1 || echo "FAILED: profile $model (see $profiles/${model}_b1.txt)"
 done
-python3 - "$profiles" <<'PY'
+wants bench && python3 - "$profiles" <<'PY'
 import json, pathlib, sys
 print(f"{'profile':<16}{'eager ms':>10}{'profiled ms':>12}{'overhead ms':>12}{'kernels':>9}{'no node':>8}{'silent':>7}")
 for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
@@ -56,8 +107,14 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
           f"{kernels:>9}{len(p['unattributed_kernels']):>8}{len(p['silent_nodes']):>7}{goal}")
 PY
 if [ -n "${OUT:-}" ]; then mkdir -p "$OUT/profiles" && cp "$profiles"/*.json "$OUT/profiles/" 2>/dev/null || true; fi
-for model in googlenet inception_v3 resnet50 bert_base t5_small branchy; do
-  for batch in 1 8; do
+table_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy)
+for batch in 1 8; do
+  if [ "$batch" != 1 ] && wants bench && in_time "exporting the models at batch $batch" bench; then
+    export_missing "$batch" "${table_models[@]}"
+  fi
+  for model in "${table_models[@]}"; do
+    wants bench && in_time "run $model at batch $batch" bench || continue
+    [ -f "$out/${model}_b${batch}.json" ] && continue  # timed by an earlier call on this machine
     # At batch 1 a profiled model's opara mode takes its demands from the profile.
     profile_flags=()
     if [ "$batch" = 1 ] && [ -f "$profiles/${model}_b1.json" ]; then profile_flags=(--profile "$profiles/${model}_b1.json"); fi
@@ -69,6 +126,7 @@ done
 # CPU overflow (issue 6): Comm+SD on each profile against opara with the non-capturable step as a
 # plain graph break, and against sequential; googlenet should move nothing (or stay within 5%).
 for model in googlenet detect multihead_rnn; do
+  wants bench && in_time "opara+overflow on $model" bench || continue
   [ -f "$profiles/${model}_b1.json" ] || { echo "FAILED: no profile of $model for opara+overflow"; continue; }
   "$bench" run --model "$models/${model}_b1.pt" --device cuda --modes sequential,opara,opara+overflow \
     --overflow comm_sd --profile "$profiles/${model}_b1.json" --json "$out/overflow_${model}_b1.json" \
@@ -76,11 +134,14 @@ for model in googlenet detect multihead_rnn; do
   grep -E "^opara\+overflow \(" "$out/overflow_${model}_b1.txt" || true
 done
 # Fig. 6: the kernels of one run per mode, from CUPTI.
-"$bench" trace --model "$models/googlenet_b1.pt" --device cuda --modes eager,sequential,nimble,opara \
-  --out "$out/trace_googlenet_b1.json" 2>&1 | tee "$out/trace_googlenet_b1.txt" | tail -6
+if wants bench && in_time "the CUPTI trace of googlenet" bench; then
+  "$bench" trace --model "$models/googlenet_b1.pt" --device cuda --modes eager,sequential,nimble,opara \
+    --out "$out/trace_googlenet_b1.json" 2>&1 | tee "$out/trace_googlenet_b1.txt" | tail -6
+fi
 # Races and memory errors in the captured multi-stream graph, on one small model.
 if command -v compute-sanitizer >/dev/null; then
   for tool in racecheck memcheck; do
+    wants test && in_time "compute-sanitizer $tool" test || continue
     compute-sanitizer --tool "$tool" --print-limit 5 "$bench" run --model "$models/branchy_b1.pt" --device cuda \
       --modes opara --iters 3 --warmup 1 >"$out/sanitizer_$tool.txt" 2>&1 || true
     echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.txt" | tail -1)"
