@@ -44,7 +44,7 @@ std::string device_description() {
 
 // "cpu (2 cores), torch 2.11.0": the CPU runs' header, as device_description() is the GPU's.
 std::string cpu_description() {
-  return fmt::format("cpu ({} cores), torch {}", std::thread::hardware_concurrency(), TORCH_VERSION);
+  return fmt::format("cpu ({} cores), torch {}", usable_cores(), TORCH_VERSION);
 }
 
 constexpr int kDefaultCpuRounds = 5;
@@ -132,7 +132,7 @@ CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCost
 CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, const ModelCosts& costs,
                          const std::vector<c10::IValue>& arguments, const RunOptions& options,
                          const std::vector<double>& priorities) {
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int cores = usable_cores();
   std::vector<std::pair<int, int>> candidates = {{1, options.threads > 0 ? options.threads : cores}};  // (cap, threads)
   for (int cap = 0; cap <= cores && cores > 1; ++cap) {
     if (cap != 1) candidates.emplace_back(cap, 1);
@@ -399,7 +399,7 @@ void add_run_command(CLI::App& app) {
   run->add_option("--threads", options->threads,
                   "planned modes on the CPU: intra-op threads per worker (0: cores / streams)")
       ->check(kNonNegative)
-      ->check(number_at_most(std::max(1U, std::thread::hardware_concurrency()), "the cores here"));
+      ->check(number_at_most(usable_cores(), "the cores here"));
   run->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
   run->add_flag("--allow-profile-mismatch", options->costs.allow_profile_mismatch,

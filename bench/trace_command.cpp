@@ -57,8 +57,8 @@ struct TracedMode {
   int lanes = 1;
   double run_us = 0;  // wall time of the traced run (CPU) or first start to last end (GPU)
   std::vector<Span> spans;
-  // CPU: the least time any schedule of these node times could take on the mode's workers: the
-  // longer of the critical path through them and their sum over the workers. How far run_us is
+  // CPU: a lower bound on the time any schedule of these node times could take on the mode's
+  // workers: the longer of the critical path through them and their sum over the workers. How far run_us is
   // above it is what the schedule (order, stream merging, hand-offs) lost. GPU: not known.
   std::optional<double> bound_us;
 };

@@ -17,6 +17,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 stage="${1:-all}"
 case "$stage" in all | build | test | bench) ;; *) echo "usage: $0 [all|build|test|bench]" >&2; exit 2 ;; esac
 budget="${OPARA_GPU_BUDGET_S:-480}"
+hard_limit="${OPARA_GPU_HARD_S:-570}"  # no step runs past this: the call is killed at 600 s
 work="$root/.gpu_work"
 deps=/tmp/opara-deps
 build="$work/build"
@@ -36,6 +37,10 @@ in_time() {
   return 1
 }
 wants() { [ "$stage" = all ] || [ "$stage" = "$1" ]; }
+# Runs a step under what is left of the hard limit, so that a slow step cannot take the logs with it.
+limited() { timeout --kill-after=5 "$((hard_limit > SECONDS + 10 ? hard_limit - SECONDS : 10))" "$@"; }
+# The logs and results come back even when a step fails or the budget runs out.
+trap 'if [ -n "${OUT:-}" ]; then tar -czf "$OUT/gpu_check.tar.gz" -C "$out" . || true; fi' EXIT
 
 for deb in "$root"/.gpu_deps/debs/*.deb; do dpkg -x "$deb" "$deps"; done
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/opara-site "$root"/.gpu_deps/wheels/*.whl
@@ -43,11 +48,15 @@ export PYTHONPATH=/tmp/opara-site${PYTHONPATH:+:$PYTHONPATH}
 
 # The library, the tests, opara-bench and the extension; the models, each exported once. Every
 # stage starts here, so that each can run alone on a fresh machine.
-if [ ! -x "$build/bin/opara-bench" ] || [ "$stage" = build ] || [ "$stage" = all ]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPARA_PYTHON="$(command -v python3)" \
-    -DCMAKE_PREFIX_PATH="$deps/usr" -DOPARA_TEST_MODELS="$models" >/dev/null
-  cmake --build "$build" -j "$(nproc)" 2>&1 | tail -3
-  echo "built in ${SECONDS} s"
+# Always built: a no-op when up to date, and a fix made between two calls is what gets tested.
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPARA_PYTHON="$(command -v python3)" \
+  -DCMAKE_PREFIX_PATH="$deps/usr" -DOPARA_TEST_MODELS="$models" >/dev/null
+limited cmake --build "$build" -j "$(nproc)" 2>&1 | tail -3
+echo "built in ${SECONDS} s"
+# Results of an earlier call were made by another build: start them again.
+stamp="$(sha256sum "$build/bin/opara-bench" | cut -d' ' -f1)"
+if [ "$(cat "$out/.bench-stamp" 2>/dev/null)" != "$stamp" ]; then
+  rm -rf "${out:?}"/* && mkdir -p "$out" && echo "$stamp" >"$out/.bench-stamp"
 fi
 export_missing() {  # export_missing BATCH NAME...
   local batch="$1" missing=() name
@@ -72,15 +81,19 @@ if wants test && in_time "the GPU tests (ctest)" test; then
   # The GPU tests (CompiledModelCuda: every model and mode allclose to eager, 64 streams, host
   # steps, 1,000 replays) and the eager CUDA reference. The downstream example, built against the
   # installed package, runs on the GPU too.
-  ctest --test-dir "$build" --output-on-failure --timeout 300 -R 'Cuda|WrittenInputs|MatchesForward|RandomOrders|downstream' 2>&1 |
-    tee "$out/ctest.log" | tail -5
+  limited ctest --test-dir "$build" --output-on-failure --timeout 300 \
+    -R 'Cuda|WrittenInputs|MatchesForward|RandomOrders|downstream' >"$out/ctest.log" 2>&1 ||
+    echo "FAILED: GPU ctest (see ctest.log)"
+  tail -5 "$out/ctest.log"
 fi
 if wants test && in_time "the Python GPU tests (pytest)" test; then
   # The Python package and the extension on the GPU (libopara_ext from this build).
   OPARA_LIBRARY=$build/lib/libopara_ext.so OPARA_BENCH=$bench \
-    python3 -m pytest -q -p no:cacheprovider "$root/tests/python/test_python_package.py" \
+    limited python3 -m pytest -q -p no:cacheprovider "$root/tests/python/test_python_package.py" \
     "$root/tests/python/test_bench_reports.py" "$root/tests/python/test_bench_profile.py" \
-    -k 'cuda or googlenet or cpu_by_name or on_the_gpu' 2>&1 | tee "$out/pytest.log" | tail -3
+    -k 'cuda or googlenet or cpu_by_name or on_the_gpu' >"$out/pytest.log" 2>&1 ||
+    echo "FAILED: Python GPU tests (see pytest.log)"
+  tail -3 "$out/pytest.log"
 fi
 # CUPTI profiles at batch 1. The overhead is the median profiled run (CUPTI on, node ids pushed)
 # minus the median plain eager run of the same executor, both from the profile (goal for
@@ -91,7 +104,7 @@ profiled=(googlenet inception_v3 bert_base detect multihead_rnn)
 for model in "${profiled[@]}"; do
   wants bench && in_time "profile $model" bench || continue
   [ -f "$profiles/${model}_b1.json" ] && continue  # made by an earlier call on this machine
-  "$bench" profile --model "$models/${model}_b1.pt" --out "$profiles/${model}_b1.json" --require-cupti \
+  limited "$bench" profile --model "$models/${model}_b1.pt" --out "$profiles/${model}_b1.json" --require-cupti \
     >"$profiles/${model}_b1.txt" 2>&1 || echo "FAILED: profile $model (see $profiles/${model}_b1.txt)"
 done
 wants bench && python3 - "$profiles" <<'PY'
@@ -106,7 +119,7 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
     print(f"{path.stem:<16}{t['eager_run_ms']:>10.3f}{t['profiled_run_ms']:>12.3f}{overhead:>12.3f}"
           f"{kernels:>9}{len(p['unattributed_kernels']):>8}{len(p['silent_nodes']):>7}{goal}")
 PY
-if [ -n "${OUT:-}" ]; then mkdir -p "$OUT/profiles" && cp "$profiles"/*.json "$OUT/profiles/" 2>/dev/null || true; fi
+if wants bench && [ -n "${OUT:-}" ]; then mkdir -p "$OUT/profiles" && cp "$profiles"/*.json "$OUT/profiles/" 2>/dev/null || true; fi
 table_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy)
 for batch in 1 8; do
   if [ "$batch" != 1 ] && wants bench && in_time "exporting the models at batch $batch" bench; then
@@ -118,7 +131,7 @@ for batch in 1 8; do
     # At batch 1 a profiled model's opara mode takes its demands from the profile.
     profile_flags=()
     if [ "$batch" = 1 ] && [ -f "$profiles/${model}_b1.json" ]; then profile_flags=(--profile "$profiles/${model}_b1.json"); fi
-    "$bench" run --model "$models/${model}_b${batch}.pt" --device cuda --modes eager,sequential,nimble,opara,opara-noreorder \
+    limited "$bench" run --model "$models/${model}_b${batch}.pt" --device cuda --modes eager,sequential,nimble,opara,opara-noreorder \
       ${profile_flags[@]+"${profile_flags[@]}"} --json "$out/${model}_b${batch}.json" >"$out/${model}_b${batch}.txt" 2>&1 ||
       echo "FAILED: $model batch $batch (see $out/${model}_b${batch}.txt)"
   done
@@ -128,21 +141,22 @@ done
 for model in googlenet detect multihead_rnn; do
   wants bench && in_time "opara+overflow on $model" bench || continue
   [ -f "$profiles/${model}_b1.json" ] || { echo "FAILED: no profile of $model for opara+overflow"; continue; }
-  "$bench" run --model "$models/${model}_b1.pt" --device cuda --modes sequential,opara,opara+overflow \
+  limited "$bench" run --model "$models/${model}_b1.pt" --device cuda --modes sequential,opara,opara+overflow \
     --overflow comm_sd --profile "$profiles/${model}_b1.json" --json "$out/overflow_${model}_b1.json" \
     >"$out/overflow_${model}_b1.txt" 2>&1 || echo "FAILED: opara+overflow $model (see $out/overflow_${model}_b1.txt)"
   grep -E "^opara\+overflow \(" "$out/overflow_${model}_b1.txt" || true
 done
 # Fig. 6: the kernels of one run per mode, from CUPTI.
 if wants bench && in_time "the CUPTI trace of googlenet" bench; then
-  "$bench" trace --model "$models/googlenet_b1.pt" --device cuda --modes eager,sequential,nimble,opara \
-    --out "$out/trace_googlenet_b1.json" 2>&1 | tee "$out/trace_googlenet_b1.txt" | tail -6
+  limited "$bench" trace --model "$models/googlenet_b1.pt" --device cuda --modes eager,sequential,nimble,opara \
+    --out "$out/trace_googlenet_b1.json" >"$out/trace_googlenet_b1.txt" 2>&1 || echo "FAILED: CUPTI trace"
+  tail -6 "$out/trace_googlenet_b1.txt"
 fi
 # Races and memory errors in the captured multi-stream graph, on one small model.
 if command -v compute-sanitizer >/dev/null; then
   for tool in racecheck memcheck; do
     wants test && in_time "compute-sanitizer $tool" test || continue
-    compute-sanitizer --tool "$tool" --print-limit 5 "$bench" run --model "$models/branchy_b1.pt" --device cuda \
+    limited compute-sanitizer --tool "$tool" --print-limit 5 "$bench" run --model "$models/branchy_b1.pt" --device cuda \
       --modes opara --iters 3 --warmup 1 >"$out/sanitizer_$tool.txt" 2>&1 || true
     echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.txt" | tail -1)"
   done
@@ -159,4 +173,3 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*_b*.json")):
         print(f"{model:<14}{batch:>5} {m['mode']:<16}{m['median_ms']:>10.3f}{ratio('speedup_vs_sequential'):>7}"
               f"{ratio('speedup_vs_eager'):>8}{m['max_abs_diff']:>11.2e}{m['peak_bytes'] / 2**20:>9.1f}{m.get('streams', 1):>8}")
 PY
-if [ -n "${OUT:-}" ]; then tar -czf "$OUT/gpu_check.tar.gz" -C "$out" .; fi

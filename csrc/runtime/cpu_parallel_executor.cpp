@@ -14,7 +14,7 @@
 // another stream has work. The calling thread of run() hands the run over and waits (were it to
 // work as well, it would compete for the cores), except with a single worker of its own intra-op
 // thread count: then it is that worker (Note [Intra-op threads per thread]). Workers of one
-// intra-op thread each are pinned to CPUs of their own (worker_affinity.h).
+// intra-op thread each that fill the usable CPUs are pinned to one each (worker_affinity.h).
 //
 // Nodes that launch no kernel (views, sizes, list constructs) have no stream: see Note [Nodes
 // without a stream]. Outputs equal EagerExecutor's bit for bit: every node runs the same NodeOp on
@@ -74,9 +74,8 @@ struct LazyNode {
 // How long an idle worker of one intra-op thread waits for work before it sleeps (work()).
 constexpr std::chrono::microseconds kSpinBeforeSleeping{1000};
 
-// The CPUs this process may use (under taskset or a cpuset, fewer than the machine has).
 int cores() {
-  return std::max(1, static_cast<int>(allowed_cpus().size()));
+  return usable_cores();
 }
 
 // Note [Intra-op threads per thread]: with ATen's OpenMP backend, at::set_num_threads() calls
@@ -227,8 +226,8 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
     // One worker with the caller's own intra-op threads: the caller is that worker (no hand-off,
     // and ATen's OpenMP team stays the caller's: a second team spinning beside it halves speed).
     const bool caller_is_the_worker = worker_count == 1 && caller_threads == intra_op_threads;
-    if (options.pin_workers && intra_op_threads == 1 && !caller_is_the_worker)
-      worker_cpus = next_worker_cpus(worker_count);
+    if (options.pin_workers && intra_op_threads == 1 && !caller_is_the_worker && worker_count == cores())
+      worker_cpus = allowed_cpus();  // one each
     for (int worker = 0; worker < worker_count && !caller_is_the_worker; ++worker) {
       threads.emplace_back([this, worker] { worker_main(worker); });
     }
@@ -501,6 +500,10 @@ const Plan& CpuParallelExecutor::plan() const {
 
 int CpuParallelExecutor::intra_op_threads() const {
   return state_->intra_op_threads;
+}
+
+int usable_cores() {
+  return std::max(1, static_cast<int>(allowed_cpus().size()));
 }
 
 int CpuParallelExecutor::workers() const {

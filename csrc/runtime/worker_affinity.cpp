@@ -1,6 +1,5 @@
 #include "worker_affinity.h"
 
-#include <atomic>
 #include <thread>
 
 #if defined(__linux__)
@@ -25,16 +24,6 @@ std::vector<int> allowed_cpus() {
     for (int cpu = 0; cpu < count; ++cpu) cpus.push_back(cpu);
   }
   return cpus;
-}
-
-std::vector<int> next_worker_cpus(int count) {
-  static std::atomic<unsigned> next{0};
-  const std::vector<int> cpus = allowed_cpus();
-  if (count <= 0 || cpus.empty() || static_cast<std::size_t>(count) > cpus.size()) return {};
-  const unsigned first = next.fetch_add(static_cast<unsigned>(count));
-  std::vector<int> chosen;
-  for (int k = 0; k < count; ++k) chosen.push_back(cpus[(first + static_cast<unsigned>(k)) % cpus.size()]);
-  return chosen;
 }
 
 bool pin_current_thread(int cpu) {

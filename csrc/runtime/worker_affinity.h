@@ -17,11 +17,6 @@ namespace opara {
 // pinned), in increasing order; without an affinity mask (not Linux), 0 .. hardware_concurrency - 1.
 OPARA_API std::vector<int> allowed_cpus();
 
-// CPUs for `count` workers, taken from allowed_cpus() round-robin where the previous call left
-// off, so that executors made one after another (several models, one process) spread over the
-// machine instead of all crowding its first CPUs. Empty when `count` is more than the allowed CPUs.
-OPARA_API std::vector<int> next_worker_cpus(int count);
-
 // Pins the calling thread to `cpu`; false where the system refuses or has no affinity (then the
 // thread runs where the scheduler puts it, as it would have unpinned).
 OPARA_API bool pin_current_thread(int cpu);

@@ -49,8 +49,8 @@ struct Options {
   OnUncapturable on_uncapturable = OnUncapturable::kSplit;
   int warmup_runs = 2;
 
-  // CPU only: intra-op threads per worker (0: cores / streams), and whether workers of one
-  // intra-op thread each are pinned to CPUs of their own (CpuExecutorOptions::pin_workers).
+  // CPU only: intra-op threads per worker (0: cores / streams), and whether workers that fill the
+  // usable CPUs with one intra-op thread each are pinned one to each (CpuExecutorOptions::pin_workers).
   int intra_op_threads = 0;
   bool pin_workers = true;
 

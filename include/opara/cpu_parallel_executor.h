@@ -15,13 +15,13 @@
 namespace opara {
 
 struct CpuExecutorOptions {
-  // Intra-op threads of each worker, at most the machine's cores; 0: the cores divided by the
+  // Intra-op threads of each worker, at most usable_cores(); 0: those cores divided by the
   // streams, at least 1.
   int intra_op_threads = 0;
   // Non-zero: before each node a worker yields or sleeps a few microseconds at random, from this
   // seed, so that tests see many thread interleavings.
   std::uint64_t jitter_seed = 0;
-  // Host threads that run the streams; 0: as many as streams, at most the machine's cores.
+  // Host threads that run the streams; 0: as many as streams, at most usable_cores().
   int workers = 0;
   // By node, or empty: among ready streams, the one whose next node has the highest priority runs
   // first (e.g. the longest remaining path in measured time); ties and empty: first ready, first run.
@@ -31,13 +31,18 @@ struct CpuExecutorOptions {
   // reported once.
   std::function<void(NodeId, std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point)>
       on_node_done;
-  // Pins each worker to a CPU of its own when the workers run one intra-op thread each and there
-  // are no more of them than CPUs this process may use: unpinned, Linux may keep two busy workers
-  // on one core for milliseconds while another idles. Successive executors take the next CPUs
-  // round-robin. A worker with an OpenMP team of several threads is never pinned: its team would
-  // inherit the one CPU.
+  // Pins each worker to a CPU of its own when the workers fill the usable CPUs one intra-op thread
+  // each: unpinned, Linux may keep two busy workers on one core for milliseconds while another
+  // idles. With fewer workers than CPUs they are left to the scheduler (pinned, several processes
+  // would all crowd the first CPUs), and a worker with an OpenMP team of several threads is never
+  // pinned (its team would inherit the one CPU).
   bool pin_workers = true;
 };
+
+// The CPUs the calling thread may run on: its affinity mask, so fewer than the machine has under
+// taskset or a cpuset, and the one place OpenMP bound it to under OMP_PROC_BIND. The executor sizes
+// its workers and intra-op threads by it; at least 1.
+OPARA_API int usable_cores();
 
 // Priorities for CpuExecutorOptions::priorities: each node's longest remaining path to the end, in
 // host time measured on three eager runs of `arguments` (the fastest of each node's), so that the

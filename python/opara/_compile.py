@@ -119,8 +119,8 @@ def compile(
     opara::Options: device ("cuda", "cuda:1", "cpu"; default: the inputs' device), streams
     ("opara", "opara-unhanded", "nimble", "single"), order ("opara", "topological"), max_streams,
     profile, allow_profile_mismatch, ridge_point, outputs ("clone", "view"), memory ("record-stream", "keep-alive"),
-    on_uncapturable ("split", "error"), warmup_runs, intra_op_threads, pin_workers (True: the CPU
-    executor's workers of one intra-op thread each get CPUs of their own).
+    on_uncapturable ("split", "error"), warmup_runs, intra_op_threads, pin_workers (True: CPU
+    workers of one intra-op thread each that fill the usable CPUs are pinned one to each).
     """
     load_library()
     inputs = _tensor_list(example_inputs, "example input")
