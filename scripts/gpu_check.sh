@@ -5,7 +5,7 @@
 # archive to $OUT when set (the device tool brings back few files).
 #
 #   scripts/gpu_check.sh            every stage, as far as the time budget allows
-#   scripts/gpu_check.sh build|test|bench   one stage (each builds and exports what it lacks)
+#   scripts/gpu_check.sh build|test|bench   one stage (each builds first, and exports what is missing)
 #
 # One device call may run 10 minutes. Past OPARA_GPU_BUDGET_S seconds (default 480) the remaining
 # steps are skipped, each saying which stage to run next, so the table and the logs always come

@@ -40,7 +40,7 @@ struct CpuExecutorOptions {
 };
 
 // The CPUs the calling thread may run on: its affinity mask, so fewer than the machine has under
-// taskset or a cpuset, and the one place OpenMP bound it to under OMP_PROC_BIND. The executor sizes
+// taskset or a cpuset, and the place OpenMP bound it to under OMP_PROC_BIND. The executor sizes
 // its workers and intra-op threads by it; at least 1.
 OPARA_API int usable_cores();
 
