@@ -351,11 +351,21 @@ void run_modes(const RunOptions& options) {
   write_reports(report, options);
   if (!wrong.empty()) {
     const bool eager_too = std::find(wrong.begin(), wrong.end(), "eager") != wrong.end();
+    std::string why;
+    const std::optional<int> reference_threads = model.spec ? model.spec->intra_op_threads : std::nullopt;
+    if (eager_too && reference_threads && *reference_threads != at::get_num_threads()) {
+      why = fmt::format(
+          ". Eager itself differs: the reference was made with {} intra-op threads and this run has {} "
+          "(reductions split their work by the thread count); run with OMP_NUM_THREADS={}, or export the model "
+          "again here (scripts/export_models.py)",
+          *reference_threads, at::get_num_threads(), *reference_threads);
+    } else if (eager_too) {
+      why =
+          ". Eager itself differs, so the reference may be stale or another model's: export the model again "
+          "(scripts/export_models.py)";
+    }
     throw Error(fmt::format("{}: the outputs of {} are not the expected ones ({}; see max |diff|){}", model.path,
-                            fmt::join(wrong, ", "), inputs.origin,
-                            eager_too ? ". Eager itself differs, so the reference may be stale or another model's: "
-                                        "export the model again (scripts/export_models.py)"
-                                      : ""));
+                            fmt::join(wrong, ", "), inputs.origin, why));
   }
 }
 

@@ -217,6 +217,9 @@ def export_one(name, batch, out_dir):
         "source": source,
         "seed": SEED,
         "torch": torch.__version__,
+        # Reductions split their work by the intra-op thread count: the reference is bitwise only
+        # at this count.
+        "intra_op_threads": torch.get_num_threads(),
         "inputs": specs,
         "outputs": [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")} for t in eager],
         "reference": f"{stem.name}.ref.pt",

@@ -53,6 +53,7 @@ ModelSpec read_model_spec(const std::string& json_path) {
     spec.batch = json.value("batch", 1);
     spec.source = json.value("source", "");
     spec.seed = json.value("seed", 0);
+    if (json.contains("intra_op_threads")) spec.intra_op_threads = json.at("intra_op_threads").get<int>();
     for (const auto& input : json.at("inputs")) {
       InputSpec in;
       in.name = input.at("name").get<std::string>();

@@ -27,7 +27,8 @@ struct ModelSpec {
   std::string source;
   std::uint64_t seed = 0;
   std::vector<InputSpec> inputs;
-  std::string reference;  // path of the .ref.pt file, resolved against the JSON's folder; may be empty
+  std::string reference;                // path of the .ref.pt file, resolved against the JSON's folder; may be empty
+  std::optional<int> intra_op_threads;  // the reference's intra-op threads, when the exporter said
 };
 
 // "<folder>/<stem>.json" for "<folder>/<stem>.pt" or ".pt2".

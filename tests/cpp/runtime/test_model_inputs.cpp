@@ -45,6 +45,8 @@ TEST(ModelInputs, SidecarDescribesIntegerRanges) {
   const auto ids = make_inputs(spec.inputs, 3)[0];
   EXPECT_GE(ids.min().item<std::int64_t>(), spec.inputs[0].range->first);
   EXPECT_LT(ids.max().item<std::int64_t>(), spec.inputs[0].range->second);
+  ASSERT_TRUE(spec.intra_op_threads.has_value()) << "the exporter records the reference's thread count";
+  EXPECT_GE(*spec.intra_op_threads, 1);
 }
 
 TEST(ModelInputs, MalformedSidecarNamesFileAndProblem) {
