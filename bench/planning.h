@@ -1,7 +1,6 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <ATen/core/ivalue.h>
 
 #include <string>
 #include <vector>

@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
-#include <thread>
 
 #include "csv_output.h"
 #include "cuda_modes.h"

@@ -76,7 +76,8 @@ double microseconds(Clock::time_point from, Clock::time_point to) {
 
 // Host timings of one run on the CPU, after `warmup` runs.
 TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vector<c10::IValue>& arguments,
-                        const std::vector<NodeCost>& costs, const TraceOptions& options) {
+                        const std::vector<NodeCost>& costs, const std::vector<double>& priorities,
+                        const TraceOptions& options) {
   struct NodeTimes {
     int lane = -1;  // -1: did not run
     Clock::time_point start{};
@@ -106,7 +107,7 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
     lanes = std::max(plan.stream_count, 1);
     const std::vector<int> stream_of = plan.stream_of;
     CpuExecutorOptions executor_options;
-    executor_options.priorities = critical_path_priorities(graph, arguments);  // as run does
+    executor_options.priorities = priorities;
     executor_options.on_node_done = [&times, &recording, stream_of](NodeId id, Clock::time_point start,
                                                                     Clock::time_point end) {
       // Each node is reported once per run, from one thread: its own slot needs no lock.
@@ -255,13 +256,18 @@ void run_trace(const TraceOptions& options) {
   const RunInputs inputs = prepare_inputs(model, options.input_shape, std::nullopt);
   const std::vector<c10::IValue> arguments(inputs.inputs.begin(), inputs.inputs.end());
   const ModelCosts costs = gpu ? ModelCosts{} : model_costs(model.graph, inputs.inputs);
+  // As run does, measured once for every planned mode on the CPU.
+  const bool planned_on_cpu = !gpu && std::any_of(options.modes.begin(), options.modes.end(),
+                                                  [](const std::string& mode) { return mode_spec(mode).planned; });
+  const std::vector<double> priorities =
+      planned_on_cpu ? critical_path_priorities(model.graph, arguments) : std::vector<double>{};
 
   std::vector<TracedMode> traced;
   {
     Progress progress("tracing", options.modes.size());
     for (const std::string& mode : options.modes) {
       traced.push_back(gpu ? trace_on_gpu(model.graph, mode_spec(mode), inputs.inputs, options)
-                           : trace_on_cpu(model.graph, mode_spec(mode), arguments, costs.costs, options));
+                           : trace_on_cpu(model.graph, mode_spec(mode), arguments, costs.costs, priorities, options));
       progress.advance();
     }
   }

@@ -74,10 +74,6 @@ struct LazyNode {
 // How long an idle worker of one intra-op thread waits for work before it sleeps (work()).
 constexpr std::chrono::microseconds kSpinBeforeSleeping{1000};
 
-int cores() {
-  return usable_cores();
-}
-
 // Note [Intra-op threads per thread]: with ATen's OpenMP backend, at::set_num_threads() calls
 // omp_set_num_threads(), which sets the calling thread's own ICV, and at::get_num_threads()
 // returns omp_get_max_threads() of the calling thread: so each worker has its own count. It also
@@ -86,6 +82,10 @@ int cores() {
 // resizes a shared thread pool, which is slow: so counts are set once per worker thread, never per
 // run, and only the pool's threads run nodes.
 }  // namespace
+
+int usable_cores() {
+  return std::max(1, static_cast<int>(allowed_cpus().size()));
+}
 
 struct CpuParallelExecutor::State {
   State(const Graph& g, Plan p, CpuExecutorOptions o);
@@ -165,13 +165,16 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
     throw Error(fmt::format("{}: intra_op_threads must be 0 (automatic) or positive, not {}", graph.source_path,
                             options.intra_op_threads));
   }
+  // Read once: the mask sizes the workers and, when they fill it, says where each is pinned.
+  const std::vector<int> cpus = allowed_cpus();
+  const int cores = std::max(1, static_cast<int>(cpus.size()));  // usable_cores()
   // Each worker starts that many threads: past the cores they only take turns (and thousands
   // take minutes to start).
-  if (options.intra_op_threads > cores()) {
+  if (options.intra_op_threads > cores) {
     throw Error(
         fmt::format("{}: intra_op_threads {} is more than the {} cores here; give at most {}, or 0 for "
                     "cores / streams",
-                    graph.source_path, options.intra_op_threads, cores(), cores()));
+                    graph.source_path, options.intra_op_threads, cores, cores));
   }
   if (!options.priorities.empty() && options.priorities.size() != graph.size()) {
     throw Error(fmt::format("{}: {} node priorities given for a graph of {} nodes", graph.source_path,
@@ -181,9 +184,9 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
     throw Error(
         fmt::format("{}: workers must be 0 (automatic) or positive, not {}", graph.source_path, options.workers));
   }
-  worker_count = options.workers > 0 ? options.workers : std::min(std::max(plan.stream_count, 1), cores());
+  worker_count = options.workers > 0 ? options.workers : std::min(std::max(plan.stream_count, 1), cores);
   intra_op_threads =
-      options.intra_op_threads > 0 ? options.intra_op_threads : std::max(1, cores() / std::max(1, plan.stream_count));
+      options.intra_op_threads > 0 ? options.intra_op_threads : std::max(1, cores / std::max(1, plan.stream_count));
 
   const std::size_t node_count = graph.size();
   ops.reserve(node_count);
@@ -226,8 +229,8 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
     // One worker with the caller's own intra-op threads: the caller is that worker (no hand-off,
     // and ATen's OpenMP team stays the caller's: a second team spinning beside it halves speed).
     const bool caller_is_the_worker = worker_count == 1 && caller_threads == intra_op_threads;
-    if (options.pin_workers && intra_op_threads == 1 && !caller_is_the_worker && worker_count == cores())
-      worker_cpus = allowed_cpus();  // one each
+    if (options.pin_workers && intra_op_threads == 1 && !caller_is_the_worker && worker_count == cores)
+      worker_cpus = cpus;  // one each
     for (int worker = 0; worker < worker_count && !caller_is_the_worker; ++worker) {
       threads.emplace_back([this, worker] { worker_main(worker); });
     }
@@ -500,10 +503,6 @@ const Plan& CpuParallelExecutor::plan() const {
 
 int CpuParallelExecutor::intra_op_threads() const {
   return state_->intra_op_threads;
-}
-
-int usable_cores() {
-  return std::max(1, static_cast<int>(allowed_cpus().size()));
 }
 
 int CpuParallelExecutor::workers() const {
