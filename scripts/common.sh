@@ -28,23 +28,27 @@ OPARA_ALL_MODELS=(googlenet inception_v3 resnet50 bert_base t5_small branchy cha
 
 # Exports the models whose files are missing, or all of them when the exporter, the model code
 # or the pins of the libraries that build them changed since the last export (a stamp records their hash).
+#   opara_export_models [--batch B] NAME...      (batch 1 by default)
 opara_export_models() {
+  local batch=1
+  if [ "${1:-}" = --batch ]; then batch="$2"; shift 2; fi
   local models=("$@") missing=() stamp="$OPARA_MODELS/.export-stamp" want
+  [ "$batch" = 1 ] || stamp+="-b$batch"
   want="$(cat "$OPARA_ROOT/scripts/export_models.py" "$OPARA_ROOT"/scripts/opara_models/*.py \
     <(grep -E '^(torch|torchvision|transformers|numpy)==' "$OPARA_ROOT/requirements.txt") |
     sha256sum | cut -d' ' -f1)"
   mkdir -p "$OPARA_MODELS"
-  [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] || rm -f "$OPARA_MODELS"/*_b1.*
+  [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] || rm -f "$OPARA_MODELS"/*_b"$batch".*
   for name in "${models[@]}"; do
-    local stem="$OPARA_MODELS/${name}_b1"
+    local stem="$OPARA_MODELS/${name}_b$batch"
     for ext in pt pt2 json ref.pt; do
       if [ ! -f "$stem.$ext" ]; then missing+=("$name"); break; fi
     done
   done
   if [ ${#missing[@]} -gt 0 ]; then
-    say "exporting ${missing[*]} into $OPARA_MODELS (random weights, CPU)"
+    say "exporting ${missing[*]} at batch $batch into $OPARA_MODELS (random weights, CPU)"
     "$OPARA_PYTHON" -W ignore "$OPARA_ROOT/scripts/export_models.py" --models "${missing[@]}" \
-      --out "$OPARA_MODELS" >&2
+      --batch "$batch" --out "$OPARA_MODELS" >&2
   fi
   echo "$want" >"$stamp"
 }

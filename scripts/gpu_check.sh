@@ -22,8 +22,12 @@ work="$root/.gpu_work"
 deps=/tmp/opara-deps
 build="$work/build"
 out="$work/out"
-models="$work/models"
-mkdir -p "$deps" "$out" "$models"
+model_dir="$work/models"
+mkdir -p "$deps" "$out" "$model_dir"
+# The image's python3 holds the torch the build links; opara_export_models exports what is missing.
+OPARA_PYTHON="$(command -v python3)"
+OPARA_MODELS="$model_dir"
+source "$root/scripts/common.sh"
 
 # True while there is time for a step; otherwise says, once per stage, from which step on it was
 # skipped and which stage to run next.
@@ -50,7 +54,7 @@ export PYTHONPATH=/tmp/opara-site${PYTHONPATH:+:$PYTHONPATH}
 # stage starts here, so that each can run alone on a fresh machine.
 # Always built: a no-op when up to date, and a fix made between two calls is what gets tested.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPARA_PYTHON="$(command -v python3)" \
-  -DCMAKE_PREFIX_PATH="$deps/usr" -DOPARA_TEST_MODELS="$models" >/dev/null
+  -DCMAKE_PREFIX_PATH="$deps/usr" -DOPARA_TEST_MODELS="$model_dir" >/dev/null
 limited cmake --build "$build" -j "$(nproc)" 2>&1 | tail -3
 echo "built in ${SECONDS} s"
 # Results of an earlier call were made by another build: start them again.
@@ -58,23 +62,11 @@ stamp="$(sha256sum "$build/bin/opara-bench" | cut -d' ' -f1)"
 if [ "$(cat "$out/.bench-stamp" 2>/dev/null)" != "$stamp" ]; then
   rm -rf "${out:?}"/* && mkdir -p "$out" && echo "$stamp" >"$out/.bench-stamp"
 fi
-export_missing() {  # export_missing BATCH NAME...
-  local batch="$1" missing=() name
-  shift
-  for name in "$@"; do
-    for ext in pt pt2 json ref.pt; do
-      if [ ! -f "$models/${name}_b${batch}.$ext" ]; then missing+=("$name"); break; fi
-    done
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    python3 -W ignore "$root/scripts/export_models.py" --models "${missing[@]}" --batch "$batch" --out "$models"
-  fi
-}
 all_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy inplace recurrent)
 # The CPU-overflow models are one-image models: batch 1 only.
-export_missing 1 "${all_models[@]}" detect multihead_rnn
+opara_export_models "${all_models[@]}" detect multihead_rnn
 echo "models at batch 1 ready after ${SECONDS} s"
-export OPARA_MODELS="$models"
+export OPARA_MODELS
 bench=$build/bin/opara-bench
 
 if wants test && in_time "the GPU tests (ctest)" test; then
@@ -104,7 +96,7 @@ profiled=(googlenet inception_v3 bert_base detect multihead_rnn)
 for model in "${profiled[@]}"; do
   wants bench && in_time "profile $model" bench || continue
   [ -f "$profiles/${model}_b1.json" ] && continue  # made by an earlier call on this machine
-  limited "$bench" profile --model "$models/${model}_b1.pt" --out "$profiles/${model}_b1.json" --require-cupti \
+  limited "$bench" profile --model "$model_dir/${model}_b1.pt" --out "$profiles/${model}_b1.json" --require-cupti \
     >"$profiles/${model}_b1.txt" 2>&1 || echo "FAILED: profile $model (see $profiles/${model}_b1.txt)"
 done
 wants bench && python3 - "$profiles" <<'PY'
@@ -123,7 +115,7 @@ if wants bench && [ -n "${OUT:-}" ]; then mkdir -p "$OUT/profiles" && cp "$profi
 table_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy)
 for batch in 1 8; do
   if [ "$batch" != 1 ] && wants bench && in_time "exporting the models at batch $batch" bench; then
-    export_missing "$batch" "${table_models[@]}"
+    opara_export_models --batch "$batch" "${table_models[@]}"
   fi
   for model in "${table_models[@]}"; do
     wants bench && in_time "run $model at batch $batch" bench || continue
@@ -131,7 +123,7 @@ for batch in 1 8; do
     # At batch 1 a profiled model's opara mode takes its demands from the profile.
     profile_flags=()
     if [ "$batch" = 1 ] && [ -f "$profiles/${model}_b1.json" ]; then profile_flags=(--profile "$profiles/${model}_b1.json"); fi
-    limited "$bench" run --model "$models/${model}_b${batch}.pt" --device cuda --modes eager,sequential,nimble,opara,opara-noreorder \
+    limited "$bench" run --model "$model_dir/${model}_b${batch}.pt" --device cuda --modes eager,sequential,nimble,opara,opara-noreorder \
       ${profile_flags[@]+"${profile_flags[@]}"} --json "$out/${model}_b${batch}.json" >"$out/${model}_b${batch}.txt" 2>&1 ||
       echo "FAILED: $model batch $batch (see $out/${model}_b${batch}.txt)"
   done
@@ -141,14 +133,14 @@ done
 for model in googlenet detect multihead_rnn; do
   wants bench && in_time "opara+overflow on $model" bench || continue
   [ -f "$profiles/${model}_b1.json" ] || { echo "FAILED: no profile of $model for opara+overflow"; continue; }
-  limited "$bench" run --model "$models/${model}_b1.pt" --device cuda --modes sequential,opara,opara+overflow \
+  limited "$bench" run --model "$model_dir/${model}_b1.pt" --device cuda --modes sequential,opara,opara+overflow \
     --overflow comm_sd --profile "$profiles/${model}_b1.json" --json "$out/overflow_${model}_b1.json" \
     >"$out/overflow_${model}_b1.txt" 2>&1 || echo "FAILED: opara+overflow $model (see $out/overflow_${model}_b1.txt)"
   grep -E "^opara\+overflow \(" "$out/overflow_${model}_b1.txt" || true
 done
 # Fig. 6: the kernels of one run per mode, from CUPTI.
 if wants bench && in_time "the CUPTI trace of googlenet" bench; then
-  limited "$bench" trace --model "$models/googlenet_b1.pt" --device cuda --modes eager,sequential,nimble,opara \
+  limited "$bench" trace --model "$model_dir/googlenet_b1.pt" --device cuda --modes eager,sequential,nimble,opara \
     --out "$out/trace_googlenet_b1.json" >"$out/trace_googlenet_b1.txt" 2>&1 || echo "FAILED: CUPTI trace"
   tail -6 "$out/trace_googlenet_b1.txt"
 fi
@@ -156,7 +148,7 @@ fi
 if command -v compute-sanitizer >/dev/null; then
   for tool in racecheck memcheck; do
     wants test && in_time "compute-sanitizer $tool" test || continue
-    limited compute-sanitizer --tool "$tool" --print-limit 5 "$bench" run --model "$models/branchy_b1.pt" --device cuda \
+    limited compute-sanitizer --tool "$tool" --print-limit 5 "$bench" run --model "$model_dir/branchy_b1.pt" --device cuda \
       --modes opara --iters 3 --warmup 1 >"$out/sanitizer_$tool.txt" 2>&1 || true
     echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.txt" | tail -1)"
   done
