@@ -56,7 +56,8 @@ std::vector<nlohmann::json> node_rows(const Graph& graph, const Plan& plan) {
 }
 
 void run_plan(const PlanCommandOptions& options) {
-  std::FILE* table = table_stream({{"--json", options.json}, {"--csv", options.csv}});
+  std::FILE* table =
+      table_stream({{"--json", options.json}, {"--csv", options.csv}, {"--dot", options.dot}, {"--svg", options.svg}});
   const PlanOptions plan_options{parse_stream_policy(options.allocator), parse_order_policy(options.order),
                                  options.max_streams};
   const LoadedModel model = load_model(options.model);

@@ -15,6 +15,7 @@
 #include "number_checks.h"
 #include "opara/error.h"
 #include "opara/model_profiler.h"
+#include "progress.h"
 
 namespace opara::bench {
 namespace {
@@ -125,9 +126,17 @@ void run_profile(const ProfileCommandOptions& options) {
   profiler_options.runs = options.runs;
   profiler_options.warmup = options.warmup;
   profiler_options.require_cupti = options.require_cupti;
+  Progress* bar = nullptr;  // set once the profiler knows how many runs it makes
+  profiler_options.after_run = [&bar] {
+    if (bar) bar->advance();
+  };
   const ModelProfiler profiler(model.graph, c10::Device(c10::kCUDA, c10::cuda::current_device()), profiler_options);
   fmt::print(table, "model      {} ({} nodes)\ninputs     {}\n", model.path, model.graph.size(), inputs.origin);
-  const Profile profile = profiler.profile(inputs.inputs);
+  const Profile profile = [&] {
+    Progress progress("profiling", static_cast<std::size_t>(profiler.total_runs()));
+    bar = &progress;  // profile() is the only caller of after_run
+    return profiler.profile(inputs.inputs);
+  }();
   save_profile(profile, options.out);
   print_summary(table, profile, model.graph);
   fmt::print(table, "\nwrote      {}\n", options.out);

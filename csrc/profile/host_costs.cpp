@@ -45,7 +45,8 @@ bool expects_device_work(const Node& node, bool touches_device, bool returns_onl
   return node.has(kLaunchesKernel) && touches_device && (node.has(kWritesInput) || !returns_only_aliases);
 }
 
-HostCosts measure_host_costs(const Graph& graph, const std::vector<at::Tensor>& inputs, int runs) {
+HostCosts measure_host_costs(const Graph& graph, const std::vector<at::Tensor>& inputs, int runs,
+                             const std::function<void()>& after_run) {
   const std::size_t count = graph.size();
   HostCosts costs;
   costs.shapes.resize(count);
@@ -75,6 +76,7 @@ HostCosts measure_host_costs(const Graph& graph, const std::vector<at::Tensor>& 
   for (int run = 0; run < std::max(runs, 1); ++run) {
     executor.run(cpu_inputs);
     first_run = false;
+    if (after_run) after_run();
   }
   costs.cpu_ns.resize(count);
   for (std::size_t id = 0; id < count; ++id) costs.cpu_ns[id] = median(samples[id]);

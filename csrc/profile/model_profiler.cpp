@@ -90,7 +90,7 @@ struct DeviceRecords {
 };
 
 DeviceRecords profiled_runs(EagerExecutor& executor, const std::vector<c10::IValue>& arguments, CuptiProfiler& cupti,
-                            const std::vector<bool>& expects, int runs) {
+                            const std::vector<bool>& expects, int runs, const std::function<void()>& after_run) {
   const std::size_t count = expects.size();
   DeviceRecords found;
   found.gpu_ns.resize(count);
@@ -98,6 +98,7 @@ DeviceRecords profiled_runs(EagerExecutor& executor, const std::vector<c10::IVal
   executor.set_observer([&](NodeId, const auto&, const auto&) { cupti.pop(); });
   for (int run = 0; run < runs; ++run) {
     found.run_ms.push_back(timed_run_ms(executor, arguments));
+    if (after_run) after_run();
     Attribution attribution = attribute_activities(cupti.take(), count, expects);
     for (std::size_t id = 0; id < count; ++id) {
       found.gpu_ns[id].push_back(static_cast<double>(device_ns(attribution.kernels[id], attribution.copies[id])));
@@ -236,10 +237,17 @@ ModelProfiler::ModelProfiler(const Graph& graph, c10::Device device, ProfilerOpt
   }
 }
 
+int ModelProfiler::total_runs() const {
+  return options_.host_runs + std::max(1, options_.warmup) + 2 * options_.runs;
+}
+
 Profile ModelProfiler::profile(const std::vector<at::Tensor>& inputs) const {
   InputSignature{graph_, inputs};  // the count, and every input defined
   const std::size_t count = graph_.size();
-  const HostCosts host = measure_host_costs(graph_, inputs, options_.host_runs);
+  const auto after_run = [this] {
+    if (options_.after_run) options_.after_run();
+  };
+  const HostCosts host = measure_host_costs(graph_, inputs, options_.host_runs, options_.after_run);
 
   c10::cuda::CUDAGuard guard(device_.index());
   Profile profile = profile_header(graph_, device_, inputs, options_);
@@ -247,10 +255,17 @@ Profile ModelProfiler::profile(const std::vector<at::Tensor>& inputs) const {
   for (const at::Tensor& input : inputs) arguments.emplace_back(input.to(device_));
   EagerExecutor executor(graph_, device_);
   const std::vector<bool> touches = nodes_touching_the_device(executor, arguments, count);  // the first warm-up
-  for (int run = 1; run < options_.warmup; ++run) executor.run(arguments);
+  after_run();
+  for (int run = 1; run < options_.warmup; ++run) {
+    executor.run(arguments);
+    after_run();
+  }
   c10::cuda::device_synchronize();
   std::vector<double> plain_ms;
-  for (int run = 0; run < options_.runs; ++run) plain_ms.push_back(timed_run_ms(executor, arguments));
+  for (int run = 0; run < options_.runs; ++run) {
+    plain_ms.push_back(timed_run_ms(executor, arguments));
+    after_run();
+  }
   profile.eager_run_ms = median(plain_ms);
 
   std::vector<bool> expects(count, false);
@@ -269,7 +284,7 @@ Profile ModelProfiler::profile(const std::vector<at::Tensor>& inputs) const {
           fmt::format("no kernel records: {}; the demands and classes are the static estimate", error.what()));
       TORCH_WARN(graph_.source_path, ": ", profile.notes.back());
     }
-    if (cupti) records = profiled_runs(executor, arguments, *cupti, expects, options_.runs);
+    if (cupti) records = profiled_runs(executor, arguments, *cupti, expects, options_.runs, options_.after_run);
   }
   if (records) {
     add_device_records(profile, graph_, host, expects, std::move(*records));

@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -28,8 +29,10 @@ struct HostCosts {
 };
 
 // Runs `graph` `runs` times (at least once) node by node on the CPU, on CPU copies of `inputs`,
-// timing each node's run alone. Throws opara::Error naming the node that fails.
-OPARA_API HostCosts measure_host_costs(const Graph& graph, const std::vector<at::Tensor>& inputs, int runs);
+// timing each node's run alone; `after_run`, when set, is called after each run. Throws
+// opara::Error naming the node that fails.
+OPARA_API HostCosts measure_host_costs(const Graph& graph, const std::vector<at::Tensor>& inputs, int runs,
+                                       const std::function<void()>& after_run = {});
 
 // Whether the profiler must find a kernel or a copy for `node`: the graph says it launches kernels
 // (an estimate), it read or wrote a tensor on the GPU, and it either wrote an input in place or
@@ -51,6 +54,9 @@ struct ProfilerOptions {
   bool measure_copy_bandwidth = true;
   // Throw CuptiUnavailable instead of falling back to the static estimate (noted in the profile).
   bool require_cupti = false;
+  // Called after every whole run of the model (host, warm-up, plain and profiled runs:
+  // ModelProfiler::total_runs() in all), for a progress bar.
+  std::function<void()> after_run;
 };
 
 // Profiles a model on one CUDA GPU: runs it op by op on the current stream with CUPTI recording
@@ -71,6 +77,9 @@ class OPARA_API ModelProfiler {
 
   // Throws opara::Error for wrong inputs or a failing node (named), and when CUPTI dropped records.
   Profile profile(const std::vector<at::Tensor>& inputs) const;
+
+  // How many times profile() runs the model, host runs included.
+  int total_runs() const;
 
  private:
   Graph graph_;

@@ -72,12 +72,16 @@ def test_one_stdout_report_at_a_time(bench):
     result = bench("plan", "--model", model_file("branchy", "pt"), "--json", "-", "--csv", "-", check=False)
     assert result.returncode == 2
     assert "--json - and --csv - would all write to stdout" in result.stderr
+    result = bench("plan", "--model", model_file("branchy", "pt"), "--dot", "-", "--json", "-", check=False)
+    assert result.returncode == 2 and "would all write to stdout" in result.stderr
 
 
 def test_two_reports_to_one_file_are_refused_before_anything_runs(bench, tmp_path):
     report = tmp_path / "report.txt"
     same_file_twice = [("plan", "--json", report, "--csv", report),
                        ("run", "--json", report, "--csv", tmp_path / "." / "report.txt"),
+                       ("plan", "--dot", report, "--svg", report),
+                       ("plan", "--json", report, "--dot", report),
                        ("trace", "--out", report, "--csv", report)]
     for command, first, first_path, second, second_path in same_file_twice:
         result = bench(command, "--model", model_file("chain", "pt"), first, first_path, second, second_path,

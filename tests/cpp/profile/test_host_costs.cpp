@@ -62,6 +62,17 @@ TEST(HostCosts, GoogLeNetTimesBytesFlopsAndCopies) {
   EXPECT_EQ(convolutions, 57u);
 }
 
+TEST(HostCosts, ReportsEachRunForAProgressBar) {
+  OPARA_REQUIRE_MODEL("branchy");
+  const Graph graph = load(testing::model_path("branchy", "pt"));
+  const testing::FormatReference reference = testing::format_reference("branchy", "pt");
+  for (int runs : {0, 1, 3}) {
+    int reported = 0;
+    measure_host_costs(graph, reference.tensors, runs, [&reported] { ++reported; });
+    EXPECT_EQ(reported, std::max(runs, 1)) << "runs " << runs << " (at least one run is made)";
+  }
+}
+
 TEST(HostCosts, ANodeThatTouchesNoDeviceTensorIsNotExpectedToLaunchAnything) {
   Graph graph;
   const ValueId x = graph.add_input("x");

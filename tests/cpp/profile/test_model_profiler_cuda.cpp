@@ -30,8 +30,12 @@ Profile profile_of(const std::string& name, int runs = 3) {
   ProfilerOptions options;
   options.runs = runs;
   options.require_cupti = true;
+  int runs_reported = 0;  // what a progress bar sees
+  options.after_run = [&runs_reported] { ++runs_reported; };
   const ModelProfiler profiler(graph, c10::Device(c10::kCUDA, 0), options);
-  return profiler.profile(testing::format_reference(name, "pt").tensors);
+  Profile profile = profiler.profile(testing::format_reference(name, "pt").tensors);
+  EXPECT_EQ(runs_reported, profiler.total_runs());
+  return profile;
 }
 
 void expect_every_kernel_attributed(const Profile& profile, const Graph& graph) {
