@@ -10,7 +10,8 @@
 # One device call may run 10 minutes. Past OPARA_GPU_BUDGET_S seconds (default 480) the remaining
 # steps are skipped, each saying which stage to run next, so the table and the logs always come
 # back. The build and the models live in .gpu_work/ (ignored by git): a call made while the machine
-# is still warm (within its idle time) finds them there and goes straight to the next stage.
+# is still warm (within 30 s of the last) finds them there and goes straight to the next stage; a
+# later one starts a fresh machine and builds again (about 3 minutes on its 16 cores).
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,24 +48,50 @@ limited() { timeout --kill-after=5 "$((hard_limit > SECONDS + 10 ? hard_limit - 
 trap 'if [ -n "${OUT:-}" ]; then tar -czf "$OUT/gpu_check.tar.gz" -C "$out" . || true; fi' EXIT
 
 for deb in "$root"/.gpu_deps/debs/*.deb; do dpkg -x "$deb" "$deps"; done
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/opara-site "$root"/.gpu_deps/wheels/*.whl
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/opara-site \
+  "$root"/.gpu_deps/wheels/*.whl
 export PYTHONPATH=/tmp/opara-site${PYTHONPATH:+:$PYTHONPATH}
+# What this machine has, in one place, so that a failure below can be read against it; and no run
+# without a visible GPU (the GPU tests would all skip and pass).
+command -v nvcc >/dev/null || export PATH="$PATH:/usr/local/cuda/bin"
+echo "$(cmake --version | head -1); $(g++ --version | head -1); $(nvcc --version | tail -1)"
+ls /usr/local/cuda/extras/CUPTI/lib64/libcupti.so* /usr/local/cuda/lib*/libcupti.so* 2>/dev/null | head -2 || true
+python3 - <<'PY'
+import sys, torch, torchvision, transformers
+print("python", sys.version.split()[0], "torch", torch.__version__, "torchvision", torchvision.__version__,
+      "transformers", transformers.__version__)
+if not torch.cuda.is_available():
+    sys.exit("gpu_check: torch sees no CUDA GPU here; the GPU tests would only skip")
+print("gpu", torch.cuda.get_device_name(0))
+PY
 
 # The library, the tests, opara-bench and the extension; the models, each exported once. Every
 # stage starts here, so that each can run alone on a fresh machine.
 # Always built: a no-op when up to date, and a fix made between two calls is what gets tested.
+all_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy inplace recurrent chain)
+# The models export (CPU, Python) while the library builds; the CPU-overflow models are one-image
+# models: batch 1 only.
+(opara_export_models "${all_models[@]}" detect multihead_rnn) >"$work/export.log" 2>&1 &
+exporting=$!
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPARA_PYTHON="$(command -v python3)" \
-  -DCMAKE_PREFIX_PATH="$deps/usr" -DOPARA_TEST_MODELS="$model_dir" >/dev/null
-limited cmake --build "$build" -j "$(nproc)" 2>&1 | tail -3
+  -DCMAKE_PREFIX_PATH="$deps/usr" -DOPARA_TEST_MODELS="$model_dir" >"$work/configure.log" 2>&1 ||
+  { tail -30 "$work/configure.log"; cp "$work/configure.log" "$out/"; exit 1; }
+if ! limited cmake --build "$build" -j "$(nproc)" >"$work/build.log" 2>&1; then
+  grep -m3 -B2 -A12 -E 'error|FAILED' "$work/build.log" || tail -30 "$work/build.log"
+  cp "$work/build.log" "$out/"
+  exit 1
+fi
 echo "built in ${SECONDS} s"
 # Results of an earlier call were made by another build: start them again.
 stamp="$(sha256sum "$build/bin/opara-bench" | cut -d' ' -f1)"
 if [ "$(cat "$out/.bench-stamp" 2>/dev/null)" != "$stamp" ]; then
   rm -rf "${out:?}"/* && mkdir -p "$out" && echo "$stamp" >"$out/.bench-stamp"
 fi
-all_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy inplace recurrent)
-# The CPU-overflow models are one-image models: batch 1 only.
-opara_export_models "${all_models[@]}" detect multihead_rnn
+if ! wait "$exporting"; then
+  tail -30 "$work/export.log"
+  cp "$work/export.log" "$out/"
+  exit 1
+fi
 echo "models at batch 1 ready after ${SECONDS} s"
 export OPARA_MODELS
 bench=$build/bin/opara-bench
@@ -99,7 +126,8 @@ for model in "${profiled[@]}"; do
   limited "$bench" profile --model "$model_dir/${model}_b1.pt" --out "$profiles/${model}_b1.json" --require-cupti \
     >"$profiles/${model}_b1.txt" 2>&1 || echo "FAILED: profile $model (see $profiles/${model}_b1.txt)"
 done
-wants bench && python3 - "$profiles" <<'PY'
+if wants bench; then
+  python3 - "$profiles" <<'PY' || echo "FAILED: the profile table (a half-written profile?)"
 import json, pathlib, sys
 print(f"{'profile':<16}{'eager ms':>10}{'profiled ms':>12}{'overhead ms':>12}{'kernels':>9}{'no node':>8}{'silent':>7}")
 for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
@@ -111,6 +139,7 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
     print(f"{path.stem:<16}{t['eager_run_ms']:>10.3f}{t['profiled_run_ms']:>12.3f}{overhead:>12.3f}"
           f"{kernels:>9}{len(p['unattributed_kernels']):>8}{len(p['silent_nodes']):>7}{goal}")
 PY
+fi
 if wants bench && [ -n "${OUT:-}" ]; then mkdir -p "$OUT/profiles" && cp "$profiles"/*.json "$OUT/profiles/" 2>/dev/null || true; fi
 table_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy)
 for batch in 1 8; do
@@ -159,6 +188,8 @@ import json, pathlib, sys
 print(f"{'model':<14}{'batch':>5} {'mode':<16}{'median ms':>10}{'x seq':>7}{'x eager':>8}{'max |diff|':>11}{'peak MiB':>9}{'streams':>8}")
 for path in sorted(pathlib.Path(sys.argv[1]).glob("*_b*.json")):
     run = json.loads(path.read_text())
+    if "modes" not in run:
+        continue  # the trace
     model, batch = path.stem.rsplit("_b", 1)
     for m in run["modes"]:
         ratio = lambda key: f"{m[key]:.2f}" if m.get(key) is not None else "n/a"
