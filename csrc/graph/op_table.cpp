@@ -99,6 +99,15 @@ constexpr std::array kComputeBound = {
     std::string_view{"aten::rnn_relu"},
 };
 
+// Allocation and nothing else: see OpTraits::allocates_only.
+constexpr std::array kAllocatesOnly = {
+    std::string_view{"aten::empty"},
+    std::string_view{"aten::empty_like"},
+    std::string_view{"aten::empty_strided"},
+    std::string_view{"aten::new_empty"},
+    std::string_view{"aten::new_empty_strided"},
+};
+
 template <std::size_t N>
 bool contains(const std::array<std::string_view, N>& table, std::string_view kind) {
   return std::find(table.begin(), table.end(), kind) != table.end();
@@ -107,8 +116,12 @@ bool contains(const std::array<std::string_view, N>& table, std::string_view kin
 }  // namespace
 
 OpTraits op_traits(std::string_view kind) {
-  return OpTraits{!contains(kNoKernel, kind) && !contains(kUnannotatedViews, kind), contains(kNotCapturable, kind),
-                  contains(kComputeBound, kind), contains(kMayCopy, kind), contains(kUnannotatedViews, kind)};
+  return OpTraits{!contains(kNoKernel, kind) && !contains(kUnannotatedViews, kind),
+                  contains(kNotCapturable, kind),
+                  contains(kComputeBound, kind),
+                  contains(kMayCopy, kind),
+                  contains(kUnannotatedViews, kind),
+                  contains(kAllocatesOnly, kind)};
 }
 
 }  // namespace opara

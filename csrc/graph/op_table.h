@@ -12,6 +12,9 @@ struct OpTraits {
   bool compute_bound = false;     // dense arithmetic (convolutions, matrix products); memory-bound otherwise
   bool may_copy = false;          // aliases its input when it can, copies when it cannot (reshape, contiguous)
   bool unannotated_view = false;  // returns views of its input though its schema declares no aliasing
+  // Makes an uninitialised tensor (empty, empty_like): its memory is stream-ordered, so it keeps a
+  // stream, yet it launches nothing, and a profile finds no kernel for it.
+  bool allocates_only = false;
 };
 
 [[nodiscard]] OpTraits op_traits(std::string_view kind);

@@ -15,6 +15,11 @@
 namespace opara {
 namespace {
 
+// The activity records are read as this CUPTI's structs (CUpti_ActivityKernel10, ...): a library of
+// another major version lays them out differently, and is refused at run time.
+static_assert(CUPTI_API_VERSION / 10000 == 13, "the activity record structs below are CUDA 13's");
+constexpr int kCuptiMajor = CUPTI_API_VERSION / 10000;
+
 constexpr std::size_t kBufferBytes = 8 << 20;  // CUPTI's recommendation is 1-10 MiB
 constexpr std::size_t kBufferAlignment = 8;    // records are 8-byte aligned
 
@@ -43,7 +48,9 @@ void check_warn(CUptiResult result, const char* call) {
 struct Collector {
   ActivityRecords records;
   std::size_t dropped = 0;
-  std::string failure;  // the first error met inside a callback, which cannot throw
+  std::size_t incomplete_buffers = 0;  // a buffer that ended in a half-written record
+  std::size_t untimed = 0;             // kernels and copies CUPTI could not time (zero timestamps)
+  std::string failure;                 // the first error met inside a callback, which cannot throw
 };
 
 // Guards `active_collector` and what it points at: a callback on CUPTI's worker thread must not
@@ -62,7 +69,12 @@ std::string memcpy_kind(std::uint8_t kind) {
   }
 }
 
-void add_record(const CUpti_Activity* record, ActivityRecords& into) {
+// CUPTI writes zero timestamps when it had no device memory to record them.
+bool untimed(std::uint64_t start, std::uint64_t end) {
+  return start == 0 || end < start;
+}
+
+void add_record(const CUpti_Activity* record, ActivityRecords& into, std::size_t& untimed_records) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
@@ -79,18 +91,23 @@ void add_record(const CUpti_Activity* record, ActivityRecords& into) {
       out.end_ns = kernel->end;
       out.stream = kernel->streamId;
       out.correlation_id = kernel->correlationId;
+      untimed_records += untimed(out.start_ns, out.end_ns);
       into.kernels.push_back(std::move(out));
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      // correlationId names the driver API call; runtimeCorrelationId the runtime call
+      // (cudaMemcpyAsync) that made it: attribution looks for either.
       const auto* copy = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
       into.copies.push_back(CopyRecord{memcpy_kind(copy->copyKind), copy->bytes, copy->start, copy->end, copy->streamId,
-                                       copy->correlationId});
+                                       copy->correlationId, copy->runtimeCorrelationId});
+      untimed_records += untimed(copy->start, copy->end);
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* set = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
       into.copies.push_back(CopyRecord{"memset", set->bytes, set->start, set->end, set->streamId, set->correlationId});
+      untimed_records += untimed(set->start, set->end);
       break;
     }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
@@ -114,15 +131,21 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uin
                                std::size_t valid_size) {
   ActivityRecords parsed;  // copied out, so that the buffer goes back at once
   std::string failure;
+  std::size_t untimed_records = 0;
+  bool incomplete = false;
   CUpti_Activity* record = nullptr;
   for (;;) {
     const CUptiResult status = cuptiActivityGetNextRecord(buffer, valid_size, &record);
     if (status == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // the end of the valid records
+    if (status == CUPTI_ERROR_INVALID_KIND) {            // a record still being written (forced flush)
+      incomplete = true;
+      break;
+    }
     if (status != CUPTI_SUCCESS) {
       failure = fmt::format("cuptiActivityGetNextRecord failed: {}", result_text(status));
       break;
     }
-    add_record(record, parsed);
+    add_record(record, parsed, untimed_records);
   }
   std::free(buffer);
   std::size_t dropped = 0;
@@ -138,6 +161,8 @@ void CUPTIAPI buffer_completed(CUcontext context, std::uint32_t stream, std::uin
   append(collector->records.copies, parsed.copies);
   append(collector->records.correlations, parsed.correlations);
   collector->dropped += dropped;
+  collector->incomplete_buffers += incomplete;
+  collector->untimed += untimed_records;
   if (collector->failure.empty()) collector->failure = failure;
 }
 
@@ -174,6 +199,18 @@ struct CuptiProfiler::Session {
 };
 
 CuptiProfiler::CuptiProfiler() : session_(std::make_unique<Session>()) {
+  std::uint32_t loaded_version = 0;
+  const CUptiResult versioned = cuptiGetVersion(&loaded_version);
+  if (versioned != CUPTI_SUCCESS) {
+    throw CuptiUnavailable(
+        fmt::format("CUPTI cannot be used here: cuptiGetVersion failed: {}", result_text(versioned)));
+  }
+  if (static_cast<int>(loaded_version / 10000) != kCuptiMajor) {
+    throw CuptiUnavailable(fmt::format(
+        "the CUPTI library loaded in this process has API version {}, and opara reads the activity records of CUPTI "
+        "{}.x (built with {}): put CUDA {}'s libcupti first on the library path",
+        loaded_version, kCuptiMajor, CUPTI_API_VERSION, kCuptiMajor));
+  }
   std::array<char, CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN> holder{};
   CUpti_SubscriberParams params{};
   params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
@@ -240,13 +277,37 @@ ActivityRecords CuptiProfiler::take() {
   check(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped_globally), "cuptiActivityGetNumDroppedRecords");
   Collector& collector = session_->collector;
   std::lock_guard<std::mutex> lock(collector_mutex);
-  if (!collector.failure.empty()) throw Error("CUPTI activity buffer: " + collector.failure);
+  // Each problem leaves the records of this flush incomplete or untimed: the profile fails
+  // rather than miss kernels or weigh them wrongly.
+  const auto discard = [&collector] { collector = Collector{}; };
+  if (!collector.failure.empty()) {
+    const std::string failure = collector.failure;
+    discard();
+    throw Error("CUPTI activity buffer: " + failure);
+  }
   const std::size_t dropped = collector.dropped + dropped_globally;
   if (dropped > 0) {
+    discard();
     throw Error(fmt::format(
         "CUPTI dropped {} activity records (no buffer space): the profile would miss kernels; profile fewer runs at "
         "a time",
         dropped));
+  }
+  if (collector.incomplete_buffers > 0) {
+    const std::size_t buffers = collector.incomplete_buffers;
+    discard();
+    throw Error(fmt::format(
+        "CUPTI returned {} activity buffer(s) ending in a record still being written: take() ran while the GPU "
+        "was busy; synchronize the device before taking the records",
+        buffers));
+  }
+  if (collector.untimed > 0) {
+    const std::size_t untimed_records = collector.untimed;
+    discard();
+    throw Error(fmt::format(
+        "CUPTI could not time {} kernels or copies (zero timestamps: no device memory for its records); free GPU "
+        "memory and profile again",
+        untimed_records));
   }
   ActivityRecords records = std::move(collector.records);
   collector.records = ActivityRecords{};

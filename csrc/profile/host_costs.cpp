@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "../graph/op_table.h"
 #include "../runtime/node_shapes.h"
 #include "opara/eager_executor.h"
 #include "opara/model_profiler.h"
@@ -42,7 +43,8 @@ bool returns_only_aliases(const std::vector<c10::IValue>& arguments, const std::
 }  // namespace
 
 bool expects_device_work(const Node& node, bool touches_device, bool returns_only_aliases) {
-  return node.has(kLaunchesKernel) && touches_device && (node.has(kWritesInput) || !returns_only_aliases);
+  return node.has(kLaunchesKernel) && !op_traits(node.kind).allocates_only && touches_device &&
+         (node.has(kWritesInput) || !returns_only_aliases);
 }
 
 HostCosts measure_host_costs(const Graph& graph, const std::vector<at::Tensor>& inputs, int runs,

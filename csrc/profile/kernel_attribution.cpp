@@ -5,9 +5,9 @@
 //
 //   external correlation {correlation 41 -> node 7}   kernel "relu" {correlation 41}  => node 7
 //
-// A kernel whose correlation id no record names ran outside every node (or CUPTI lost the pair);
-// a node expected to do device work with nothing joined to it is silent. Both are reported, never
-// guessed at.
+// A copy's record names the driver call that started it, and the runtime call behind that as well:
+// either may carry the pair. A kernel whose correlation id no record names ran outside every node (or CUPTI lost the
+// pair); a node expected to do device work with nothing joined to it is silent. Both are reported, never guessed at.
 #include <fmt/format.h>
 
 #include <unordered_map>
@@ -55,7 +55,8 @@ Attribution attribute_activities(const ActivityRecords& records, std::size_t nod
     }
   }
   for (const CopyRecord& copy : records.copies) {
-    const auto found = nodes.find(copy.correlation_id);
+    auto found = nodes.find(copy.correlation_id);
+    if (found == nodes.end() && copy.runtime_correlation_id != 0) found = nodes.find(copy.runtime_correlation_id);
     if (found == nodes.end()) {
       attribution.unattributed_copies.push_back(copy);
     } else {

@@ -61,8 +61,13 @@ KernelRecord kernel_from(const json& value) {
 }
 
 json copy_json(const CopyRecord& copy) {
-  return {{"kind", copy.kind},     {"bytes", copy.bytes},   {"start_ns", copy.start_ns},
-          {"end_ns", copy.end_ns}, {"stream", copy.stream}, {"correlation_id", copy.correlation_id}};
+  return {{"kind", copy.kind},
+          {"bytes", copy.bytes},
+          {"start_ns", copy.start_ns},
+          {"end_ns", copy.end_ns},
+          {"stream", copy.stream},
+          {"correlation_id", copy.correlation_id},
+          {"runtime_correlation_id", copy.runtime_correlation_id}};
 }
 
 CopyRecord copy_from(const json& value) {
@@ -73,6 +78,7 @@ CopyRecord copy_from(const json& value) {
   copy.end_ns = value.at("end_ns").get<std::uint64_t>();
   copy.stream = value.value("stream", std::uint32_t{0});
   copy.correlation_id = value.value("correlation_id", std::uint32_t{0});
+  copy.runtime_correlation_id = value.value("runtime_correlation_id", std::uint32_t{0});
   return copy;
 }
 
@@ -297,7 +303,8 @@ bool KernelRecord::operator==(const KernelRecord& other) const {
 
 bool CopyRecord::operator==(const CopyRecord& other) const {
   return kind == other.kind && bytes == other.bytes && start_ns == other.start_ns && end_ns == other.end_ns &&
-         stream == other.stream && correlation_id == other.correlation_id;
+         stream == other.stream && correlation_id == other.correlation_id &&
+         runtime_correlation_id == other.runtime_correlation_id;
 }
 
 bool DeviceLimits::operator==(const DeviceLimits& other) const {

@@ -37,7 +37,8 @@ OPARA_API HostCosts measure_host_costs(const Graph& graph, const std::vector<at:
 // Whether the profiler must find a kernel or a copy for `node`: the graph says it launches kernels
 // (an estimate), it read or wrote a tensor on the GPU, and it either wrote an input in place or
 // returned something other than views of its arguments. A flatten that could view, dropout in eval
-// mode or an aten::Int of a CPU scalar do nothing on the device, and are not reported as silent.
+// mode, an aten::Int of a CPU scalar or an aten::empty (allocation alone) do nothing on the device,
+// and are not reported as silent.
 OPARA_API bool expects_device_work(const Node& node, bool touches_device, bool returns_only_aliases);
 
 // CUPTI cannot be used here: not installed, not permitted, or already taken by another tool (the

@@ -54,7 +54,10 @@ struct OPARA_API CopyRecord {
   std::uint64_t start_ns = 0;
   std::uint64_t end_ns = 0;
   std::uint32_t stream = 0;
-  std::uint32_t correlation_id = 0;
+  std::uint32_t correlation_id = 0;  // the driver API call that started it
+  // The runtime API call (cudaMemcpyAsync) behind that driver call, 0 when none or unknown: a copy
+  // is joined to a node through either.
+  std::uint32_t runtime_correlation_id = 0;
 
   [[nodiscard]] std::uint64_t duration_ns() const { return end_ns > start_ns ? end_ns - start_ns : 0; }
   bool operator==(const CopyRecord& other) const;

@@ -81,6 +81,15 @@ TEST(HostCosts, ANodeThatTouchesNoDeviceTensorIsNotExpectedToLaunchAnything) {
   EXPECT_TRUE(expects_device_work(node, /*touches_device=*/true, /*returns_only_aliases=*/false));
 }
 
+TEST(HostCosts, AnAllocationAloneIsNotExpectedToLaunchAnything) {
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const Node& empty = graph.node(graph.add_node("aten::empty_like", {x}, {"buffer"}, kLaunchesKernel));
+  EXPECT_FALSE(expects_device_work(empty, /*touches_device=*/true, /*returns_only_aliases=*/false));
+  const Node& zeros = graph.node(graph.add_node("aten::zeros_like", {x}, {"zeros"}, kLaunchesKernel));
+  EXPECT_TRUE(expects_device_work(zeros, /*touches_device=*/true, /*returns_only_aliases=*/false)) << "a fill";
+}
+
 TEST(HostCosts, ANodeThatFailsIsNamed) {
   OPARA_REQUIRE_MODEL("branchy");
   const Graph graph = load(testing::model_path("branchy", "pt"));

@@ -53,6 +53,19 @@ TEST(KernelAttribution, ReportsKernelsOfNoNodeAndSilentNodes) {
   EXPECT_THAT(attribution.silent_nodes, ElementsAre(1));
 }
 
+TEST(KernelAttribution, ACopyJoinsThroughItsRuntimeCallWhenItsDriverCallHasNoPair) {
+  // Copy records name the driver call (30, unpaired here) and the runtime call behind it (31).
+  ActivityRecords records;
+  records.correlations = {{31, 2}};
+  records.copies = {CopyRecord{"memcpy DtoD", 256, 0, 10, 7, 30, 31}, CopyRecord{"memcpy DtoD", 256, 0, 10, 7, 32, 0}};
+  const Attribution attribution = attribute_activities(records, 3, {false, false, true});
+  ASSERT_EQ(attribution.copies[2].size(), 1u);
+  EXPECT_EQ(attribution.copies[2][0].correlation_id, 30u);
+  ASSERT_EQ(attribution.unattributed_copies.size(), 1u) << "no runtime id, no pair: of no node";
+  EXPECT_EQ(attribution.unattributed_copies[0].correlation_id, 32u);
+  EXPECT_TRUE(attribution.silent_nodes.empty());
+}
+
 TEST(KernelAttribution, WithoutExpectationsNoNodeIsSilent) {
   const Attribution attribution = attribute_activities({}, 4);
   EXPECT_EQ(attribution.kernels.size(), 4u);

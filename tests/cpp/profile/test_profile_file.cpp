@@ -87,7 +87,7 @@ TEST(ProfileFile, SavesAndLoadsEveryField) {
   Profile profile = load_profile(fixture());
   profile.notes = {"a note"};
   profile.unattributed_kernels = {testing::kernel("stray", 1, 32, 8)};
-  profile.unattributed_copies = {CopyRecord{"memcpy DtoH", 4, 1, 2, 3, 4}};
+  profile.unattributed_copies = {CopyRecord{"memcpy DtoH", 4, 1, 2, 3, 4, 5}};
   profile.silent_nodes = {3};
   profile.nodes[1].kernels[0].local_mem_per_thread = 48;
   profile.demand_source = "static estimate";
