@@ -42,6 +42,7 @@ ActionRun run_actions(const Graph& graph, const std::vector<std::shared_ptr<cons
       for (const at::Tensor& tensor : flatten_tensors(stack)) backend.read_on(tensor, current);
     }
     run_node(graph, node.id, *ops[node.id], stack);
+    backend.ran(current, node.id);
     for (std::size_t i = 0; i < node.outputs.size(); ++i) values[node.outputs[i]] = std::move(stack[i]);
     for (ValueId released : lifetimes.release_after(node.id)) {
       if (keep_alive) run.kept.push_back(std::move(values[released]));

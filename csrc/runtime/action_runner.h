@@ -26,6 +26,9 @@ class StreamBackend {
   virtual void enter(int stream) = 0;
   // `tensor` is read by a node on `stream` (MemoryProtection::kRecordStream only).
   virtual void read_on(const at::Tensor& tensor, int stream) = 0;
+  // `node` has run on `stream` without throwing: a capturing backend checks that the capture
+  // survived it (an op may break a capture without reporting an error).
+  virtual void ran(int /*stream*/, NodeId /*node*/) {}
 };
 
 struct ActionRun {

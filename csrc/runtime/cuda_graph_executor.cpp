@@ -1,6 +1,7 @@
 #include "opara/cuda_graph_executor.h"
 
 #include <ATen/core/CachingHostAllocator.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
@@ -21,11 +22,18 @@
 namespace opara {
 namespace {
 
-// CUDAGraph keeps whether its capture ended to itself; abandon_capture needs to know.
+// CUDAGraph keeps whether its capture ended, and which random generators it put in capture mode,
+// to itself; abandon_capture needs both.
 class InspectableGraph final : public at::cuda::CUDAGraph {
  public:
   using at::cuda::CUDAGraph::CUDAGraph;
   [[nodiscard]] bool capture_ended() const { return capture_ended_; }
+  // capture_begin put every CUDA generator it registered in capture mode, and only a successful
+  // capture_end takes them out: after a failed capture the next eager random op would throw
+  // ("Offset increment outside graph capture") until some later capture succeeded.
+  void release_generators() noexcept {
+    for (auto& [generator, increment] : captured_generator_states_) generator->capturing_ = false;
+  }
 };
 
 // A capture that fails (a node that cannot be captured, a side stream never joined) never gets
@@ -35,7 +43,7 @@ class InspectableGraph final : public at::cuda::CUDAGraph {
 // pointing at the destroyed graph. So end it by hand: the capture, the allocators' recording, and
 // the reference to the pool that capture_begin took. Errors here are ignored: each step may
 // already have been done by capture_end before it failed.
-void abandon_capture(const InspectableGraph& graph, c10::DeviceIndex device, c10::MempoolId_t pool,
+void abandon_capture(InspectableGraph& graph, c10::DeviceIndex device, c10::MempoolId_t pool,
                      cudaStream_t origin) noexcept {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(origin, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
@@ -44,6 +52,7 @@ void abandon_capture(const InspectableGraph& graph, c10::DeviceIndex device, c10
     if (broken) (void)cudaGraphDestroy(broken);
   }
   (void)cudaGetLastError();
+  graph.release_generators();
   if (graph.capture_ended()) return;  // the graph itself releases its pool
   try {
     c10::cuda::CUDACachingAllocator::endAllocateToPool(device, pool);
@@ -56,7 +65,10 @@ void abandon_capture(const InspectableGraph& graph, c10::DeviceIndex device, c10
   at::HostAllocator* host = at::getHostAllocator(at::kCUDA);
   try {
     host->end_allocate_to_pool(pool);  // throws when pinned memory was not being recorded
-    host->release_pool(pool);
+  } catch (const std::exception&) {
+  }
+  try {
+    host->release_pool(pool);  // on its own: the reference is dropped even when the end was done
   } catch (const std::exception&) {
   }
 }
@@ -64,12 +76,14 @@ void abandon_capture(const InspectableGraph& graph, c10::DeviceIndex device, c10
 // The actions on CUDA: the lease's streams 0..n-1 are the Plan's, stream n the origin.
 class CudaBackend final : public StreamBackend {
  public:
-  CudaBackend(const StreamLease& streams, int stream_count, std::size_t node_count, bool record_streams)
+  CudaBackend(const StreamLease& streams, int stream_count, std::size_t node_count, bool record_streams,
+              const Graph* capturing = nullptr)
       : streams_(streams),
         origin_(stream_count),
         node_events_(node_count),
         join_events_(stream_count),
-        record_streams_(record_streams) {}
+        record_streams_(record_streams),
+        capturing_(capturing) {}
 
   void fork(int stream) override {
     if (!fork_event_) {
@@ -105,6 +119,20 @@ class CudaBackend final : public StreamBackend {
   void read_on(const at::Tensor& tensor, int stream) override {
     if (record_streams_ && tensor.defined() && tensor.is_cuda()) tensor.record_stream(cuda_stream(stream).unwrap());
   }
+  void ran(int stream, NodeId node) override {
+    if (!capturing_) return;
+    // An op that breaks the capture without an error (it swallowed one, or synchronised a stream
+    // another library owns) is named here, not blamed on the next node or on capture_end.
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaError_t asked = cudaStreamIsCapturing(cuda_stream(stream).stream(), &status);
+    if (asked != cudaSuccess || status != cudaStreamCaptureStatusActive) {
+      (void)cudaGetLastError();
+      throw NodeError(
+          fmt::format("{}: {} broke the CUDA graph capture ({})", capturing_->source_path, capturing_->describe(node),
+                      asked != cudaSuccess ? cudaGetErrorString(asked) : "the capture was invalidated"),
+          node);
+    }
+  }
 
  private:
   [[nodiscard]] const c10::cuda::CUDAStream& cuda_stream(int stream) const {
@@ -118,13 +146,18 @@ class CudaBackend final : public StreamBackend {
   std::optional<CudaEvent> fork_event_;
   std::optional<c10::cuda::CUDAStreamGuard> guard_;
   bool record_streams_;
+  const Graph* capturing_;  // set while capturing: ran() checks the capture
 };
 
 c10::DeviceIndex cuda_device_of(const Graph& graph, const std::vector<c10::IValue>& inputs) {
   std::optional<c10::Device> device;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].isTensor()) continue;
-    const c10::Device here = inputs[i].toTensor().device();
+    const at::Tensor& tensor = inputs[i].toTensor();
+    const c10::Device here = tensor.device();
+    // A CPU scalar (from a host step, say) is an argument the capture bakes in, not device data;
+    // the caller replays only while its value stays the captured one (result_fits).
+    if (here.is_cpu() && tensor.dim() == 0) continue;
     if (!here.is_cuda()) {
       throw Error(fmt::format("{}: input '{}' is on {}; the CUDA graph needs its inputs on a CUDA device",
                               graph.source_path, graph.value(graph.inputs()[i]).name, here.str()));
@@ -213,7 +246,7 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
     ActionRun run;
     bool ending = false;
     try {
-      CudaBackend backend(streams, stream_count, state.graph.size(), record_streams);
+      CudaBackend backend(streams, stream_count, state.graph.size(), record_streams, &state.graph);
       run = run_actions(state.graph, state.ops, actions, state.static_inputs, backend, options.memory);
       ending = true;
       capture->capture_end();

@@ -59,6 +59,12 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
   whole_plan_.waits.assign(graph.size(), {});
   whole_plan_.records.assign(graph.size(), 0);
 
+  read_by_a_graph_.assign(graph.values().size(), false);
+  for (const Segment& segment : segments_) {
+    if (segment.kind != SegmentKind::kGraph) continue;
+    for (ValueId value : segment.input_values) read_by_a_graph_[value] = true;
+  }
+
   const c10::MempoolId_t pool = at::cuda::graph_pool_handle();
   const PlanOptions plan_options{options.streams, options.order, options.max_streams};
   for (std::size_t k = 0; k < segments_.size(); ++k) {
@@ -146,8 +152,9 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
     std::vector<c10::IValue> step_slots;
     bool all_fit = true;
     for (std::size_t j = 0; j < results.size(); ++j) {
-      step_slots.push_back(slots_[segment.output_values[j]]);
-      all_fit = all_fit && result_fits(step_slots.back(), results[j]);
+      const ValueId value = segment.output_values[j];
+      step_slots.push_back(slots_[value]);
+      all_fit = all_fit && result_fits(step_slots.back(), results[j], read_by_a_graph_[value]);
     }
     if (all_fit) {
       step.publish(results, step_slots, stream);

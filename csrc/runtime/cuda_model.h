@@ -60,6 +60,8 @@ class CudaModel {
   std::vector<std::unique_ptr<EagerExecutor>> eager_;       // by segment: fallbacks, made on demand
   std::vector<c10::IValue> slots_;                          // by whole-graph value
   std::vector<at::Tensor> static_inputs_;
+  // By whole-graph value: an input of a captured segment (a CPU tensor there is baked in).
+  std::vector<bool> read_by_a_graph_;
   std::vector<bool> written_inputs_;  // by input: the model writes it in place (copied back after each run)
   std::optional<CudaEvent> last_run_;
   std::unique_ptr<StreamLease> step_lease_;  // the host steps' stream, with overlap

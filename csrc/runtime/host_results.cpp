@@ -20,11 +20,14 @@ std::optional<std::vector<c10::IValue>> elements_of(const c10::IValue& value) {
 
 }  // namespace
 
-bool result_fits(const c10::IValue& captured, const c10::IValue& fresh) {
+bool result_fits(const c10::IValue& captured, const c10::IValue& fresh, bool read_by_a_graph) {
   if (captured.isTensor() && fresh.isTensor()) {
     const at::Tensor& slot = captured.toTensor();
     const at::Tensor& value = fresh.toTensor();
-    return slot.sizes() == value.sizes() && slot.scalar_type() == value.scalar_type();
+    if (slot.sizes() != value.sizes() || slot.scalar_type() != value.scalar_type()) return false;
+    // A CPU tensor a graph reads (a 0-dim scalar from aten::NumToTensor) was read on the host while
+    // capturing, its value baked in: another value needs another graph.
+    return !read_by_a_graph || !slot.is_cpu() || at::equal(slot, value.cpu());
   }
   if (captured.isTensor() || fresh.isTensor()) return false;
   const auto captured_elements = elements_of(captured);
@@ -35,7 +38,7 @@ bool result_fits(const c10::IValue& captured, const c10::IValue& fresh) {
       return false;
     }
     for (std::size_t i = 0; i < captured_elements->size(); ++i) {
-      if (!result_fits((*captured_elements)[i], (*fresh_elements)[i])) return false;
+      if (!result_fits((*captured_elements)[i], (*fresh_elements)[i], read_by_a_graph)) return false;
     }
     return true;
   }

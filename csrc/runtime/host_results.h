@@ -12,8 +12,9 @@
 namespace opara {
 
 // Whether `fresh` can be copied into `captured`: tensors of the same shape and dtype, lists and
-// tuples of such element by element, anything else equal.
-OPARA_API bool result_fits(const c10::IValue& captured, const c10::IValue& fresh);
+// tuples of such element by element, anything else equal. When a captured graph reads the value
+// (`read_by_a_graph`), its CPU tensors must also hold the same values: the capture baked them in.
+OPARA_API bool result_fits(const c10::IValue& captured, const c10::IValue& fresh, bool read_by_a_graph = false);
 
 // Copies the tensors of `result` into those of `slot` (which it fits), asynchronously on the
 // current stream; non-tensor values were captured as they are and are left alone.

@@ -41,8 +41,14 @@ class RecordingBackend final : public StreamBackend {
     EXPECT_EQ(stream, current) << "a read reported on a stream that is not current";
     reads.insert({storage_of(tensor), stream});
   }
+  void ran(int stream, NodeId node) override {
+    EXPECT_EQ(stream, current) << "node " << node << " reported as run on a stream that is not current";
+    log.push_back(fmt::format("ran {} {}", stream, node));
+    if (node == break_capture_at) throw NodeError(fmt::format("node {} broke the capture", node), node);
+  }
 
   int current = kOriginStream;
+  NodeId break_capture_at = kNoNode;  // ran() throws there, as a capture found invalidated does
   std::vector<std::string> log;
   std::set<std::pair<const void*, int>> reads;
 };
@@ -139,6 +145,18 @@ TEST_P(ActionRunnerModels, EveryPolicyAndMemoryModeGivesTheReferenceAndReportsCr
         std::size_t waits = 0;
         for (const std::string& entry : backend.log) waits += entry.rfind("wait", 0) == 0;
         EXPECT_EQ(waits, plan.wait_count()) << label;
+        // Each node is reported run, on its own stream, in launch order: where a capturing
+        // backend checks that the capture survived it.
+        std::vector<std::string> expected_runs;
+        std::vector<std::string> runs;
+        for (const CaptureAction& action : actions) {
+          if (action.step == CaptureStep::kRun)
+            expected_runs.push_back(fmt::format("ran {} {}", action.stream, action.node));
+        }
+        for (const std::string& entry : backend.log) {
+          if (entry.rfind("ran", 0) == 0) runs.push_back(entry);
+        }
+        EXPECT_EQ(runs, expected_runs) << label;
       }
     }
   }
@@ -167,6 +185,30 @@ TEST(ActionRunner, AFailingNodeIsNamedWithItsId) {
     EXPECT_THAT(error.what(), HasSubstr(graph.describe(error.node())));
     EXPECT_THAT(error.what(), HasSubstr("branchy_b1.pt"));
   }
+}
+
+TEST(ActionRunner, ANodeAfterWhichTheBackendFindsTheCaptureBrokenIsNamedAndNothingMoreRuns) {
+  OPARA_REQUIRE_MODEL("branchy");
+  const Graph graph = load(testing::model_path("branchy", "pt"));
+  const auto reference = testing::format_reference("branchy", "pt");
+  const Plan plan = make_plan(graph, {});
+  const auto actions = capture_actions(graph, plan);
+  std::vector<std::shared_ptr<const NodeOp>> ops;
+  for (const Node& node : graph.nodes()) ops.push_back(node.op);
+  NodeId culprit = kNoNode;
+  for (const CaptureAction& action : actions) {
+    if (action.step == CaptureStep::kRun && graph.node(action.node).kind == "aten::sigmoid") culprit = action.node;
+  }
+  ASSERT_NE(culprit, kNoNode);
+  RecordingBackend backend;
+  backend.break_capture_at = culprit;
+  try {
+    run_actions(graph, ops, actions, reference.inputs, backend, MemoryProtection::kRecordStream);
+    FAIL() << "the broken capture went on";
+  } catch (const NodeError& error) {
+    EXPECT_EQ(error.node(), culprit);
+  }
+  EXPECT_EQ(backend.log.back(), fmt::format("ran {} {}", plan.stream_of[culprit], culprit)) << "nothing after it";
 }
 
 }  // namespace

@@ -384,6 +384,38 @@ TEST(CompiledModelCuda, AnOperationThatFailsCaptureBecomesAHostStep) {
     EXPECT_EQ(error.node(), 1);
     EXPECT_THAT(error.what(), HasSubstr("test::positive"));
   }
+  // The failed capture left nothing behind: the default generator is out of capture mode (a
+  // random op would throw "Offset increment outside graph capture") and the device is usable.
+  EXPECT_NO_THROW(at::randn({64}, at::kCUDA).sum().item<float>());
+  expect_close(compiled.run({positive}), eager_cuda(graph, {positive}), "after a failed capture");
+}
+
+// As graph_with_item, with the host's answer as a 0-dim CPU tensor (aten::NumToTensor's way) that
+// the graph after it reads: a value the capture bakes in.
+TEST(CompiledModelCuda, ACpuScalarFromAHostStepIsBakedInAndANewValueRunsEagerly) {
+  OPARA_REQUIRE_GPU();
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const NodeId y = graph.add_node("test::sin", {x}, {"Tensor"}, kLaunchesKernel,
+                                  testing::unary([](const at::Tensor& t) { return t.sin(); }));
+  const NodeId n = graph.add_node(
+      "test::sign_as_cpu_scalar", {graph.node(y).outputs[0]}, {"Tensor"}, kLaunchesKernel,
+      testing::op([](const std::vector<c10::IValue>& in) {
+        return std::vector<c10::IValue>{at::scalar_tensor(in[0].toTensor().sum().item<double>() > 0 ? 1.0 : -1.0)};
+      }));
+  const NodeId z = graph.add_node("test::scale", {graph.node(y).outputs[0], graph.node(n).outputs[0]}, {"Tensor"},
+                                  kLaunchesKernel, testing::op([](const std::vector<c10::IValue>& in) {
+                                    return std::vector<c10::IValue>{in[0].toTensor() * in[1].toTensor() + 1};
+                                  }));
+  graph.add_output(graph.node(z).outputs[0]);
+  const at::Tensor positive = at::ones({64}, at::kCUDA);
+  const CompiledModel compiled = compile(graph, {positive});
+  ASSERT_TRUE(compiled.host_nodes()[1]);
+  expect_close(compiled.run({positive}), eager_cuda(graph, {positive}), "the captured value");
+  EXPECT_EQ(compiled.stats().eager_fallbacks, 0u);
+  const at::Tensor negative = -at::ones({64}, at::kCUDA);
+  expect_close(compiled.run({negative}), eager_cuda(graph, {negative}), "another value");
+  EXPECT_EQ(compiled.stats().eager_fallbacks, 1u);
 }
 
 // ---- CPU overflow on the GPU (skipped without one) ----------------------------------------------

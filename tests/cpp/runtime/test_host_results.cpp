@@ -20,24 +20,39 @@ c10::IValue tuple(std::vector<c10::IValue> elements) {
   return c10::ivalue::Tuple::create(std::move(elements));
 }
 
+// Device tensors (stood for by meta tensors, which hold no values) fit by shape and dtype.
+at::Tensor on_device(at::IntArrayRef sizes, at::ScalarType dtype = at::kFloat) {
+  return at::empty(sizes, at::TensorOptions().device(at::kMeta).dtype(dtype));
+}
+
 TEST(HostResults, ResultsFitWhenStructureShapesAndDtypesAgree) {
-  const at::Tensor a = at::zeros({2, 3});
-  EXPECT_TRUE(result_fits(a, at::ones({2, 3})));
-  EXPECT_FALSE(result_fits(a, at::ones({3, 2})));
-  EXPECT_FALSE(result_fits(a, at::ones({2, 3}, at::kDouble)));
-  EXPECT_FALSE(result_fits(a, tensor_list({at::ones({2, 3})})));
+  const at::Tensor a = on_device({2, 3});
+  EXPECT_TRUE(result_fits(a, on_device({2, 3})));
+  EXPECT_FALSE(result_fits(a, on_device({3, 2})));
+  EXPECT_FALSE(result_fits(a, on_device({2, 3}, at::kDouble)));
+  EXPECT_FALSE(result_fits(a, tensor_list({on_device({2, 3})})));
 
-  const c10::IValue pieces = tensor_list({at::zeros({4}), at::zeros({2, 2})});
-  EXPECT_TRUE(result_fits(pieces, tensor_list({at::ones({4}), at::ones({2, 2})})));
-  EXPECT_FALSE(result_fits(pieces, tensor_list({at::ones({4})})));  // a split into fewer pieces
-  EXPECT_FALSE(result_fits(pieces, tensor_list({at::ones({4}), at::ones({4})})));
-  EXPECT_FALSE(result_fits(pieces, tuple({at::ones({4}), at::ones({2, 2})})));  // a tuple is not a list
+  const c10::IValue pieces = tensor_list({on_device({4}), on_device({2, 2})});
+  EXPECT_TRUE(result_fits(pieces, tensor_list({on_device({4}), on_device({2, 2})})));
+  EXPECT_FALSE(result_fits(pieces, tensor_list({on_device({4})})));  // a split into fewer pieces
+  EXPECT_FALSE(result_fits(pieces, tensor_list({on_device({4}), on_device({4})})));
+  EXPECT_FALSE(result_fits(pieces, tuple({on_device({4}), on_device({2, 2})})));  // a tuple is not a list
 
-  const c10::IValue nested = tuple({at::zeros({1}), c10::IValue(int64_t{3}), pieces});
+  const c10::IValue nested = tuple({on_device({1}), c10::IValue(int64_t{3}), pieces});
   EXPECT_TRUE(result_fits(
-      nested, tuple({at::ones({1}), c10::IValue(int64_t{3}), tensor_list({at::ones({4}), at::ones({2, 2})})})));
+      nested, tuple({on_device({1}), c10::IValue(int64_t{3}), tensor_list({on_device({4}), on_device({2, 2})})})));
   EXPECT_FALSE(result_fits(
-      nested, tuple({at::ones({1}), c10::IValue(int64_t{4}), tensor_list({at::ones({4}), at::ones({2, 2})})})));
+      nested, tuple({on_device({1}), c10::IValue(int64_t{4}), tensor_list({on_device({4}), on_device({2, 2})})})));
+}
+
+TEST(HostResults, ACpuTensorAGraphReadsFitsOnlyWithTheValueTheCaptureBakedIn) {
+  // A 0-dim CPU scalar (aten::NumToTensor of a host result) is read on the host while capturing.
+  const at::Tensor captured = at::scalar_tensor(3.0);
+  EXPECT_TRUE(result_fits(captured, at::scalar_tensor(3.0), /*read_by_a_graph=*/true));
+  EXPECT_FALSE(result_fits(captured, at::scalar_tensor(4.0), /*read_by_a_graph=*/true));
+  EXPECT_FALSE(result_fits(tensor_list({at::zeros({2})}), tensor_list({at::ones({2})}), /*read_by_a_graph=*/true));
+  // Read by no graph (a model output, a later host step's input): a buffer like any other.
+  EXPECT_TRUE(result_fits(captured, at::scalar_tensor(4.0)));
   EXPECT_TRUE(result_fits(c10::IValue(int64_t{7}), c10::IValue(int64_t{7})));
   EXPECT_FALSE(result_fits(c10::IValue(int64_t{7}), c10::IValue(int64_t{8})));
 }
