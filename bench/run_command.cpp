@@ -64,10 +64,11 @@ struct RunOptions {
   std::string csv;
   std::string input_shape;
   std::optional<std::uint64_t> seed;
-  std::optional<int> max_streams;    // unset: tuned on the CPU
-  int threads = 0;                   // intra-op threads per worker; 0: cores / streams
-  CostOptions costs;                 // --profile, --ridge, --allow-profile-mismatch
-  std::string overflow = "comm_sd";  // opara+overflow: none | comm_sd | manual
+  std::optional<int> max_streams;                           // unset: tuned on the CPU
+  int threads = 0;                                          // intra-op threads per worker; 0: cores / streams
+  double split_min_us = CpuExecutorOptions{}.split_min_us;  // planned modes on the CPU; 0: never split
+  CostOptions costs;                                        // --profile, --ridge, --allow-profile-mismatch
+  std::string overflow = "comm_sd";                         // opara+overflow: none | comm_sd | manual
   double alpha_us = kDefaultAlphaUs;
   std::vector<std::string> cpu_nodes;
 };
@@ -110,13 +111,16 @@ struct CpuSetup {
 };
 
 CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCosts& costs, int cap, int threads,
-                   const std::vector<double>& priorities) {
+                   const std::vector<double>& priorities, double split_min_us) {
   plan_options.max_streams = cap;
   TimedPlan timed = timed_plan(graph, plan_options, costs, 1);
   CpuSetup setup;
   setup.plan_us = timed.plan_us;
-  setup.executor = std::make_shared<CpuParallelExecutor>(graph, std::move(timed.plan),
-                                                         CpuExecutorOptions{threads, 0, 0, priorities, {}});
+  CpuExecutorOptions executor_options;
+  executor_options.intra_op_threads = threads;
+  executor_options.priorities = priorities;
+  executor_options.split_min_us = split_min_us;
+  setup.executor = std::make_shared<CpuParallelExecutor>(graph, std::move(timed.plan), executor_options);
   return setup;
 }
 
@@ -139,7 +143,8 @@ CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, co
   std::vector<CpuSetup> setups;
   std::vector<BlockTimer> timers;
   for (const auto& [cap, threads] : candidates) {
-    CpuSetup& setup = setups.emplace_back(cpu_setup(graph, plan_options, costs, cap, threads, priorities));
+    CpuSetup& setup =
+        setups.emplace_back(cpu_setup(graph, plan_options, costs, cap, threads, priorities, options.split_min_us));
     const Runner runner = [executor = setup.executor](const std::vector<c10::IValue>& inputs) {
       return executor->run(inputs);
     };
@@ -236,9 +241,9 @@ void run_modes(const RunOptions& options) {
     if (!costs) costs = model_costs(model.graph, inputs.inputs, options.costs);
     const bool tune = !options.max_streams && mode.plan.streams != StreamPolicy::kSingle;
     if (priorities.empty()) priorities = critical_path_priorities(model.graph, arguments);
-    run.setup =
-        tune ? tuned_cpu_setup(model.graph, mode.plan, *costs, arguments, options, priorities)
-             : cpu_setup(model.graph, mode.plan, *costs, options.max_streams.value_or(0), options.threads, priorities);
+    run.setup = tune ? tuned_cpu_setup(model.graph, mode.plan, *costs, arguments, options, priorities)
+                     : cpu_setup(model.graph, mode.plan, *costs, options.max_streams.value_or(0), options.threads,
+                                 priorities, options.split_min_us);
     const Plan& plan = run.setup.executor->plan();
     const Plan uncapped = make_plan(model.graph, PlanOptions{mode.plan.streams, mode.plan.order, 0}, costs->costs);
     run.schedule = fmt::format("{} of {} streams x {} threads, {} events{}", plan.stream_count, uncapped.stream_count,
@@ -409,6 +414,10 @@ void add_run_command(CLI::App& app) {
                   "planned modes on the CPU: intra-op threads per worker (0: cores / streams)")
       ->check(kNonNegative)
       ->check(number_at_most(usable_cores(), "the cores here"));
+  run->add_option("--split-min-us", options->split_min_us,
+                  "planned modes on the CPU: split a pooling or activation node among idle workers when it took at "
+                  "least this long (0: never)")
+      ->check(kNonNegative);
   run->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
   run->add_flag("--allow-profile-mismatch", options->costs.allow_profile_mismatch,

@@ -108,6 +108,24 @@ constexpr std::array kAllocatesOnly = {
     std::string_view{"aten::new_empty_strided"},
 };
 
+// One plane in, the same plane out: see OpTraits::splits_by_plane. Not the in-place forms (their
+// result is their argument) and not ops that mix planes (softmax over channels, batch norm).
+constexpr std::array kSplitsByPlane = {
+    std::string_view{"aten::avg_pool2d"},
+    std::string_view{"aten::max_pool2d"},
+    std::string_view{"aten::avg_pool1d"},
+    std::string_view{"aten::max_pool1d"},
+    std::string_view{"aten::adaptive_avg_pool2d"},
+    std::string_view{"aten::sigmoid"},
+    std::string_view{"aten::tanh"},
+    std::string_view{"aten::gelu"},
+    std::string_view{"aten::silu"},
+    std::string_view{"aten::hardswish"},
+    std::string_view{"aten::hardsigmoid"},
+    std::string_view{"aten::elu"},
+    std::string_view{"aten::exp"},
+};
+
 template <std::size_t N>
 bool contains(const std::array<std::string_view, N>& table, std::string_view kind) {
   return std::find(table.begin(), table.end(), kind) != table.end();
@@ -121,7 +139,8 @@ OpTraits op_traits(std::string_view kind) {
                   contains(kComputeBound, kind),
                   contains(kMayCopy, kind),
                   contains(kUnannotatedViews, kind),
-                  contains(kAllocatesOnly, kind)};
+                  contains(kAllocatesOnly, kind),
+                  contains(kSplitsByPlane, kind)};
 }
 
 }  // namespace opara

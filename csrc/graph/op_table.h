@@ -15,6 +15,10 @@ struct OpTraits {
   // Makes an uninitialised tensor (empty, empty_like): its memory is stream-ordered, so it keeps a
   // stream, yet it launches nothing, and a profile finds no kernel for it.
   bool allocates_only = false;
+  // Computes each (batch, channel) plane of its one tensor argument on its own, into the same plane
+  // of its one result (pooling, element-wise activations): a worker may split it along batch or
+  // channels and let idle workers run pieces (node_split.h), with the same bits.
+  bool splits_by_plane = false;
 };
 
 [[nodiscard]] OpTraits op_traits(std::string_view kind);

@@ -118,6 +118,7 @@ void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs
   CpuExecutorOptions cpu_options;
   cpu_options.intra_op_threads = state.options.intra_op_threads;
   cpu_options.pin_workers = state.options.pin_workers;
+  cpu_options.split_min_us = state.options.split_min_us;
   // As opara-bench does: among ready streams, the one on the critical path in measured host time
   // runs first (only the order of independent nodes changes, never a result).
   if (state.plan.stream_count > 1) {

@@ -16,6 +16,9 @@
 // thread count: then it is that worker (Note [Intra-op threads per thread]). Workers of one
 // intra-op thread each that fill the usable CPUs are pinned to one each (worker_affinity.h).
 //
+// A worker about to run a long node that computes each plane on its own (pooling, activations)
+// while others idle splits it (node_split.h): see Note [Split nodes].
+//
 // Nodes that launch no kernel (views, sizes, list constructs) have no stream: see Note [Nodes
 // without a stream]. Outputs equal EagerExecutor's bit for bit: every node runs the same NodeOp on
 // the same inputs; only which thread runs it, and when, differ.
@@ -39,6 +42,16 @@
 // cleared (the value freed) by the consumer that decrements its atomic count of readers to zero
 // (acq_rel): every other reader decremented after copying it out, so the clear comes after every
 // read. Graph inputs and outputs are never cleared during a run.
+//
+// Note [Split nodes]
+// With one intra-op thread per worker, a long node often runs while the other workers have
+// nothing ready (GoogLeNet's max pooling between two inception modules, on every plan of many
+// streams: on two cores those ran 12-25% faster split). Its owner then posts a SplitJob (under `mutex`, one at a time),
+// runs pieces itself and lets idle workers claim the others: a claim is a fetch_add on `next`, made by helpers under
+// `mutex` (so the job is still posted, and alive, when they touch it); each piece, once placed,
+// adds one to `done`, a helper's last touch of the job. The owner retracts the job under `mutex`
+// once no piece is left to claim, then waits for `done` to reach the piece count. Only nodes that
+// took at least split_min_us in an earlier run are split (the first run measures each one).
 #include "opara/cpu_parallel_executor.h"
 
 #include <ATen/Parallel.h>
@@ -53,17 +66,33 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <random>
 #include <thread>
 #include <tuple>
 
+#include "../graph/op_table.h"
 #include "node_op.h"
+#include "node_split.h"
 #include "opara/error.h"
 #include "worker_affinity.h"
 
 namespace opara {
 namespace {
+
+// One split run of a node: Note [Split nodes].
+struct SplitJob {
+  SplitJob(NodeId id, const std::vector<c10::IValue>& arguments, NodeSplit split)
+      : node(id), inputs(arguments), output(std::move(split)) {}
+  NodeId node;
+  const std::vector<c10::IValue>& inputs;
+  SplitOutput output;
+  std::atomic<int> next{0};  // the next piece to claim
+  std::atomic<int> done{0};  // pieces placed (or failed)
+  std::mutex error_mutex;
+  std::exception_ptr error;  // the first piece that failed
+};
 
 // Run-once state of a node without a stream (std::once_flag cannot be reset between runs).
 struct LazyNode {
@@ -103,9 +132,19 @@ struct CpuParallelExecutor::State {
   bool ensure_inputs_of(NodeId id);
   // Runs no-stream node `id` unless some thread has; its own no-stream ancestors must be done.
   bool ensure(NodeId id);
-  // Runs one node and publishes its outputs; false (after fail()) when it threw.
-  bool execute(NodeId id);
-  void execute_or_throw(NodeId id);
+  // Runs one node and publishes its outputs; false (after fail()) when it threw. A stream's node
+  // (`may_split`) may be split among idle workers.
+  bool execute(NodeId id, bool may_split = false);
+  void execute_or_throw(NodeId id, bool may_split);
+  // Runs `id` on `stack` split among idle workers: false (nothing run) when it should not or
+  // another split is under way. Note [Split nodes].
+  bool run_split(NodeId id, std::vector<c10::IValue>& stack);
+  // With `mutex` held: whether a posted split has pieces left to claim.
+  bool pieces_to_claim() const;
+  // With `lock` on `mutex`: claims and runs one piece of the posted split, unlocked meanwhile;
+  // false when there was none.
+  bool help_with_split(std::unique_lock<std::mutex>& lock, std::mt19937_64& random);
+  void run_piece(SplitJob& job, int piece);
   // Keeps the first error and aborts the run: every worker stops taking nodes.
   void fail(std::exception_ptr error);
   void jitter(std::mt19937_64& random) const;
@@ -127,6 +166,9 @@ struct CpuParallelExecutor::State {
   std::vector<std::vector<NodeId>> lazy_ancestors;
   std::vector<std::size_t> reader_count;  // by ValueId: distinct nodes that read it
   std::vector<std::uint8_t> pinned;       // by ValueId: graph inputs and outputs, never freed
+  std::vector<std::uint8_t> splittable;   // by NodeId: OpTraits::splits_by_plane, one intra-op thread
+  // By NodeId: microseconds its last whole run took (0: not run yet); read to decide a split.
+  std::unique_ptr<std::atomic<double>[]> last_run_us;
 
   // ---- per run: reset by the calling thread before the workers wake ------------------------
   std::vector<c10::IValue> values;                           // by ValueId; Note [Publication of values]
@@ -156,6 +198,12 @@ struct CpuParallelExecutor::State {
   bool stopping = false;                    // set once, by the destructor
   std::vector<std::thread> threads;
   std::atomic<bool> in_run{false};
+
+  // ---- split nodes: Note [Split nodes] ----------------------------------------------------
+  SplitJob* posted = nullptr;            // guarded by `mutex`
+  std::atomic<bool> help_wanted{false};  // `posted` is set: spinning workers stop to help
+  std::atomic<int> idle_workers{0};      // workers spinning or waiting for work
+  std::atomic<std::size_t> split_runs{0};
 };
 
 CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
@@ -196,6 +244,13 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
     ops.push_back(node.op);
   }
   stream_nodes = plan.stream_nodes();
+  splittable.assign(node_count, 0);
+  last_run_us = std::make_unique<std::atomic<double>[]>(node_count);
+  for (const Node& node : graph.nodes()) {
+    last_run_us[node.id].store(0, std::memory_order_relaxed);
+    splittable[node.id] = options.split_min_us > 0 && intra_op_threads == 1 && node.outputs.size() == 1 &&
+                          op_traits(node.kind).splits_by_plane;
+  }
 
   lazy_ancestors.resize(node_count);
   for (const Node& node : graph.nodes()) {  // ids are topological: predecessors are done first
@@ -299,29 +354,37 @@ void CpuParallelExecutor::State::work() {
   std::mt19937_64 random(options.jitter_seed ^ std::hash<std::thread::id>{}(std::this_thread::get_id()));
   std::unique_lock<std::mutex> lock(mutex);
   for (;;) {
+    if (help_with_split(lock, random)) continue;
     if (ready.empty() && streams_left > 0 && intra_op_threads == 1) {
       // Another stream's node usually finishes soon: spin (yielding the core) before sleeping. A
       // wake-up costs far more than a small node, hundreds of microseconds in a virtual machine
       // whose idle vCPU has halted; on branchy 1 ms of spinning ran 5% faster than 100 us. Not
       // when nodes run on several intra-op threads: the spinning would take their cores.
+      idle_workers.fetch_add(1, std::memory_order_relaxed);
       lock.unlock();
       const auto give_up = std::chrono::steady_clock::now() + kSpinBeforeSleeping;
       // The run's end stops the spin too: the caller waits for every worker to leave.
       while (ready_count.load(std::memory_order_relaxed) == 0 && !aborted.load(std::memory_order_relaxed) &&
-             !streams_done.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < give_up) {
+             !streams_done.load(std::memory_order_relaxed) && !help_wanted.load(std::memory_order_relaxed) &&
+             std::chrono::steady_clock::now() < give_up) {
         std::this_thread::yield();
       }
       lock.lock();
+      idle_workers.fetch_sub(1, std::memory_order_relaxed);
+      if (help_with_split(lock, random)) continue;
     }
-    work_ready.wait(lock, [&] { return !ready.empty() || streams_left == 0 || aborted.load(); });
+    idle_workers.fetch_add(1, std::memory_order_relaxed);
+    work_ready.wait(lock, [&] { return !ready.empty() || streams_left == 0 || aborted.load() || pieces_to_claim(); });
+    idle_workers.fetch_sub(1, std::memory_order_relaxed);
     if (streams_left == 0 || aborted.load()) return;
+    if (ready.empty()) continue;  // woken to help with a split
     const int stream = std::get<2>(ready.top());
     ready.pop();
     ready_count.store(ready.size(), std::memory_order_relaxed);
     const NodeId id = stream_nodes[stream][next_of[stream]];
     lock.unlock();
     jitter(random);
-    const bool ran = ensure_inputs_of(id) && execute(id);
+    const bool ran = ensure_inputs_of(id) && execute(id, /*may_split=*/true);
     lock.lock();
     if (!ran) {
       work_ready.notify_all();  // fail() set `aborted`: every worker leaves
@@ -432,9 +495,9 @@ bool CpuParallelExecutor::State::ensure(NodeId id) {
   return true;
 }
 
-bool CpuParallelExecutor::State::execute(NodeId id) {
+bool CpuParallelExecutor::State::execute(NodeId id, bool may_split) {
   try {
-    execute_or_throw(id);
+    execute_or_throw(id, may_split);
     return true;
   } catch (...) {
     fail(std::current_exception());
@@ -442,18 +505,21 @@ bool CpuParallelExecutor::State::execute(NodeId id) {
   }
 }
 
-void CpuParallelExecutor::State::execute_or_throw(NodeId id) {
+void CpuParallelExecutor::State::execute_or_throw(NodeId id, bool may_split) {
   const Node& node = graph.node(id);
   std::vector<c10::IValue> stack;
   stack.reserve(std::max(node.inputs.size(), node.outputs.size()));
   for (ValueId input : node.inputs) stack.push_back(values[input]);
-  if (options.on_node_done) {
-    const auto started = std::chrono::steady_clock::now();
+  const auto started = std::chrono::steady_clock::now();
+  if (!(may_split && splittable[id] && run_split(id, stack))) {
     run_node(graph, id, *ops[id], stack);
-    options.on_node_done(id, started, std::chrono::steady_clock::now());
-  } else {
-    run_node(graph, id, *ops[id], stack);
+    if (splittable[id]) {
+      last_run_us[id].store(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count(),
+          std::memory_order_relaxed);
+    }
   }
+  if (options.on_node_done) options.on_node_done(id, started, std::chrono::steady_clock::now());
   for (std::size_t i = 0; i < node.outputs.size(); ++i) {
     const ValueId output = node.outputs[i];
     // An output nobody reads is dropped at once, as EagerExecutor does.
@@ -468,6 +534,60 @@ void CpuParallelExecutor::State::execute_or_throw(NodeId id) {
     if (readers_left[input].fetch_sub(1, std::memory_order_acq_rel) == 1 && !pinned[input])
       values[input] = c10::IValue();
   }
+}
+
+bool CpuParallelExecutor::State::run_split(NodeId id, std::vector<c10::IValue>& stack) {
+  const int idle = idle_workers.load(std::memory_order_relaxed);
+  if (idle == 0 || last_run_us[id].load(std::memory_order_relaxed) < options.split_min_us) return false;
+  std::optional<NodeSplit> split = split_node(graph, id, stack, std::min(idle + 1, worker_count));
+  if (!split) return false;
+  const int pieces = split->pieces();
+  SplitJob job(id, stack, std::move(*split));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (posted) return false;  // one split at a time
+    posted = &job;
+    help_wanted.store(true, std::memory_order_relaxed);
+  }
+  work_ready.notify_all();
+  for (int piece = job.next.fetch_add(1); piece < pieces; piece = job.next.fetch_add(1)) run_piece(job, piece);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    posted = nullptr;
+    help_wanted.store(false, std::memory_order_relaxed);
+  }
+  // Pieces still running on helpers: they are short, and this worker has nothing else to do.
+  while (job.done.load(std::memory_order_acquire) < pieces) std::this_thread::yield();
+  if (job.error) std::rethrow_exception(job.error);
+  stack.assign(1, job.output.take());
+  split_runs.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool CpuParallelExecutor::State::pieces_to_claim() const {
+  return posted && posted->next.load(std::memory_order_relaxed) < posted->output.split().pieces();
+}
+
+bool CpuParallelExecutor::State::help_with_split(std::unique_lock<std::mutex>& lock, std::mt19937_64& random) {
+  if (!posted) return false;
+  SplitJob& job = *posted;
+  const int piece = job.next.fetch_add(1);  // under `mutex`: the job stays posted, and alive
+  if (piece >= job.output.split().pieces()) return false;
+  lock.unlock();
+  jitter(random);
+  run_piece(job, piece);  // ends with the last touch of `job`
+  lock.lock();
+  return true;
+}
+
+void CpuParallelExecutor::State::run_piece(SplitJob& job, int piece) {
+  try {
+    job.output.run_piece(graph, job.node, *ops[job.node], job.inputs, piece);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(job.error_mutex);
+    if (!job.error) job.error = std::current_exception();
+  }
+  job.done.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void CpuParallelExecutor::State::fail(std::exception_ptr failure) {
@@ -511,6 +631,10 @@ int CpuParallelExecutor::workers() const {
 
 std::vector<int> CpuParallelExecutor::worker_cpus() const {
   return state_->worker_cpus;
+}
+
+std::size_t CpuParallelExecutor::split_runs() const {
+  return state_->split_runs.load(std::memory_order_relaxed);
 }
 
 }  // namespace opara

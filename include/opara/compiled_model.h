@@ -53,6 +53,9 @@ struct Options {
   // usable CPUs with one intra-op thread each are pinned one to each (CpuExecutorOptions::pin_workers).
   int intra_op_threads = 0;
   bool pin_workers = true;
+  // CPU only: a long pooling or activation node is split among idle workers when its last whole
+  // run took at least this long (CpuExecutorOptions::split_min_us); 0: never split.
+  double split_min_us = 50;
 
   // CUDA only: CPU overflow. kNone: every node on the GPU but those that cannot be captured, which
   // run eagerly between graph segments. kCommSd (needs a full `profile`) and kManual send nodes to

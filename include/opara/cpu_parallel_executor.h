@@ -37,6 +37,11 @@ struct CpuExecutorOptions {
   // would all crowd the first CPUs), and a worker with an OpenMP team of several threads is never
   // pinned (its team would inherit the one CPU).
   bool pin_workers = true;
+  // A worker about to run a node that computes each plane on its own (pooling, element-wise
+  // activations) while other workers idle splits it along batch or channels and lets them run
+  // pieces, when the node took at least `split_min_us` alone in an earlier run (the first run
+  // measures). Same bits as the whole node. 0 or less: never split.
+  double split_min_us = 50;
 };
 
 // The CPUs the calling thread may run on: its affinity mask, so fewer than the machine has under
@@ -73,6 +78,8 @@ class OPARA_API CpuParallelExecutor {
   // The CPU each pool worker is pinned to, by worker (-1 where the system refused); empty when
   // the workers are not pinned.
   [[nodiscard]] std::vector<int> worker_cpus() const;
+  // Node runs split among workers so far (CpuExecutorOptions::split_min_us).
+  [[nodiscard]] std::size_t split_runs() const;
 
  private:
   struct State;

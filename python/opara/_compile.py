@@ -120,7 +120,9 @@ def compile(
     ("opara", "opara-unhanded", "nimble", "single"), order ("opara", "topological"), max_streams,
     profile, allow_profile_mismatch, ridge_point, outputs ("clone", "view"), memory ("record-stream", "keep-alive"),
     on_uncapturable ("split", "error"), warmup_runs, intra_op_threads, pin_workers (True: CPU
-    workers of one intra-op thread each that fill the usable CPUs are pinned one to each).
+    workers of one intra-op thread each that fill the usable CPUs are pinned one to each),
+    split_min_us (CPU: a pooling or activation node that took at least this long is split among
+    idle workers, same bits; 0: never).
     """
     load_library()
     inputs = _tensor_list(example_inputs, "example input")

@@ -116,6 +116,18 @@ def test_model_files_give_their_reference_outputs(library, extension, pin_worker
     assert all(torch.equal(a, e) for a, e in zip(actual, expected))
 
 
+def test_split_nodes_keep_the_bits_of_whole_ones(library):
+    # One intra-op thread a worker, so that workers split: split_min_us=1 splits every pooling and
+    # activation long enough to time among idle workers from the second run on; 0 never does.
+    path = model_file("googlenet", "pt")
+    x = torch.randn(1, 3, 224, 224)
+    split = opara.compile(path, [x], device="cpu", intra_op_threads=1, split_min_us=1)
+    whole = opara.compile(path, [x], device="cpu", intra_op_threads=1, split_min_us=0)
+    expected = whole(x)
+    for _ in range(3):
+        assert torch.equal(split(x), expected)
+
+
 def test_a_bad_path_raises_with_opara_s_message(library):
     with pytest.raises(RuntimeError, match="no-such-model.pt: no such file"):
         opara.compile("no-such-model.pt", [torch.ones(1)])

@@ -45,6 +45,7 @@ TEST(OptionsText, EveryKeySetsItsMember) {
       {"warmup_runs", "0"},
       {"intra_op_threads", "3"},
       {"pin_workers", "false"},
+      {"split_min_us", "0"},
       {"overflow", "manual"},
       {"alpha_us", "0"},
       {"cpu_nodes", "12,aten::relu,"},
@@ -63,10 +64,11 @@ TEST(OptionsText, EveryKeySetsItsMember) {
   EXPECT_EQ(options.warmup_runs, 0);
   EXPECT_EQ(options.intra_op_threads, 3);
   EXPECT_FALSE(options.pin_workers);
+  EXPECT_DOUBLE_EQ(options.split_min_us, 0);
   EXPECT_EQ(options.overflow, OverflowPolicy::kManual);
   EXPECT_DOUBLE_EQ(options.alpha_us, 0);
   EXPECT_EQ(options.cpu_nodes, (std::vector<std::string>{"12", "aten::relu"}));
-  EXPECT_EQ(option_keys().size(), 16u) << "a key was added: test it here";
+  EXPECT_EQ(option_keys().size(), 17u) << "a key was added: test it here";
 }
 
 TEST(OptionsText, AnUnknownKeyListsTheKnownOnes) {
@@ -91,6 +93,7 @@ TEST(OptionsText, BadValuesNameTheKeyAndWhatItTakes) {
   EXPECT_THAT(error_of({{"pin_workers", "1"}}), HasSubstr("option pin_workers='1': expected one of true, false"));
   EXPECT_THAT(error_of({{"overflow", "sd"}}), HasSubstr("option overflow: unknown overflow policy 'sd'"));
   EXPECT_THAT(error_of({{"alpha_us", "-5"}}), HasSubstr("option alpha_us='-5': expected a number of at least 0"));
+  EXPECT_THAT(error_of({{"split_min_us", "fast"}}), HasSubstr("option split_min_us='fast'"));
 }
 
 }  // namespace
