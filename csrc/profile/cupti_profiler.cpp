@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <type_traits>
+#include <utility>
 
 #include "opara/error.h"
 #include "opara/model_profiler.h"
@@ -275,43 +276,34 @@ ActivityRecords CuptiProfiler::take() {
   check(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
   std::size_t dropped_globally = 0;
   check(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped_globally), "cuptiActivityGetNumDroppedRecords");
-  Collector& collector = session_->collector;
-  std::lock_guard<std::mutex> lock(collector_mutex);
-  // Each problem leaves the records of this flush incomplete or untimed: the profile fails
-  // rather than miss kernels or weigh them wrongly.
-  const auto discard = [&collector] { collector = Collector{}; };
-  if (!collector.failure.empty()) {
-    const std::string failure = collector.failure;
-    discard();
-    throw Error("CUPTI activity buffer: " + failure);
+  // What this flush found, taken whole: each problem below leaves its records incomplete or
+  // untimed, and the profile fails rather than miss kernels or weigh them wrongly.
+  Collector found;
+  {
+    std::lock_guard<std::mutex> lock(collector_mutex);
+    found = std::exchange(session_->collector, Collector{});
   }
-  const std::size_t dropped = collector.dropped + dropped_globally;
+  if (!found.failure.empty()) throw Error("CUPTI activity buffer: " + found.failure);
+  const std::size_t dropped = found.dropped + dropped_globally;
   if (dropped > 0) {
-    discard();
     throw Error(fmt::format(
         "CUPTI dropped {} activity records (no buffer space): the profile would miss kernels; profile fewer runs at "
         "a time",
         dropped));
   }
-  if (collector.incomplete_buffers > 0) {
-    const std::size_t buffers = collector.incomplete_buffers;
-    discard();
+  if (found.incomplete_buffers > 0) {
     throw Error(fmt::format(
         "CUPTI returned {} activity buffer(s) ending in a record still being written: take() ran while the GPU "
         "was busy; synchronize the device before taking the records",
-        buffers));
+        found.incomplete_buffers));
   }
-  if (collector.untimed > 0) {
-    const std::size_t untimed_records = collector.untimed;
-    discard();
+  if (found.untimed > 0) {
     throw Error(fmt::format(
         "CUPTI could not time {} kernels or copies (zero timestamps: no device memory for its records); free GPU "
         "memory and profile again",
-        untimed_records));
+        found.untimed));
   }
-  ActivityRecords records = std::move(collector.records);
-  collector.records = ActivityRecords{};
-  return records;
+  return std::move(found.records);
 }
 
 }  // namespace opara

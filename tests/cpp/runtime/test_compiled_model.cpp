@@ -343,21 +343,27 @@ TEST(CompiledModelCuda, BadInputsAreNamed) {
               ::testing::ThrowsMessage<Error>(HasSubstr("dtype Half")));
 }
 
-// y = x.sin(); n = int(y.sum() > 0) (a host synchronisation the op table does not know); z = y * n + 1
-Graph graph_with_item() {
+// y = x.sin(); n = int(y.sum() > 0) (a host synchronisation the op table does not know); z = y * n + 1.
+// With `n_as_cpu_tensor`, n is a 0-dim CPU tensor (aten::NumToTensor's way), +1 or -1: a value the
+// capture of the graph after it bakes in.
+Graph graph_with_item(bool n_as_cpu_tensor = false) {
   Graph graph;
   const ValueId x = graph.add_input("x");
   const NodeId y = graph.add_node("test::sin", {x}, {"Tensor"}, kLaunchesKernel,
                                   testing::unary([](const at::Tensor& t) { return t.sin(); }));
-  const NodeId n = graph.add_node(
-      "test::positive", {graph.node(y).outputs[0]}, {"int"}, kLaunchesKernel,
-      testing::op([](const std::vector<c10::IValue>& in) {
-        return std::vector<c10::IValue>{static_cast<std::int64_t>(in[0].toTensor().sum().item<double>() > 0)};
-      }));
-  const NodeId z = graph.add_node("test::scale", {graph.node(y).outputs[0], graph.node(n).outputs[0]}, {"Tensor"},
-                                  kLaunchesKernel, testing::op([](const std::vector<c10::IValue>& in) {
-                                    return std::vector<c10::IValue>{in[0].toTensor() * in[1].toInt() + 1};
+  const NodeId n = graph.add_node("test::positive", {graph.node(y).outputs[0]}, {n_as_cpu_tensor ? "Tensor" : "int"},
+                                  kLaunchesKernel, testing::op([n_as_cpu_tensor](const std::vector<c10::IValue>& in) {
+                                    const bool positive = in[0].toTensor().sum().item<double>() > 0;
+                                    if (n_as_cpu_tensor)
+                                      return std::vector<c10::IValue>{at::scalar_tensor(positive ? 1.0 : -1.0)};
+                                    return std::vector<c10::IValue>{static_cast<std::int64_t>(positive)};
                                   }));
+  const NodeId z = graph.add_node(
+      "test::scale", {graph.node(y).outputs[0], graph.node(n).outputs[0]}, {"Tensor"}, kLaunchesKernel,
+      testing::op([](const std::vector<c10::IValue>& in) {
+        const at::Tensor& y = in[0].toTensor();
+        return std::vector<c10::IValue>{(in[1].isTensor() ? y * in[1].toTensor() : y * in[1].toInt()) + 1};
+      }));
   graph.add_output(graph.node(z).outputs[0]);
   return graph;
 }
@@ -390,24 +396,9 @@ TEST(CompiledModelCuda, AnOperationThatFailsCaptureBecomesAHostStep) {
   expect_close(compiled.run({positive}), eager_cuda(graph, {positive}), "after a failed capture");
 }
 
-// As graph_with_item, with the host's answer as a 0-dim CPU tensor (aten::NumToTensor's way) that
-// the graph after it reads: a value the capture bakes in.
 TEST(CompiledModelCuda, ACpuScalarFromAHostStepIsBakedInAndANewValueRunsEagerly) {
   OPARA_REQUIRE_GPU();
-  Graph graph;
-  const ValueId x = graph.add_input("x");
-  const NodeId y = graph.add_node("test::sin", {x}, {"Tensor"}, kLaunchesKernel,
-                                  testing::unary([](const at::Tensor& t) { return t.sin(); }));
-  const NodeId n = graph.add_node(
-      "test::sign_as_cpu_scalar", {graph.node(y).outputs[0]}, {"Tensor"}, kLaunchesKernel,
-      testing::op([](const std::vector<c10::IValue>& in) {
-        return std::vector<c10::IValue>{at::scalar_tensor(in[0].toTensor().sum().item<double>() > 0 ? 1.0 : -1.0)};
-      }));
-  const NodeId z = graph.add_node("test::scale", {graph.node(y).outputs[0], graph.node(n).outputs[0]}, {"Tensor"},
-                                  kLaunchesKernel, testing::op([](const std::vector<c10::IValue>& in) {
-                                    return std::vector<c10::IValue>{in[0].toTensor() * in[1].toTensor() + 1};
-                                  }));
-  graph.add_output(graph.node(z).outputs[0]);
+  const Graph graph = graph_with_item(/*n_as_cpu_tensor=*/true);
   const at::Tensor positive = at::ones({64}, at::kCUDA);
   const CompiledModel compiled = compile(graph, {positive});
   ASSERT_TRUE(compiled.host_nodes()[1]);
