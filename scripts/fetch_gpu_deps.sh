@@ -11,6 +11,7 @@ mkdir -p "$out/debs" "$out/wheels"
 cd "$out/debs"
 # The shared libraries that fmt's and Google Benchmark's CMake packages name (libfmt9, ...).
 runtime_libs="$(apt-cache depends libfmt-dev libbenchmark-dev | awk '/Depends: lib(fmt|benchmark)[0-9a-z]*$/{print $2}')"
+[ -n "$runtime_libs" ] || { echo "fetch_gpu_deps: apt-cache names no fmt or benchmark library (run apt-get update)" >&2; exit 1; }
 # shellcheck disable=SC2086  # one package name per word
 apt-get download libfmt-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev \
   $runtime_libs >/dev/null

@@ -75,10 +75,11 @@ all_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy inplace r
 exporting=$!
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPARA_PYTHON="$(command -v python3)" \
   -DCMAKE_PREFIX_PATH="$deps/usr" -DOPARA_TEST_MODELS="$model_dir" >"$work/configure.log" 2>&1 ||
-  { tail -30 "$work/configure.log"; cp "$work/configure.log" "$out/"; exit 1; }
+  { tail -30 "$work/configure.log"; cp "$work/configure.log" "$out/"; wait "$exporting" || true; exit 1; }
 if ! limited cmake --build "$build" -j "$(nproc)" >"$work/build.log" 2>&1; then
   grep -m3 -B2 -A12 -E 'error|FAILED' "$work/build.log" || tail -30 "$work/build.log"
   cp "$work/build.log" "$out/"
+  wait "$exporting" || true  # no half-written model left for the next call to take as done
   exit 1
 fi
 echo "built in ${SECONDS} s"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 namespace opara {
 namespace {
@@ -108,23 +109,24 @@ constexpr std::array kAllocatesOnly = {
     std::string_view{"aten::new_empty_strided"},
 };
 
-// One plane in, the same plane out: see OpTraits::splits_by_plane. Not the in-place forms (their
-// result is their argument) and not ops that mix planes (softmax over channels, batch norm).
-constexpr std::array kSplitsByPlane = {
-    std::string_view{"aten::avg_pool2d"},
-    std::string_view{"aten::max_pool2d"},
-    std::string_view{"aten::avg_pool1d"},
-    std::string_view{"aten::max_pool1d"},
-    std::string_view{"aten::adaptive_avg_pool2d"},
-    std::string_view{"aten::sigmoid"},
-    std::string_view{"aten::tanh"},
-    std::string_view{"aten::gelu"},
-    std::string_view{"aten::silu"},
-    std::string_view{"aten::hardswish"},
-    std::string_view{"aten::hardsigmoid"},
-    std::string_view{"aten::elu"},
-    std::string_view{"aten::exp"},
-};
+// One plane in, the same plane out (OpTraits::splits_by_plane), and the dimensions of a plane.
+// Not the in-place forms (their result is their argument) and not ops that mix planes (softmax
+// over channels, batch norm).
+constexpr std::array<std::pair<std::string_view, int>, 13> kSplitsByPlane = {{
+    {"aten::avg_pool2d", 2},
+    {"aten::max_pool2d", 2},
+    {"aten::adaptive_avg_pool2d", 2},
+    {"aten::avg_pool1d", 1},
+    {"aten::max_pool1d", 1},
+    {"aten::sigmoid", 0},
+    {"aten::tanh", 0},
+    {"aten::gelu", 0},
+    {"aten::silu", 0},
+    {"aten::hardswish", 0},
+    {"aten::hardsigmoid", 0},
+    {"aten::elu", 0},
+    {"aten::exp", 0},
+}};
 
 template <std::size_t N>
 bool contains(const std::array<std::string_view, N>& table, std::string_view kind) {
@@ -134,13 +136,19 @@ bool contains(const std::array<std::string_view, N>& table, std::string_view kin
 }  // namespace
 
 OpTraits op_traits(std::string_view kind) {
-  return OpTraits{!contains(kNoKernel, kind) && !contains(kUnannotatedViews, kind),
+  OpTraits traits{!contains(kNoKernel, kind) && !contains(kUnannotatedViews, kind),
                   contains(kNotCapturable, kind),
                   contains(kComputeBound, kind),
                   contains(kMayCopy, kind),
                   contains(kUnannotatedViews, kind),
-                  contains(kAllocatesOnly, kind),
-                  contains(kSplitsByPlane, kind)};
+                  contains(kAllocatesOnly, kind)};
+  const auto split = std::find_if(kSplitsByPlane.begin(), kSplitsByPlane.end(),
+                                  [kind](const auto& entry) { return entry.first == kind; });
+  if (split != kSplitsByPlane.end()) {
+    traits.splits_by_plane = true;
+    traits.plane_dims = split->second;
+  }
+  return traits;
 }
 
 }  // namespace opara

@@ -19,6 +19,9 @@ struct OpTraits {
   // of its one result (pooling, element-wise activations): a worker may split it along batch or
   // channels and let idle workers run pieces (node_split.h), with the same bits.
   bool splits_by_plane = false;
+  // The trailing dimensions that make one plane (2 for 2-d pooling, 1 for 1-d, 0 element-wise):
+  // only the dimensions before them may be cut.
+  int plane_dims = 0;
 };
 
 [[nodiscard]] OpTraits op_traits(std::string_view kind);

@@ -539,7 +539,12 @@ void CpuParallelExecutor::State::execute_or_throw(NodeId id, bool may_split) {
 bool CpuParallelExecutor::State::run_split(NodeId id, std::vector<c10::IValue>& stack) {
   const int idle = idle_workers.load(std::memory_order_relaxed);
   if (idle == 0 || last_run_us[id].load(std::memory_order_relaxed) < options.split_min_us) return false;
-  std::optional<NodeSplit> split = split_node(graph, id, stack, std::min(idle + 1, worker_count));
+  std::optional<NodeSplit> split;
+  try {
+    split = split_node(graph, id, stack, std::min(idle + 1, worker_count));
+  } catch (const std::exception&) {
+    return false;  // a tensor it cannot reason about: the node runs whole, as it would have
+  }
   if (!split) return false;
   const int pieces = split->pieces();
   SplitJob job(id, stack, std::move(*split));

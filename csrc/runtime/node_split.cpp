@@ -19,17 +19,31 @@ constexpr std::int64_t kCutAlignment = 64;
 
 std::optional<NodeSplit> split_node(const Graph& graph, NodeId id, const std::vector<c10::IValue>& inputs, int pieces) {
   const Node& node = graph.node(id);
-  if (pieces < 2 || !op_traits(node.kind).splits_by_plane || node.outputs.size() != 1 || inputs.empty() ||
-      !inputs[0].isTensor()) {
+  const OpTraits traits = op_traits(node.kind);
+  if (pieces < 2 || !traits.splits_by_plane || node.outputs.size() != 1 || inputs.empty() || !inputs[0].isTensor()) {
     return std::nullopt;
   }
   for (std::size_t i = 1; i < inputs.size(); ++i) {
     if (inputs[i].isTensor() || inputs[i].isTensorList()) return std::nullopt;
   }
   const at::Tensor& tensor = inputs[0].toTensor();
-  if (!tensor.defined() || !tensor.is_cpu() || tensor.dim() < 2 || !tensor.is_contiguous()) return std::nullopt;
+  // Dense CPU floating-point data only: not mkldnn or quantized tensors, whose layouts and
+  // kernels this reasoning does not cover.
+  if (!tensor.defined() || !tensor.is_cpu() || tensor.layout() != at::kStrided || tensor.is_quantized() ||
+      !at::isFloatingType(tensor.scalar_type()) || !tensor.is_contiguous()) {
+    return std::nullopt;
+  }
+  // Only the dimensions before a plane may be cut: batch and channels of [N, C, H, W], channels
+  // alone of an unbatched [C, H, W] (its dimension 1 is a row of the plane).
+  const std::int64_t cuttable = tensor.dim() - traits.plane_dims;
   NodeSplit split;
-  split.dim = tensor.size(0) > 1 ? 0 : 1;
+  if (cuttable >= 1 && tensor.size(0) > 1) {
+    split.dim = 0;
+  } else if (cuttable >= 2 && tensor.size(0) == 1) {
+    split.dim = 1;
+  } else {
+    return std::nullopt;
+  }
   const std::int64_t size = tensor.size(split.dim);
   // Every dimension before `dim` has size 1: the elements of one index along it are contiguous.
   const std::int64_t per_index = size > 0 ? tensor.numel() / size : 0;

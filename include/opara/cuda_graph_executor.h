@@ -47,7 +47,10 @@ struct CaptureStats {
 // Capture begins on a stream of its own; the Plan's streams are side streams forked from it and
 // joined back; the Plan's events become graph dependencies. The graph reads `static_inputs` and
 // writes `static_outputs()`: copy new inputs into the former before replay() (CompiledModel does).
-// Throws opara::Error naming the node when an operation cannot be captured.
+// A 0-dim CPU tensor among the static inputs is a scalar argument: it is read while capturing and
+// its value baked into the graph, so a new value copied into it has no effect on replay (CompiledModel
+// checks that it still holds the captured value and runs eagerly otherwise); any other CPU input
+// is refused. Throws opara::Error naming the node when an operation cannot be captured.
 class OPARA_API CudaGraphExecutor {
  public:
   CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<c10::IValue> static_inputs,

@@ -673,7 +673,8 @@ class CpuParallelModels : public ::testing::TestWithParam<ModelCase> {
       eager_by_threads_[threads] = eager_outputs(graph_, inputs_, threads);
     }
     const auto& expected = own_threads ? recorded_ : eager_by_threads_[threads];
-    for (int run = 0; run < 2; ++run) {
+    // A second run where workers of one intra-op thread may split what the first one timed.
+    for (int run = 0; run < (threads == 1 ? 2 : 1); ++run) {
       const auto outputs = flatten_tensors(executor.run(inputs_));
       EXPECT_TRUE(bitwise_equal(outputs, expected))
           << GetParam() << ", " << label << ", " << plan.stream_count << " streams, " << threads
@@ -720,7 +721,9 @@ TEST_P(CpuParallelModels, SplitNodesKeepTheBits) {
         << GetParam() << ", run " << run << ": max |diff| " << max_abs_difference(outputs, expected);
   }
   const bool has_splitting_kinds = GetParam().model == "branchy" || GetParam().model == "googlenet";
-  if (has_splitting_kinds) EXPECT_GT(executor.split_runs(), 0u) << GetParam();
+  if (has_splitting_kinds) {
+    EXPECT_GT(executor.split_runs(), 0u) << GetParam();
+  }
 }
 
 TEST_P(CpuParallelModels, MatchTheReferenceUnderRandomPlans) {

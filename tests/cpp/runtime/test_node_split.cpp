@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include "model_files.h"
 #include "opara/cpu_parallel_executor.h"
@@ -34,7 +35,20 @@ Graph one_node(const std::string& kind, std::function<at::Tensor(const at::Tenso
   return graph;
 }
 
+// The executor splits only on workers of one intra-op thread; the whole node runs so too.
+class OneThread {
+ public:
+  OneThread() : previous_(at::get_num_threads()) { at::set_num_threads(1); }
+  ~OneThread() { at::set_num_threads(previous_); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int previous_;
+};
+
 TEST(NodeSplit, EveryPoolingAndActivationOfBranchyAndGoogLeNetKeepsItsBits) {
+  const OneThread one_thread;
   int checked = 0;
   for (const char* name : {"branchy", "googlenet"}) {
     if (!testing::model_exported(name)) continue;
@@ -57,7 +71,77 @@ TEST(NodeSplit, EveryPoolingAndActivationOfBranchyAndGoogLeNetKeepsItsBits) {
   EXPECT_GT(checked, 10);
 }
 
+// Every kind the op table lets split, on sizes whose cuts fall inside rows and leave odd tails.
+TEST(NodeSplit, EverySplittingKindKeepsItsBitsOnOddSizes) {
+  const OneThread one_thread;
+  using Op = std::function<at::Tensor(const at::Tensor&)>;
+  const std::vector<std::pair<std::string, Op>> kinds{
+      {"aten::avg_pool2d",
+       [](const at::Tensor& t) {
+         return at::avg_pool2d(t, {3, 3}, {1, 1}, {1, 1});
+       }},
+      {"aten::max_pool2d",
+       [](const at::Tensor& t) {
+         return at::max_pool2d(t, {3, 3}, {2, 2}, {1, 1});
+       }},
+      {"aten::adaptive_avg_pool2d",
+       [](const at::Tensor& t) {
+         return at::adaptive_avg_pool2d(t, {2, 3});
+       }},
+      {"aten::sigmoid", [](const at::Tensor& t) { return t.sigmoid(); }},
+      {"aten::tanh", [](const at::Tensor& t) { return t.tanh(); }},
+      {"aten::gelu", [](const at::Tensor& t) { return at::gelu(t); }},
+      {"aten::silu", [](const at::Tensor& t) { return at::silu(t); }},
+      {"aten::hardswish", [](const at::Tensor& t) { return at::hardswish(t); }},
+      {"aten::hardsigmoid", [](const at::Tensor& t) { return at::hardsigmoid(t); }},
+      {"aten::elu", [](const at::Tensor& t) { return at::elu(t); }},
+      {"aten::exp", [](const at::Tensor& t) { return t.exp(); }},
+  };
+  int split_cases = 0;
+  for (const auto& [kind, op] : kinds) {
+    const Graph graph = one_node(kind, op);
+    for (const std::vector<std::int64_t>& sizes :
+         std::vector<std::vector<std::int64_t>>{{3, 17, 9, 11}, {1, 130, 7, 5}, {1, 64, 8, 8}, {2, 5, 33, 3}}) {
+      const at::Tensor x = at::randn(sizes) * 4;
+      const std::vector<c10::IValue> inputs{x};
+      for (int pieces : {2, 3}) {
+        const std::optional<NodeSplit> split = split_node(graph, 0, inputs, pieces);
+        if (!split) continue;
+        ++split_cases;
+        EXPECT_TRUE(at::equal(run_pieces(graph, 0, inputs, *split), op(x)))
+            << kind << " " << x.sizes() << " in " << pieces;
+      }
+    }
+  }
+  EXPECT_GT(split_cases, 40);
+  // 1-d pooling cuts batch or channels, never the row.
+  const Graph pool1d =
+      one_node("aten::max_pool1d", [](const at::Tensor& t) { return at::max_pool1d(t, {3}, {1}, {1}); });
+  const std::vector<c10::IValue> batched{at::randn({1, 128, 50})};
+  const std::optional<NodeSplit> split = split_node(pool1d, 0, batched, 2);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->dim, 1);
+  EXPECT_TRUE(at::equal(run_pieces(pool1d, 0, batched, *split), at::max_pool1d(batched[0].toTensor(), {3}, {1}, {1})));
+}
+
+// An unbatched [C, H, W] pooling input: channels may be cut, a plane's rows never (padding would
+// take the place of the neighbouring rows).
+TEST(NodeSplit, UnbatchedPoolingCutsChannelsNeverRows) {
+  const Graph pool = one_node("aten::max_pool2d", [](const at::Tensor& t) {
+    return at::max_pool2d(t, {3, 3}, {1, 1}, {1, 1});
+  });
+  EXPECT_FALSE(split_node(pool, 0, {at::randn({1, 64, 64})}, 2).has_value()) << "one channel: dimension 1 is rows";
+  const std::vector<c10::IValue> channels{at::randn({64, 16, 16})};
+  const std::optional<NodeSplit> split = split_node(pool, 0, channels, 2);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->dim, 0);
+  EXPECT_TRUE(
+      at::equal(run_pieces(pool, 0, channels, *split), at::max_pool2d(channels[0].toTensor(), {3, 3}, {1, 1}, {1, 1})));
+  EXPECT_FALSE(split_node(pool, 0, {at::randn({1, 8, 8}).to(at::kInt)}, 2).has_value()) << "not floating point";
+}
+
 TEST(NodeSplit, CutsFallOn64ElementBoundariesSoVectorLoopsSeeTheSameChunks) {
+  const OneThread one_thread;
   const Graph graph = one_node("aten::sigmoid", [](const at::Tensor& t) { return t.sigmoid(); });
   for (const std::vector<std::int64_t>& sizes :
        std::vector<std::vector<std::int64_t>>{{1, 7, 5, 3}, {3, 17, 9}, {1, 1000}, {5, 33}, {1, 130, 1, 1}}) {
