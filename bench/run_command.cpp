@@ -198,7 +198,11 @@ void run_modes(const RunOptions& options) {
     nlohmann::json report = {
         {"model", model.path}, {"device", device_description()}, {"import_ms", model.import_ms}, {"iters", iters},
         {"warmup", warmup},    {"inputs", inputs.origin},        {"memory", options.memory}};
-    fmt::print(table, "gpu     {}\n", report["device"].get<std::string>());
+    // PyTorch's defaults, as every mode runs them: cuDNN convolutions may use TF32, cuBLAS not.
+    report["tf32_cudnn"] = at::globalContext().allowTF32CuDNN();
+    report["tf32_cublas"] = at::globalContext().allowTF32CuBLAS();
+    fmt::print(table, "gpu     {}\ntf32    cuDNN {}, cuBLAS {}\n", report["device"].get<std::string>(),
+               report["tf32_cudnn"].get<bool>() ? "on" : "off", report["tf32_cublas"].get<bool>() ? "on" : "off");
     report["modes"] = run_cuda_modes(model, request, table);
     write_reports(report, options);
     return;

@@ -144,8 +144,13 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
 // graph's kernels are not on the streams they were captured on, so rows are packed from the
 // records themselves: each kernel goes to the first row free at its start, and the rows show how
 // many ran at once.
+//
+// One CUPTI session serves every mode, started before the first graph is captured: CUPTI started
+// after a graph exists, or again after an earlier session, has lost graph kernels or crashed on
+// replay in some CUDA versions (pytorch/pytorch#75504, #150957). Each mode takes and drops what
+// its compilation and warm-up recorded, then takes its one run.
 TracedMode trace_on_gpu(const Graph& graph, const ModeSpec& mode, const std::vector<at::Tensor>& cpu_inputs,
-                        const TraceOptions& options) {
+                        const TraceOptions& options, CuptiProfiler& cupti) {
   const c10::Device device(options.device);
   std::vector<at::Tensor> inputs;
   for (const at::Tensor& input : cpu_inputs) inputs.push_back(input.to(device));
@@ -163,12 +168,17 @@ TracedMode trace_on_gpu(const Graph& graph, const ModeSpec& mode, const std::vec
   }
   for (int i = 0; i < options.warmup; ++i) run();
   torch::cuda::synchronize();
-  ActivityRecords records;
-  {
-    CuptiProfiler cupti;
-    run();
-    torch::cuda::synchronize();
-    records = cupti.take();
+  (void)cupti.take();  // compilation and warm-up
+  run();
+  torch::cuda::synchronize();
+  const ActivityRecords records = cupti.take();
+  const bool launches = std::any_of(graph.nodes().begin(), graph.nodes().end(),
+                                    [](const Node& node) { return node.has(kLaunchesKernel); });
+  if (records.kernels.empty() && launches) {
+    throw Error(fmt::format(
+        "trace: CUPTI recorded no kernel in the {} run of {} (graph kernels lost?); trace that mode alone with "
+        "--modes {}",
+        mode.name, graph.source_path, mode.name));
   }
 
   struct Box {
@@ -264,9 +274,11 @@ void run_trace(const TraceOptions& options) {
 
   std::vector<TracedMode> traced;
   {
+    std::optional<CuptiProfiler> cupti;
+    if (gpu) cupti.emplace();  // before any graph: see trace_on_gpu
     Progress progress("tracing", options.modes.size());
     for (const std::string& mode : options.modes) {
-      traced.push_back(gpu ? trace_on_gpu(model.graph, mode_spec(mode), inputs.inputs, options)
+      traced.push_back(gpu ? trace_on_gpu(model.graph, mode_spec(mode), inputs.inputs, options, *cupti)
                            : trace_on_cpu(model.graph, mode_spec(mode), arguments, costs.costs, priorities, options));
       progress.advance();
     }

@@ -111,6 +111,7 @@ if wants test && in_time "the Python GPU tests (pytest)" test; then
   OPARA_LIBRARY=$build/lib/libopara_ext.so OPARA_BENCH=$bench \
     limited python3 -m pytest -q -p no:cacheprovider "$root/tests/python/test_python_package.py" \
     "$root/tests/python/test_bench_reports.py" "$root/tests/python/test_bench_profile.py" \
+    "$root/tests/python/test_bench_cli.py" \
     -k 'cuda or googlenet or cpu_by_name or on_the_gpu' >"$out/pytest.log" 2>&1 ||
     echo "FAILED: Python GPU tests (see pytest.log)"
   tail -3 "$out/pytest.log"

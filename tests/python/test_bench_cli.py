@@ -285,6 +285,7 @@ def test_cuda_modes_report_the_documented_keys(bench):
         assert mode["max_abs_diff"] < 1e-3
     assert modes["sequential"]["streams"] == 1
     assert modes["opara"]["streams"] > 1
+    assert isinstance(report["tf32_cudnn"], bool) and isinstance(report["tf32_cublas"], bool)
 
 
 def test_run_with_a_batch_size_uses_random_inputs_of_that_batch(bench):

@@ -206,10 +206,18 @@ def test_compiling_for_cuda_without_a_gpu_says_so(library):
         opara.compile(model_file("branchy", "pt"), [torch.randn(1, 3, 32, 32)], device="cuda")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")
-def test_googlenet_compiled_for_cuda_is_close_to_the_module(library):
+@pytest.fixture
+def no_tf32():
+    """fp32 comparisons at rtol 1e-4 need TF32 off; the settings are put back afterwards."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")
+def test_googlenet_compiled_for_cuda_is_close_to_the_module(library, no_tf32):
     torch.manual_seed(0)
     model = torchvision.models.googlenet(weights=None, aux_logits=False, init_weights=False).eval().cuda()
     x = torch.randn(1, 3, 224, 224, device="cuda")
@@ -222,9 +230,7 @@ def test_googlenet_compiled_for_cuda_is_close_to_the_module(library):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")
-def test_nodes_sent_to_the_cpu_by_name_give_the_models_outputs(library):
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
+def test_nodes_sent_to_the_cpu_by_name_give_the_models_outputs(library, no_tf32):
     path = model_file("branchy", "pt")
     x = torch.randn(1, 3, 32, 32, device="cuda")
     expected = opara.compile(path, [x])(x)
