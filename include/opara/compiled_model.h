@@ -82,11 +82,14 @@ struct CompiledStats {
   // Comm+SD's estimates of one run (0: not estimated): everything on the GPU, and the placement.
   double predicted_none_us = 0;
   double predicted_us = 0;
-  double compile_ms = 0;            // planning, warm-up and capture
-  double plan_us = 0;               // planning alone
-  double capture_ms = 0;            // capture and instantiation, all segments
-  std::size_t pool_bytes = 0;       // CUDA: the graphs' memory pool
-  std::size_t peak_bytes = 0;       // CUDA: most bytes allocated at once while compiling, weights and buffers included
+  double compile_ms = 0;       // planning, warm-up and capture
+  double plan_us = 0;          // planning alone
+  double capture_ms = 0;       // capture and instantiation, all segments
+  std::size_t pool_bytes = 0;  // CUDA: the graphs' memory pool
+  // CUDA: most bytes allocated at once while compiling, weights and buffers included. Measuring it
+  // resets the device's peak statistics (torch.cuda.reset_peak_memory_stats): a peak measured
+  // around compile() by the caller starts there.
+  std::size_t peak_bytes = 0;
   std::size_t runs = 0;             // calls of run()
   std::size_t eager_fallbacks = 0;  // runs where a host step's result no longer fitted the captured graphs
 };
