@@ -27,8 +27,9 @@ struct NodeSplit {
 };
 
 // A split of node `id` into at most `pieces` for these runtime inputs, or nothing when the node is
-// not of a splitting kind, its argument is not one contiguous CPU tensor of at least two
-// dimensions (with no other tensor argument), or no cut falls on a 64-element boundary.
+// not of a splitting kind, its argument is not one contiguous, dense, floating-point CPU tensor
+// (with no other tensor argument), it has no batch or channel dimension of more than one (the
+// op table's plane dimensions are never cut), or no cut falls on a 64-element boundary.
 OPARA_API std::optional<NodeSplit> split_node(const Graph& graph, NodeId id, const std::vector<c10::IValue>& inputs,
                                               int pieces);
 
