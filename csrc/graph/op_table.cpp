@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <utility>
 
 namespace opara {
@@ -112,21 +113,13 @@ constexpr std::array kAllocatesOnly = {
 // One plane in, the same plane out (OpTraits::splits_by_plane), and the dimensions of a plane.
 // Not the in-place forms (their result is their argument) and not ops that mix planes (softmax
 // over channels, batch norm).
-constexpr std::array<std::pair<std::string_view, int>, 13> kSplitsByPlane = {{
-    {"aten::avg_pool2d", 2},
-    {"aten::max_pool2d", 2},
-    {"aten::adaptive_avg_pool2d", 2},
-    {"aten::avg_pool1d", 1},
-    {"aten::max_pool1d", 1},
-    {"aten::sigmoid", 0},
-    {"aten::tanh", 0},
-    {"aten::gelu", 0},
-    {"aten::silu", 0},
-    {"aten::hardswish", 0},
-    {"aten::hardsigmoid", 0},
-    {"aten::elu", 0},
+constexpr std::pair<std::string_view, int> kSplitsByPlane[] = {
+    {"aten::avg_pool2d", 2}, {"aten::max_pool2d", 2},  {"aten::adaptive_avg_pool2d", 2},
+    {"aten::avg_pool1d", 1}, {"aten::max_pool1d", 1},  {"aten::sigmoid", 0},
+    {"aten::tanh", 0},       {"aten::gelu", 0},        {"aten::silu", 0},
+    {"aten::hardswish", 0},  {"aten::hardsigmoid", 0}, {"aten::elu", 0},
     {"aten::exp", 0},
-}};
+};
 
 template <std::size_t N>
 bool contains(const std::array<std::string_view, N>& table, std::string_view kind) {
@@ -142,9 +135,9 @@ OpTraits op_traits(std::string_view kind) {
                   contains(kMayCopy, kind),
                   contains(kUnannotatedViews, kind),
                   contains(kAllocatesOnly, kind)};
-  const auto split = std::find_if(kSplitsByPlane.begin(), kSplitsByPlane.end(),
+  const auto split = std::find_if(std::begin(kSplitsByPlane), std::end(kSplitsByPlane),
                                   [kind](const auto& entry) { return entry.first == kind; });
-  if (split != kSplitsByPlane.end()) {
+  if (split != std::end(kSplitsByPlane)) {
     traits.splits_by_plane = true;
     traits.plane_dims = split->second;
   }
