@@ -14,7 +14,7 @@
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/outputs.h"
-#include "percentile.h"
+#include "runtime/percentile.h"
 #include "progress.h"
 
 namespace opara::bench {

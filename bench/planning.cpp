@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "opara/model_inputs.h"
-#include "percentile.h"
+#include "runtime/percentile.h"
 
 namespace opara::bench {
 

@@ -22,14 +22,15 @@
 #include "modes.h"
 #include "number_checks.h"
 #include "opara/cpu_parallel_executor.h"
+#include "opara/cpu_tuning.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/outputs.h"
 #include "opara/placement.h"
-#include "percentile.h"
 #include "planning.h"
 #include "progress.h"
-#include "rounds.h"
+#include "runtime/percentile.h"
+#include "runtime/round_timing.h"
 
 namespace opara::bench {
 namespace {
@@ -107,7 +108,7 @@ std::vector<double> time_runs(const Runner& runner, const std::vector<c10::IValu
 struct CpuSetup {
   std::shared_ptr<CpuParallelExecutor> executor;
   double plan_us = 0;
-  double tuning_ms = 0;  // the median that chose it, when tuned
+  std::vector<CpuTuningCandidate> tuning;  // what the tuner timed, when tuned; the chosen one first
 };
 
 CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCosts& costs, int cap, int threads,
@@ -124,40 +125,26 @@ CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCost
   return setup;
 }
 
-// On the CPU the pool has at most one worker per core whatever the stream count. Two shapes are
-// worth trying: one stream on every core's intra-op threads (the eager schedule, so tuning never
-// loses much to eager), or several streams of one intra-op thread each, uncapped or capped at
-// 2 .. cores (a merged plan can balance better or worse than the full one). Several workers with
-// several intra-op threads each are left out: each worker's OpenMP team spins while the others
-// run, and on a small machine that halves the speed. The candidates are timed in interleaved
-// rounds and compared with the first within each round, so a slow moment of the machine cannot
-// pick for them.
+// The library's tuner (opara/cpu_tuning.h) with the bench's own run counts: no time budget, so
+// that each candidate gets as many timed runs as the modes compared later.
 CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, const ModelCosts& costs,
                          const std::vector<c10::IValue>& arguments, const RunOptions& options,
                          const std::vector<double>& priorities) {
-  const int cores = usable_cores();
-  std::vector<std::pair<int, int>> candidates = {{1, options.threads > 0 ? options.threads : cores}};  // (cap, threads)
-  for (int cap = 0; cap <= cores && cores > 1; ++cap) {
-    if (cap != 1) candidates.emplace_back(cap, 1);
+  CpuExecutorOptions executor_options;
+  executor_options.intra_op_threads = options.threads;
+  executor_options.priorities = priorities;
+  executor_options.split_min_us = options.split_min_us;
+  CpuTuningOptions tuning;
+  tuning.settle = kCpuSettle.at_least;
+  CpuTuning tuned = tune_cpu_executor(graph, plan_options, costs.costs, arguments, executor_options, tuning);
+  CpuSetup setup;
+  setup.executor = std::move(tuned.executor);
+  setup.plan_us = tuned.plan_us;
+  setup.tuning.push_back(tuned.candidates[tuned.chosen]);
+  for (std::size_t k = 0; k < tuned.candidates.size(); ++k) {
+    if (k != tuned.chosen) setup.tuning.push_back(tuned.candidates[k]);
   }
-  std::vector<CpuSetup> setups;
-  std::vector<BlockTimer> timers;
-  for (const auto& [cap, threads] : candidates) {
-    CpuSetup& setup =
-        setups.emplace_back(cpu_setup(graph, plan_options, costs, cap, threads, priorities, options.split_min_us));
-    const Runner runner = [executor = setup.executor](const std::vector<c10::IValue>& inputs) {
-      return executor->run(inputs);
-    };
-    time_runs(runner, arguments, 3, c10::kCPU);  // warm up: the first candidate also warms the process
-    timers.push_back([runner, &arguments](int runs) { return time_runs(runner, arguments, runs, c10::kCPU); });
-  }
-  const RoundTimes times = time_in_rounds(timers, 5, 10, kCpuSettle);
-  std::size_t best = 0;
-  for (std::size_t k = 1; k < setups.size(); ++k) {
-    if (times.speedup(k, 0) > times.speedup(best, 0)) best = k;
-  }
-  setups[best].tuning_ms = percentile(times.all(best), 0.5);
-  return std::move(setups[best]);
+  return setup;
 }
 
 void run_modes(const RunOptions& options) {
@@ -260,6 +247,13 @@ void run_modes(const RunOptions& options) {
     run.entry["plan_us"] = run.setup.plan_us;
     run.entry["cost_source"] = costs->source;
     run.entry["tuned"] = tune;
+    for (const CpuTuningCandidate& candidate : run.setup.tuning) {
+      run.entry["tuning"].push_back({{"max_streams", candidate.shape.max_streams},
+                                     {"intra_op_threads", candidate.shape.intra_op_threads},
+                                     {"streams", candidate.streams},
+                                     {"median_ms", candidate.median_ms},
+                                     {"speedup_vs_one_stream", candidate.speedup}});
+    }
   }
   for (int i = 0; i < warmup; ++i) {
     for (ModeRun& run : runs) time_runs(run.runner, arguments, 1, device, &run.outputs);

@@ -45,6 +45,8 @@ class Model : public torch::CustomClassHolder {
     put("predicted_us", stats.predicted_us);
     put("compile_ms", stats.compile_ms);
     put("plan_us", stats.plan_us);
+    put("intra_op_threads", stats.intra_op_threads);
+    put("tuning_ms", stats.tuning_ms);
     put("capture_ms", stats.capture_ms);
     put("pool_bytes", static_cast<double>(stats.pool_bytes));
     put("peak_bytes", static_cast<double>(stats.peak_bytes));

@@ -16,6 +16,7 @@
 #include "elapsed.h"
 #include "input_signature.h"
 #include "opara/cpu_parallel_executor.h"
+#include "opara/cpu_tuning.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/graph_analysis.h"
@@ -111,23 +112,36 @@ void compile_cuda(CompiledModel::State& state, const ExamplesForARun& examples_f
 
 void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs,
                  const std::vector<at::Tensor>& examples) {
-  const auto started = std::chrono::steady_clock::now();
-  state.plan = make_plan(state.graph, {state.options.streams, state.options.order, state.options.max_streams}, costs);
-  state.stats.plan_us = milliseconds_since(started) * 1000;
+  const Options& options = state.options;
+  const std::vector<c10::IValue> inputs(examples.begin(), examples.end());
+  const PlanOptions plan_options{options.streams, options.order, options.max_streams};
   state.host.assign(state.graph.size(), false);
   CpuExecutorOptions cpu_options;
-  cpu_options.intra_op_threads = state.options.intra_op_threads;
-  cpu_options.pin_workers = state.options.pin_workers;
-  cpu_options.split_min_us = state.options.split_min_us;
+  cpu_options.intra_op_threads = options.intra_op_threads;
+  cpu_options.pin_workers = options.pin_workers;
+  cpu_options.split_min_us = options.split_min_us;
   // As opara-bench does: among ready streams, the one on the critical path in measured host time
   // runs first (only the order of independent nodes changes, never a result).
-  if (state.plan.stream_count > 1) {
-    cpu_options.priorities =
-        critical_path_priorities(state.graph, std::vector<c10::IValue>(examples.begin(), examples.end()));
+  if (options.streams != StreamPolicy::kSingle) cpu_options.priorities = critical_path_priorities(state.graph, inputs);
+  const bool tune = options.cpu_tuning_ms > 0 && options.max_streams == 0 && options.intra_op_threads == 0 &&
+                    options.streams != StreamPolicy::kSingle && usable_cores() > 1;
+  if (tune) {
+    CpuTuningOptions tuning;
+    tuning.budget_ms = options.cpu_tuning_ms;
+    CpuTuning tuned = tune_cpu_executor(state.graph, plan_options, costs, inputs, cpu_options, tuning);
+    state.cpu = std::move(tuned.executor);
+    state.stats.plan_us = tuned.plan_us;
+    state.stats.tuning_ms = tuned.tuning_ms;
+  } else {
+    const auto started = std::chrono::steady_clock::now();
+    Plan plan = make_plan(state.graph, plan_options, costs);
+    state.stats.plan_us = milliseconds_since(started) * 1000;
+    state.cpu = std::make_unique<CpuParallelExecutor>(state.graph, std::move(plan), cpu_options);
   }
-  state.cpu = std::make_unique<CpuParallelExecutor>(state.graph, state.plan, cpu_options);
+  state.plan = state.cpu->plan();
   state.stats.streams = state.plan.stream_count;
   state.stats.events = state.plan.wait_count();
+  state.stats.intra_op_threads = state.cpu->intra_op_threads();
   state.stats.segments = 1;
 }
 

@@ -140,6 +140,10 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
        }},
       {"split_min_us",
        [](Options& o, const std::string& v) { o.split_min_us = parse_number("split_min_us", v, /*allow_zero=*/true); }},
+      {"cpu_tuning_ms",
+       [](Options& o, const std::string& v) {
+         o.cpu_tuning_ms = parse_number("cpu_tuning_ms", v, /*allow_zero=*/true);
+       }},
       {"alpha_us",
        [](Options& o, const std::string& v) { o.alpha_us = parse_number("alpha_us", v, /*allow_zero=*/true); }},
       {"cpu_nodes", [](Options& o, const std::string& v) { o.cpu_nodes = split_names(v); }},

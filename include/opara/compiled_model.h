@@ -56,6 +56,12 @@ struct Options {
   // CPU only: a long pooling or activation node is split among idle workers when its last whole
   // run took at least this long (CpuExecutorOptions::split_min_us); 0: never split.
   double split_min_us = 50;
+  // CPU only: with max_streams and intra_op_threads both 0, compile() times the candidate
+  // schedules on the examples (one stream on all cores, or streams of one thread each, capped or
+  // not: opara/cpu_tuning.h) for about this long, a few warm-up runs of each on top, and keeps the
+  // fastest, so that a model whose branches do not pay for their workers runs as fast as eager.
+  // 0: no tuning, every stream the plan opens, cores / streams intra-op threads.
+  double cpu_tuning_ms = 1000;
 
   // CUDA only: CPU overflow. kNone: every node on the GPU but those that cannot be captured, which
   // run eagerly between graph segments. kCommSd (needs a full `profile`) and kManual send nodes to
@@ -84,6 +90,8 @@ struct CompiledStats {
   double predicted_us = 0;
   double compile_ms = 0;       // planning, warm-up and capture
   double plan_us = 0;          // planning alone
+  int intra_op_threads = 0;    // CPU: each worker's
+  double tuning_ms = 0;        // CPU: choosing the schedule (Options::cpu_tuning_ms), planning included
   double capture_ms = 0;       // capture and instantiation, all segments
   std::size_t pool_bytes = 0;  // CUDA: the graphs' memory pool
   // CUDA: most bytes allocated at once while compiling, weights and buffers included. Measuring it

@@ -4,6 +4,7 @@
 #include "opara/compiled_model.h"
 #include "opara/costs.h"
 #include "opara/cpu_parallel_executor.h"
+#include "opara/cpu_tuning.h"
 #include "opara/cuda_graph_executor.h"
 #include "opara/cupti_profiler.h"
 #include "opara/eager_executor.h"

@@ -16,7 +16,8 @@ from conftest import ROOT, model_file
 
 STATS_KEYS = {"streams", "events", "captured_nodes", "graph_nodes", "segments", "host_nodes", "compile_ms",
               "plan_us", "capture_ms", "pool_bytes", "peak_bytes", "runs", "eager_fallbacks", "cpu_nodes",
-              "bytes_to_host", "bytes_to_device", "host_ms", "predicted_none_us", "predicted_us"}
+              "bytes_to_host", "bytes_to_device", "host_ms", "predicted_none_us", "predicted_us",
+              "intra_op_threads", "tuning_ms"}
 
 
 def cpu_options():
@@ -163,6 +164,26 @@ def test_inputs_of_another_signature_name_the_input(library):
         compiled(torch.randn(1, 3, 32, 32, dtype=torch.float64))
 
 
+def test_the_cpu_schedule_is_tuned_unless_told_otherwise(library):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one usable CPU: there is one schedule and nothing to tune")
+    path = model_file("branchy", "pt")
+    x = torch.randn(1, 3, 32, 32)
+    compiled = opara.compile(path, [x], device="cpu", cpu_tuning_ms=50)
+    stats = compiled.stats()
+    assert stats["tuning_ms"] > 0
+    previous = torch.get_num_threads()
+    torch.set_num_threads(int(stats["intra_op_threads"]))
+    try:
+        expected = torch.jit.load(str(path))(x)
+    finally:
+        torch.set_num_threads(previous)
+    assert torch.equal(compiled(x), expected), "equal to eager at the thread count the tuner kept"
+    untuned = opara.compile(path, [x], device="cpu", cpu_tuning_ms=0)
+    assert untuned.stats()["tuning_ms"] == 0
+    assert untuned.stats()["streams"] == opara.plan(path, [x])["streams"], "every stream the plan opens"
+
+
 def test_stats_plan_and_save_plan(library, tmp_path):
     path = model_file("branchy", "pt")
     x = torch.randn(1, 3, 32, 32)
@@ -249,7 +270,7 @@ def test_pip_install_gives_a_working_package(library, tmp_path):
         "import opara, torch, sys\n"
         "path = opara.library_path()\n"
         "assert path.startswith(sys.argv[1]), path\n"
-        "compiled = opara.compile(sys.argv[2], [torch.randn(1, 3, 32, 32)], device='cpu')\n"
+        "compiled = opara.compile(sys.argv[2], [torch.randn(1, 3, 32, 32)], device='cpu', cpu_tuning_ms=0)\n"
         "print(int(compiled.stats()['streams']))\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("OPARA_LIBRARY", "PYTHONPATH")}

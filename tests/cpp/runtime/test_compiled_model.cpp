@@ -20,6 +20,7 @@
 
 #include "model_files.h"
 #include "opara/compiled_model.h"
+#include "opara/cpu_parallel_executor.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/load.h"
@@ -87,6 +88,37 @@ TEST(CompiledModelCpu, StatsDescribeThePlan) {
   EXPECT_EQ(stats.runs, 1u);
   EXPECT_GT(stats.compile_ms, 0);
   EXPECT_EQ(compiled.plan().cost_source, "shapes");
+}
+
+// Left to itself (no cap, no thread count), compile() on the CPU times the candidate schedules
+// and keeps one; its outputs equal eager's at the kept thread count. cpu_tuning_ms = 0 keeps
+// every stream the plan opens.
+TEST(CompiledModelCpu, WithoutACapOrThreadCountTheScheduleIsTuned) {
+  OPARA_REQUIRE_MODEL("branchy");
+  if (usable_cores() < 2) GTEST_SKIP() << "one usable CPU: there is one schedule and nothing to tune";
+  const Loaded loaded = reference_of("branchy", "pt");
+  Options options;
+  options.device = c10::kCPU;
+  options.cpu_tuning_ms = 50;
+  const CompiledModel tuned = compile(loaded.path, loaded.inputs, options);
+  const CompiledStats stats = tuned.stats();
+  EXPECT_GT(stats.tuning_ms, 0);
+  EXPECT_TRUE(stats.intra_op_threads == 1 || stats.intra_op_threads == usable_cores()) << stats.intra_op_threads;
+  EXPECT_EQ(stats.streams, tuned.plan().stream_count);
+  EXPECT_THAT(validate(tuned.graph(), tuned.plan()), IsEmpty());
+  const int previous = at::get_num_threads();
+  at::set_num_threads(stats.intra_op_threads);
+  EagerExecutor eager(tuned.graph());
+  const std::vector<at::Tensor> expected =
+      flatten_tensors(eager.run(std::vector<c10::IValue>(loaded.inputs.begin(), loaded.inputs.end())));
+  at::set_num_threads(previous);
+  EXPECT_TRUE(bitwise_equal(tuned.run(loaded.inputs), expected));
+
+  options.cpu_tuning_ms = 0;
+  const CompiledModel untuned = compile(loaded.path, loaded.inputs, options);
+  EXPECT_EQ(untuned.stats().tuning_ms, 0);
+  EXPECT_EQ(untuned.stats().streams, make_plan(untuned.graph(), {}).stream_count);
+  EXPECT_EQ(untuned.stats().intra_op_threads, 1);  // 14 streams share 2 cores: one thread each
 }
 
 TEST(CompiledModelCpu, BadInputsAreNamedWithWhatWasExpected) {

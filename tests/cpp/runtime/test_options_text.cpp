@@ -28,6 +28,7 @@ TEST(OptionsText, NoKeysGiveTheDefaults) {
   EXPECT_EQ(options.max_streams, defaults.max_streams);
   EXPECT_EQ(options.memory, defaults.memory);
   EXPECT_EQ(options.warmup_runs, defaults.warmup_runs);
+  EXPECT_DOUBLE_EQ(options.cpu_tuning_ms, defaults.cpu_tuning_ms);
 }
 
 TEST(OptionsText, EveryKeySetsItsMember) {
@@ -46,6 +47,7 @@ TEST(OptionsText, EveryKeySetsItsMember) {
       {"intra_op_threads", "3"},
       {"pin_workers", "false"},
       {"split_min_us", "0"},
+      {"cpu_tuning_ms", "0"},
       {"overflow", "manual"},
       {"alpha_us", "0"},
       {"cpu_nodes", "12,aten::relu,"},
@@ -65,10 +67,11 @@ TEST(OptionsText, EveryKeySetsItsMember) {
   EXPECT_EQ(options.intra_op_threads, 3);
   EXPECT_FALSE(options.pin_workers);
   EXPECT_DOUBLE_EQ(options.split_min_us, 0);
+  EXPECT_DOUBLE_EQ(options.cpu_tuning_ms, 0);
   EXPECT_EQ(options.overflow, OverflowPolicy::kManual);
   EXPECT_DOUBLE_EQ(options.alpha_us, 0);
   EXPECT_EQ(options.cpu_nodes, (std::vector<std::string>{"12", "aten::relu"}));
-  EXPECT_EQ(option_keys().size(), 17u) << "a key was added: test it here";
+  EXPECT_EQ(option_keys().size(), 18u) << "a key was added: test it here";
 }
 
 TEST(OptionsText, AnUnknownKeyListsTheKnownOnes) {

@@ -5,7 +5,9 @@
 #include <functional>
 #include <vector>
 
-namespace opara::bench {
+#include "opara/export.h"
+
+namespace opara {
 
 // Timing several runners on a machine whose speed drifts (a shared virtual machine, where the
 // same run can take 1.5 ms one minute and 2.5 ms the next): one long block per runner lets a slow
@@ -16,7 +18,7 @@ namespace opara::bench {
 // Runs the runner `runs` times and returns each run's milliseconds (no runs: times nothing).
 using BlockTimer = std::function<std::vector<double>(int runs)>;
 
-struct RoundTimes {
+struct OPARA_API RoundTimes {
   // samples[runner][round]: the milliseconds of that runner's block in that round.
   std::vector<std::vector<std::vector<double>>> samples;
 
@@ -41,7 +43,7 @@ struct Settle {
 // Splits `runs` timed runs of each runner over `rounds` rounds (at most `runs` rounds, so none
 // is empty; the first rounds take the remainder). `on_block` (optional) is told after each block
 // how many timed runs it held.
-RoundTimes time_in_rounds(const std::vector<BlockTimer>& runners, int rounds, int runs, const Settle& settle,
-                          const std::function<void(int)>& on_block = {});
+OPARA_API RoundTimes time_in_rounds(const std::vector<BlockTimer>& runners, int rounds, int runs, const Settle& settle,
+                                    const std::function<void(int)>& on_block = {});
 
-}  // namespace opara::bench
+}  // namespace opara

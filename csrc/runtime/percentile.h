@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-namespace opara::bench {
+namespace opara {
 
 // The sample at `fraction` (0.5: the median) of the sorted samples, nearest rank.
 inline double percentile(std::vector<double> samples, double fraction) {
@@ -12,4 +12,4 @@ inline double percentile(std::vector<double> samples, double fraction) {
   return samples[std::min(index, samples.size() - 1)];
 }
 
-}  // namespace opara::bench
+}  // namespace opara

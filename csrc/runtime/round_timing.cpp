@@ -1,10 +1,10 @@
-#include "rounds.h"
+#include "round_timing.h"
 
 #include <algorithm>
 
 #include "percentile.h"
 
-namespace opara::bench {
+namespace opara {
 
 std::vector<double> RoundTimes::all(std::size_t runner) const {
   std::vector<double> joined;
@@ -46,4 +46,4 @@ RoundTimes time_in_rounds(const std::vector<BlockTimer>& runners, int rounds, in
   return times;
 }
 
-}  // namespace opara::bench
+}  // namespace opara
