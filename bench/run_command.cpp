@@ -48,9 +48,9 @@ std::string cpu_description() {
 }
 
 constexpr int kDefaultCpuRounds = 5;
-// Long enough for the previous mode's OpenMP threads to stop spinning (rounds.h); measured: 10 ms
-// settled the tuner on the 2-core machine, 0 did not.
-constexpr Settle kCpuSettle{1, std::chrono::milliseconds(20)};
+// Long enough for the previous mode's OpenMP threads to stop spinning (round_timing.h): the
+// tuner's own settle.
+const Settle kCpuSettle{1, CpuTuningOptions{}.settle};
 
 struct RunOptions {
   std::string model;
@@ -58,7 +58,7 @@ struct RunOptions {
   std::vector<std::string> modes{"eager"};
   std::optional<int> iters;        // default: 20 on the CPU, 1,000 on the GPU (as the paper)
   std::optional<int> warmup;       // default: 3 on the CPU, 10 on the GPU
-  int rounds = kDefaultCpuRounds;  // the CPU: modes timed in interleaved rounds (rounds.h)
+  int rounds = kDefaultCpuRounds;  // the CPU: modes timed in interleaved rounds (round_timing.h)
   std::optional<std::int64_t> batch;
   std::string memory = "record-stream";
   std::string json;
@@ -108,7 +108,7 @@ std::vector<double> time_runs(const Runner& runner, const std::vector<c10::IValu
 struct CpuSetup {
   std::shared_ptr<CpuParallelExecutor> executor;
   double plan_us = 0;
-  std::vector<CpuTuningCandidate> tuning;  // what the tuner timed, when tuned; the chosen one first
+  std::optional<CpuTuning> tuning;  // what the tuner timed, when tuned (its executor moved to `executor`)
 };
 
 CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCosts& costs, int cap, int threads,
@@ -125,8 +125,8 @@ CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCost
   return setup;
 }
 
-// The library's tuner (opara/cpu_tuning.h) with the bench's own run counts: no time budget, so
-// that each candidate gets as many timed runs as the modes compared later.
+// The library's tuner (opara/cpu_tuning.h) with its own run counts and no time budget: each
+// candidate gets 50 timed runs.
 CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, const ModelCosts& costs,
                          const std::vector<c10::IValue>& arguments, const RunOptions& options,
                          const std::vector<double>& priorities) {
@@ -134,16 +134,11 @@ CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, co
   executor_options.intra_op_threads = options.threads;
   executor_options.priorities = priorities;
   executor_options.split_min_us = options.split_min_us;
-  CpuTuningOptions tuning;
-  tuning.settle = kCpuSettle.at_least;
-  CpuTuning tuned = tune_cpu_executor(graph, plan_options, costs.costs, arguments, executor_options, tuning);
+  CpuTuning tuned = tune_cpu_executor(graph, plan_options, costs.costs, arguments, executor_options);
   CpuSetup setup;
   setup.executor = std::move(tuned.executor);
   setup.plan_us = tuned.plan_us;
-  setup.tuning.push_back(tuned.candidates[tuned.chosen]);
-  for (std::size_t k = 0; k < tuned.candidates.size(); ++k) {
-    if (k != tuned.chosen) setup.tuning.push_back(tuned.candidates[k]);
-  }
+  setup.tuning = std::move(tuned);
   return setup;
 }
 
@@ -247,12 +242,17 @@ void run_modes(const RunOptions& options) {
     run.entry["plan_us"] = run.setup.plan_us;
     run.entry["cost_source"] = costs->source;
     run.entry["tuned"] = tune;
-    for (const CpuTuningCandidate& candidate : run.setup.tuning) {
-      run.entry["tuning"].push_back({{"max_streams", candidate.shape.max_streams},
-                                     {"intra_op_threads", candidate.shape.intra_op_threads},
-                                     {"streams", candidate.streams},
-                                     {"median_ms", candidate.median_ms},
-                                     {"speedup_vs_one_stream", candidate.speedup}});
+    if (run.setup.tuning) {
+      const CpuTuning& tuning = *run.setup.tuning;
+      for (std::size_t k = 0; k < tuning.candidates.size(); ++k) {
+        const CpuTuningCandidate& candidate = tuning.candidates[k];
+        run.entry["tuning"].push_back({{"max_streams", candidate.shape.max_streams},
+                                       {"intra_op_threads", candidate.shape.intra_op_threads},
+                                       {"streams", candidate.streams},
+                                       {"median_ms", candidate.median_ms},
+                                       {"speedup", candidate.speedup},
+                                       {"chosen", k == tuning.chosen}});
+      }
     }
   }
   for (int i = 0; i < warmup; ++i) {

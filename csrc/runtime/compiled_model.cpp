@@ -122,9 +122,11 @@ void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs
   cpu_options.split_min_us = options.split_min_us;
   // As opara-bench does: among ready streams, the one on the critical path in measured host time
   // runs first (only the order of independent nodes changes, never a result).
-  if (options.streams != StreamPolicy::kSingle) cpu_options.priorities = critical_path_priorities(state.graph, inputs);
+  const bool branches = make_plan(state.graph, {options.streams, options.order, 0}, costs).stream_count > 1;
+  if (branches) cpu_options.priorities = critical_path_priorities(state.graph, inputs);
+  // A plan of one stream has one schedule worth running: eager's, on the caller's threads.
   const bool tune = options.cpu_tuning_ms > 0 && options.max_streams == 0 && options.intra_op_threads == 0 &&
-                    options.streams != StreamPolicy::kSingle && usable_cores() > 1;
+                    branches && usable_cores() > 1;
   if (tune) {
     CpuTuningOptions tuning;
     tuning.budget_ms = options.cpu_tuning_ms;

@@ -1,5 +1,7 @@
 #include "opara/cpu_tuning.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,13 +13,15 @@
 
 namespace opara {
 
-std::vector<CpuShape> cpu_shape_candidates(int cores, int one_stream_threads) {
+std::vector<CpuShape> cpu_shape_candidates(int cores, int one_stream_threads, int uncapped_streams) {
   std::vector<CpuShape> shapes = {{1, std::max(1, one_stream_threads)}};
-  if (cores < 2) return shapes;
+  if (cores < 2 || uncapped_streams < 2) return shapes;
   shapes.push_back({0, 1});
-  // Powers of two keep a many-core machine's list short; every cap from 2 up would take minutes.
-  for (int cap = 2; cap < cores; cap *= 2) shapes.push_back({cap, 1});
-  shapes.push_back({cores, 1});
+  // Powers of two keep a many-core machine's list short; a cap at or past the stream count plans
+  // the uncapped plan again.
+  for (int cap = 2; cap < std::min(cores, uncapped_streams); cap *= 2) shapes.push_back({cap, 1});
+  if (cores < uncapped_streams) shapes.push_back({cores, 1});
+  if (const int shared = cores / uncapped_streams; shared >= 2) shapes.push_back({0, shared});
   return shapes;
 }
 
@@ -27,7 +31,7 @@ struct Candidate {
   CpuTuningCandidate report;
   std::unique_ptr<CpuParallelExecutor> executor;
   double plan_us = 0;
-  double last_run_ms = 0;
+  std::vector<double> warmup_ms;
 };
 
 std::vector<double> time_runs(CpuParallelExecutor& executor, const std::vector<c10::IValue>& inputs, int runs) {
@@ -41,13 +45,24 @@ std::vector<double> time_runs(CpuParallelExecutor& executor, const std::vector<c
   return samples;
 }
 
-// Runs per round that keep `candidates` blocks a round, each settling first, within the budget.
-int runs_within_budget(const CpuTuningOptions& tuning, std::size_t candidates, double run_ms) {
-  if (tuning.budget_ms <= 0 || run_ms <= 0) return tuning.runs;
-  const double per_block_ms = tuning.budget_ms / (static_cast<double>(tuning.rounds) * static_cast<double>(candidates));
+struct RoundsAndRuns {
+  int rounds;
+  int runs;  // per round
+};
+
+// Runs per round, then rounds, cut until `candidates` blocks a round, each settling first, fit
+// the budget (CpuTuningOptions::budget_ms).
+RoundsAndRuns within_budget(const CpuTuningOptions& tuning, std::size_t candidates, double run_ms) {
+  const int rounds = std::max(1, tuning.rounds);
+  const int most = std::max(1, tuning.runs);
+  if (tuning.budget_ms <= 0 || run_ms <= 0) return {rounds, most};
+  const double count = static_cast<double>(candidates);
   const double settle_ms = std::max(static_cast<double>(tuning.settle.count()), run_ms);
-  const auto affordable = static_cast<int>(std::floor((per_block_ms - settle_ms) / run_ms));
-  return std::clamp(affordable, 1, tuning.runs);
+  const double runs = std::floor((tuning.budget_ms / (rounds * count) - settle_ms) / run_ms);
+  if (runs >= 1) return {rounds, runs >= most ? most : static_cast<int>(runs)};
+  const double affordable_rounds = std::floor(tuning.budget_ms / (count * (settle_ms + run_ms)));
+  const int fewest = std::min(3, rounds);
+  return {affordable_rounds <= fewest ? fewest : static_cast<int>(affordable_rounds), 1};
 }
 
 }  // namespace
@@ -57,20 +72,31 @@ CpuTuning tune_cpu_executor(const Graph& graph, PlanOptions plan_options, const 
                             const CpuTuningOptions& tuning) {
   const auto started = std::chrono::steady_clock::now();
   const int cores = usable_cores();
-  const int one_stream_threads = executor_options.intra_op_threads > 0 ? executor_options.intra_op_threads : cores;
-  std::vector<CpuShape> shapes = cpu_shape_candidates(cores, one_stream_threads);
-  if (plan_options.streams == StreamPolicy::kSingle) shapes.resize(1);
-
-  int uncapped_streams = 0;
-  std::vector<Candidate> candidates;
-  for (const CpuShape& shape : shapes) {
-    plan_options.max_streams = shape.max_streams;
+  const int one_stream_threads = executor_options.intra_op_threads > 0 ? executor_options.intra_op_threads
+                                                                       : std::min(at::get_num_threads(), cores);
+  auto timed_plan = [&](int cap, double& plan_us) {
+    plan_options.max_streams = cap;
     const auto planning = std::chrono::steady_clock::now();
     Plan plan = make_plan(graph, plan_options, costs);
-    const double plan_us = milliseconds_since(planning) * 1000;
-    if (shape.max_streams == 0) uncapped_streams = plan.stream_count;
-    // A cap at or past the uncapped stream count plans the uncapped plan again.
-    if (shape.max_streams > 1 && uncapped_streams > 0 && shape.max_streams >= uncapped_streams) continue;
+    plan_us = milliseconds_since(planning) * 1000;
+    return plan;
+  };
+  double uncapped_us = 0;
+  const Plan uncapped = timed_plan(0, uncapped_us);
+  const std::vector<CpuShape> shapes = plan_options.streams == StreamPolicy::kSingle
+                                           ? std::vector<CpuShape>{{1, one_stream_threads}}
+                                           : cpu_shape_candidates(cores, one_stream_threads, uncapped.stream_count);
+
+  std::vector<Candidate> candidates;
+  for (const CpuShape& shape : shapes) {
+    double plan_us = uncapped_us;
+    Plan plan = shape.max_streams == 0 ? uncapped : timed_plan(shape.max_streams, plan_us);
+    // A cap can merge streams into the same plan as a smaller cap or none: time it once.
+    const bool planned_before = std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& other) {
+      return other.report.shape.intra_op_threads == shape.intra_op_threads &&
+             other.executor->plan().stream_of == plan.stream_of;
+    });
+    if (planned_before) continue;
     Candidate& candidate = candidates.emplace_back();
     candidate.report.shape = shape;
     candidate.report.streams = plan.stream_count;
@@ -78,28 +104,36 @@ CpuTuning tune_cpu_executor(const Graph& graph, PlanOptions plan_options, const 
     executor_options.intra_op_threads = shape.intra_op_threads;
     candidate.executor = std::make_unique<CpuParallelExecutor>(graph, std::move(plan), executor_options);
     // Warm-up: the first candidate also warms the process (allocator, ATen's kernels).
-    const std::vector<double> warmup = time_runs(*candidate.executor, inputs, std::max(1, tuning.warmup_runs));
-    candidate.last_run_ms = warmup.back();
+    candidate.warmup_ms = time_runs(*candidate.executor, inputs, std::max(1, tuning.warmup_runs));
   }
 
   CpuTuning result;
   if (candidates.size() > 1) {
     double run_ms = 0;
-    for (const Candidate& candidate : candidates) run_ms = std::max(run_ms, candidate.last_run_ms);
-    result.runs_per_round = runs_within_budget(tuning, candidates.size(), run_ms);
+    for (const Candidate& candidate : candidates) run_ms = std::max(run_ms, candidate.warmup_ms.back());
+    const RoundsAndRuns budget = within_budget(tuning, candidates.size(), run_ms);
+    result.rounds = budget.rounds;
+    result.runs_per_round = budget.runs;
     std::vector<BlockTimer> timers;
     for (Candidate& candidate : candidates) {
       timers.push_back([&candidate, &inputs](int runs) { return time_runs(*candidate.executor, inputs, runs); });
     }
     const RoundTimes times =
-        time_in_rounds(timers, tuning.rounds, tuning.rounds * result.runs_per_round, Settle{1, tuning.settle});
+        time_in_rounds(timers, budget.rounds, budget.rounds * budget.runs, Settle{1, tuning.settle});
     for (std::size_t k = 0; k < candidates.size(); ++k) {
       candidates[k].report.median_ms = percentile(times.all(k), 0.5);
       candidates[k].report.speedup = k == 0 ? 1.0 : times.speedup(k, 0);
-      if (candidates[k].report.speedup > candidates[result.chosen].report.speedup) result.chosen = k;
+    }
+    // Eager's schedule stays unless another is clearly faster by both measures.
+    const double eager_schedule_ms = candidates.front().report.median_ms;
+    for (std::size_t k = 1; k < candidates.size(); ++k) {
+      const CpuTuningCandidate& candidate = candidates[k].report;
+      const bool clearly_faster =
+          candidate.speedup >= tuning.min_speedup && candidate.median_ms * tuning.min_speedup <= eager_schedule_ms;
+      if (clearly_faster && candidate.speedup > candidates[result.chosen].report.speedup) result.chosen = k;
     }
   } else {
-    candidates.front().report.median_ms = candidates.front().last_run_ms;
+    candidates.front().report.median_ms = percentile(candidates.front().warmup_ms, 0.5);
   }
   for (const Candidate& candidate : candidates) result.candidates.push_back(candidate.report);
   result.plan_us = candidates[result.chosen].plan_us;

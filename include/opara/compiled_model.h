@@ -25,7 +25,7 @@ struct Options {
   std::optional<c10::Device> device;
   StreamPolicy streams = StreamPolicy::kOpara;
   OrderPolicy order = OrderPolicy::kOpara;
-  int max_streams = 0;  // 0: no cap
+  int max_streams = 0;  // 0: no cap (on the CPU: tuned, see cpu_tuning_ms)
   // A recorded profile for the launch order's demands; empty: estimated from shapes recorded on
   // the example inputs (one eager run on the CPU). A full profile must have been made for this
   // model file, the example inputs' shapes and, on CUDA, this GPU; otherwise compile() throws,
@@ -49,18 +49,20 @@ struct Options {
   OnUncapturable on_uncapturable = OnUncapturable::kSplit;
   int warmup_runs = 2;
 
-  // CPU only: intra-op threads per worker (0: cores / streams), and whether workers that fill the
+  // CPU only: intra-op threads per worker (0: cores / streams, or tuned), and whether workers that fill the
   // usable CPUs with one intra-op thread each are pinned one to each (CpuExecutorOptions::pin_workers).
   int intra_op_threads = 0;
   bool pin_workers = true;
   // CPU only: a long pooling or activation node is split among idle workers when its last whole
   // run took at least this long (CpuExecutorOptions::split_min_us); 0: never split.
   double split_min_us = 50;
-  // CPU only: with max_streams and intra_op_threads both 0, compile() times the candidate
-  // schedules on the examples (one stream on all cores, or streams of one thread each, capped or
-  // not: opara/cpu_tuning.h) for about this long, a few warm-up runs of each on top, and keeps the
-  // fastest, so that a model whose branches do not pay for their workers runs as fast as eager.
-  // 0: no tuning, every stream the plan opens, cores / streams intra-op threads.
+  // CPU only: with max_streams and intra_op_threads both 0 and a plan of several streams,
+  // compile() times the candidate schedules on the examples (eager's: one stream on the caller's
+  // intra-op threads; streams of one thread each, capped or not: opara/cpu_tuning.h) for about
+  // this long, three warm-up runs of each on top, and keeps eager's unless another is clearly
+  // faster, so that a model whose branches do not pay for their workers runs as fast as eager. A
+  // slow model takes longer: at least 3 rounds of each candidate's settling and one run. 0: no
+  // tuning, every stream the plan opens, cores / streams intra-op threads.
   double cpu_tuning_ms = 1000;
 
   // CUDA only: CPU overflow. kNone: every node on the GPU but those that cannot be captured, which

@@ -124,7 +124,7 @@ def compile(
     split_min_us (CPU: a pooling or activation node that took at least this long is split among
     idle workers, same bits; 0: never), cpu_tuning_ms (CPU, with neither max_streams nor
     intra_op_threads given: about how long to time the candidate schedules on the examples before
-    keeping the fastest; 0: every stream the plan opens, untimed).
+    keeping the fastest, default 1000; 0: every stream the plan opens, untimed).
     """
     load_library()
     inputs = _tensor_list(example_inputs, "example input")

@@ -218,6 +218,20 @@ def test_run_cpu_planned_modes_match_the_model_bitwise(bench, name, extension):
     assert modes["opara"]["streams_uncapped"] >= modes["opara"]["streams"] >= 1
 
 
+def test_a_tuned_run_reports_the_candidates_it_timed(bench):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one usable CPU: nothing to tune")
+    report = json.loads(bench("run", "--model", "branchy", "--modes", "opara", "--iters", "2", "--json", "-").stdout)
+    (mode,) = report["modes"]
+    assert mode["tuned"] is True
+    candidates = mode["tuning"]
+    assert len(candidates) >= 2
+    assert {"max_streams", "intra_op_threads", "streams", "median_ms", "speedup", "chosen"} <= candidates[0].keys()
+    assert candidates[0]["streams"] == 1 and candidates[0]["speedup"] == 1.0, "eager's schedule comes first"
+    (chosen,) = [c for c in candidates if c["chosen"]]
+    assert (chosen["streams"], chosen["intra_op_threads"]) == (mode["streams"], mode["intra_op_threads"])
+
+
 def test_run_with_a_fixed_stream_cap_and_threads(bench):
     report = json.loads(bench("run", "--model", "branchy", "--modes", "opara", "--max-streams", "0", "--threads", "1",
                               "--iters", "2", "--json", "-").stdout)

@@ -48,45 +48,77 @@ CpuTuningOptions quick_tuning() {
   return tuning;
 }
 
-TEST(CpuTuning, CandidatesAreOneStreamOnAllCoresThenCapsOfOneThreadEach) {
-  EXPECT_EQ(shapes_of(cpu_shape_candidates(1, 1)), (Shapes{{1, 1}}));
-  EXPECT_EQ(shapes_of(cpu_shape_candidates(2, 2)), (Shapes{{1, 2}, {0, 1}, {2, 1}}));
-  EXPECT_EQ(shapes_of(cpu_shape_candidates(2, 0)), (Shapes{{1, 1}, {0, 1}, {2, 1}}));
-  EXPECT_EQ(shapes_of(cpu_shape_candidates(6, 6)), (Shapes{{1, 6}, {0, 1}, {2, 1}, {4, 1}, {6, 1}}));
-  EXPECT_EQ(shapes_of(cpu_shape_candidates(16, 8)), (Shapes{{1, 8}, {0, 1}, {2, 1}, {4, 1}, {8, 1}, {16, 1}}));
+TEST(CpuTuning, CandidatesAreEagersScheduleThenStreamsOfOneThreadEach) {
+  EXPECT_EQ(shapes_of(cpu_shape_candidates(1, 1, 14)), (Shapes{{1, 1}}));
+  EXPECT_EQ(shapes_of(cpu_shape_candidates(2, 2, 14)), (Shapes{{1, 2}, {0, 1}, {2, 1}}));
+  EXPECT_EQ(shapes_of(cpu_shape_candidates(2, 0, 14)), (Shapes{{1, 1}, {0, 1}, {2, 1}}));
+  EXPECT_EQ(shapes_of(cpu_shape_candidates(6, 6, 14)), (Shapes{{1, 6}, {0, 1}, {2, 1}, {4, 1}, {6, 1}}));
+  EXPECT_EQ(shapes_of(cpu_shape_candidates(16, 8, 28)), (Shapes{{1, 8}, {0, 1}, {2, 1}, {4, 1}, {8, 1}, {16, 1}}));
+  // Caps at or past the stream count are the uncapped plan; cores to spare go to intra-op threads.
+  EXPECT_EQ(shapes_of(cpu_shape_candidates(2, 2, 2)), (Shapes{{1, 2}, {0, 1}}));
+  EXPECT_EQ(shapes_of(cpu_shape_candidates(16, 8, 4)), (Shapes{{1, 8}, {0, 1}, {2, 1}, {0, 4}}));
+  EXPECT_EQ(shapes_of(cpu_shape_candidates(16, 16, 5)), (Shapes{{1, 16}, {0, 1}, {2, 1}, {4, 1}, {0, 3}}));
+  // One stream: nothing but eager's schedule.
+  EXPECT_EQ(shapes_of(cpu_shape_candidates(16, 8, 1)), (Shapes{{1, 8}}));
 }
 
 class CpuTuningModels : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(CpuTuningModels, KeepsTheFastestItTimedAndItsOutputsAreEagersBitwise) {
+TEST_P(CpuTuningModels, KeepsWhatItTimedFastestAndItsOutputsAreEagersBitwise) {
   OPARA_REQUIRE_MODEL(GetParam());
   const Graph graph = load(testing::model_path(GetParam(), "pt"));
   const testing::FormatReference reference = testing::format_reference(GetParam(), "pt");
   const PlanOptions plan_options;  // Opara's streams and order
-  const int uncapped = make_plan(graph, plan_options).stream_count;
+  auto plan_capped_at = [&](int cap) { return make_plan(graph, {plan_options.streams, plan_options.order, cap}); };
+  const int threads = std::min(at::get_num_threads(), usable_cores());
 
   const CpuTuning tuned = tune_cpu_executor(graph, plan_options, {}, reference.inputs, {}, quick_tuning());
 
-  // Every candidate but the caps that would plan the uncapped plan again, in order.
+  // The candidates in order, but those that plan what an earlier one with the same threads did.
   std::vector<CpuShape> expected;
-  for (const CpuShape& shape : cpu_shape_candidates(usable_cores(), usable_cores())) {
-    if (shape.max_streams <= 1 || shape.max_streams < uncapped) expected.push_back(shape);
+  std::vector<Plan> expected_plans;
+  for (const CpuShape& shape : cpu_shape_candidates(usable_cores(), threads, plan_capped_at(0).stream_count)) {
+    Plan plan = plan_capped_at(shape.max_streams);
+    bool again = false;
+    for (std::size_t k = 0; k < expected.size(); ++k) {
+      again = again ||
+              (expected[k].intra_op_threads == shape.intra_op_threads && expected_plans[k].stream_of == plan.stream_of);
+    }
+    if (again) continue;
+    expected.push_back(shape);
+    expected_plans.push_back(std::move(plan));
   }
   std::vector<CpuShape> tried;
-  for (const CpuTuningCandidate& candidate : tuned.candidates) {
+  for (std::size_t k = 0; k < tuned.candidates.size(); ++k) {
+    const CpuTuningCandidate& candidate = tuned.candidates[k];
     tried.push_back(candidate.shape);
-    const int streams = candidate.shape.max_streams == 0 ? uncapped : std::min(candidate.shape.max_streams, uncapped);
-    EXPECT_EQ(candidate.streams, streams) << "cap " << candidate.shape.max_streams;
+    if (k < expected_plans.size()) {
+      EXPECT_EQ(candidate.streams, expected_plans[k].stream_count);
+    }
     EXPECT_GT(candidate.median_ms, 0);
-    EXPECT_LE(candidate.speedup, tuned.candidates[tuned.chosen].speedup) << "a faster candidate was not kept";
   }
   EXPECT_EQ(shapes_of(tried), shapes_of(expected));
+  EXPECT_EQ(shapes_of({tuned.candidates.front().shape}), (Shapes{{1, threads}}));
   EXPECT_DOUBLE_EQ(tuned.candidates.front().speedup, 1.0);
   EXPECT_EQ(tuned.runs_per_round, expected.size() > 1 ? 2 : 0);  // no budget: every run asked for
   EXPECT_GT(tuned.tuning_ms, 0);
 
-  ASSERT_NE(tuned.executor, nullptr);
+  // Another schedule than eager's only when it was clearly faster both ways, and the fastest such.
   const CpuTuningCandidate& chosen = tuned.candidates[tuned.chosen];
+  const CpuTuningOptions defaults;
+  if (tuned.chosen != 0) {
+    EXPECT_GE(chosen.speedup, defaults.min_speedup);
+    EXPECT_LE(chosen.median_ms * defaults.min_speedup, tuned.candidates.front().median_ms);
+  }
+  for (const CpuTuningCandidate& candidate : tuned.candidates) {
+    const bool clearly_faster = candidate.speedup >= defaults.min_speedup &&
+                                candidate.median_ms * defaults.min_speedup <= tuned.candidates.front().median_ms;
+    if (clearly_faster) {
+      EXPECT_LE(candidate.speedup, chosen.speedup) << "a faster candidate was not kept";
+    }
+  }
+
+  ASSERT_NE(tuned.executor, nullptr);
   EXPECT_EQ(tuned.executor->plan().stream_count, chosen.streams);
   EXPECT_EQ(tuned.executor->intra_op_threads(), chosen.shape.intra_op_threads);
   EXPECT_THAT(validate(graph, tuned.executor->plan()), IsEmpty());
@@ -94,7 +126,7 @@ TEST_P(CpuTuningModels, KeepsTheFastestItTimedAndItsOutputsAreEagersBitwise) {
                             eager_outputs(graph, reference.inputs, chosen.shape.intra_op_threads)));
 }
 
-// branchy opens 14 streams; chain's single path opens one, so no cap is worth trying.
+// branchy opens 14 streams; chain's single path opens one: eager's schedule alone, untimed.
 INSTANTIATE_TEST_SUITE_P(Models, CpuTuningModels, ::testing::Values("branchy", "chain"));
 
 TEST(CpuTuning, TheSingleStreamPolicyHasOneCandidateAndIsNotTimed) {
@@ -112,16 +144,27 @@ TEST(CpuTuning, TheSingleStreamPolicyHasOneCandidateAndIsNotTimed) {
   EXPECT_EQ(tuned.executor->intra_op_threads(), 1);
 }
 
-TEST(CpuTuning, ABudgetCutsTheRunsPerRoundButNeverToNone) {
+TEST(CpuTuning, ABudgetCutsRunsThenRoundsButNeverToNone) {
   OPARA_REQUIRE_MODEL("branchy");
   if (usable_cores() < 2) GTEST_SKIP() << "one usable CPU: there is a single candidate and nothing to time";
   const Graph graph = load(testing::model_path("branchy", "pt"));
   const testing::FormatReference reference = testing::format_reference("branchy", "pt");
   CpuTuningOptions tuning = quick_tuning();
   tuning.budget_ms = 0.001;
-  EXPECT_EQ(tune_cpu_executor(graph, {}, {}, reference.inputs, {}, tuning).runs_per_round, 1);
+  tuning.rounds = 10;
+  const CpuTuning cut = tune_cpu_executor(graph, {}, {}, reference.inputs, {}, tuning);
+  EXPECT_EQ(cut.runs_per_round, 1);
+  EXPECT_EQ(cut.rounds, 3) << "rounds are cut too, to three";
   tuning.budget_ms = 1e9;
-  EXPECT_EQ(tune_cpu_executor(graph, {}, {}, reference.inputs, {}, tuning).runs_per_round, tuning.runs);
+  const CpuTuning uncut = tune_cpu_executor(graph, {}, {}, reference.inputs, {}, tuning);
+  EXPECT_EQ(uncut.runs_per_round, tuning.runs);
+  EXPECT_EQ(uncut.rounds, 10);
+  tuning.rounds = 0;  // nonsense counts time one run of one round, rather than nothing or forever
+  tuning.runs = -3;
+  const CpuTuning once = tune_cpu_executor(graph, {}, {}, reference.inputs, {}, tuning);
+  EXPECT_EQ(once.runs_per_round, 1);
+  EXPECT_EQ(once.rounds, 1);
+  for (const CpuTuningCandidate& candidate : once.candidates) EXPECT_GT(candidate.median_ms, 0);
 }
 
 }  // namespace
