@@ -63,7 +63,7 @@ struct CpuTuningCandidate {
 };
 
 struct CpuTuning {
-  std::unique_ptr<CpuParallelExecutor> executor;  // the fastest candidate's, warmed up
+  std::unique_ptr<CpuParallelExecutor> executor;  // the kept candidate's (`chosen`), warmed up
   std::vector<CpuTuningCandidate> candidates;
   std::size_t chosen = 0;
   int rounds = 0;  // timed (0: a single candidate, untimed)
