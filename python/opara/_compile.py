@@ -115,16 +115,40 @@ def compile(
     """Compiles `model` for the signature of `example_inputs`.
 
     `model` is an nn.Module (exported with torch.export, or traced with TorchScript when export
-    fails, with a warning), a ScriptModule, or the path of a .pt / .pt2 file. Options are those of
-    opara::Options: device ("cuda", "cuda:1", "cpu"; default: the inputs' device), streams
-    ("opara", "opara-unhanded", "nimble", "single"), order ("opara", "topological"), max_streams,
-    profile, allow_profile_mismatch, ridge_point, outputs ("clone", "view"), memory ("record-stream", "keep-alive"),
-    on_uncapturable ("split", "error"), warmup_runs, intra_op_threads, pin_workers (True: CPU
-    workers of one intra-op thread each that fill the usable CPUs are pinned one to each),
-    split_min_us (CPU: a pooling or activation node that took at least this long is split among
-    idle workers, same bits; 0: never), cpu_tuning_ms (CPU, with neither max_streams nor
-    intra_op_threads given: about how long to time the candidate schedules on the examples before
-    keeping the fastest, default 1000; 0: every stream the plan opens, untimed).
+    fails, with a warning), a ScriptModule, or the path of a .pt / .pt2 file. The keyword options
+    are opara::Options' members (csrc/runtime/options_text.cpp parses them):
+
+    device: "cuda", "cuda:1" or "cpu"; default: the example inputs' device.
+    streams: stream allocation, "opara" (default), "opara-unhanded", "nimble" or "single".
+    order: launch order, "opara" (default) or "topological".
+    max_streams: merge streams past this many; 0 (default): no cap (on the CPU: tuned).
+    profile: a recorded profile (opara-bench profile) for the demands; default: estimated from
+        the shapes of one eager run of the examples on the CPU.
+    allow_profile_mismatch: True: use a profile made for another model file, input shapes or GPU,
+        with a warning, instead of raising.
+    ridge_point: FLOPs per byte above which an op counts as compute-bound (default 16).
+    outputs: "clone" (default) or "view" (views of the static buffers, valid until the next run).
+    memory: CUDA: "record-stream" (default) or "keep-alive", how capture protects tensors read on
+        other streams.
+    on_uncapturable: CUDA: "split" (default: such a node runs as a host step between graph
+        segments) or "error".
+    warmup_runs: CUDA: eager warm-up runs on the capture streams before capture (default 2).
+    intra_op_threads: CPU: intra-op threads per worker; 0 (default): cores / streams, or tuned.
+    pin_workers: CPU: True (default): workers of one intra-op thread each that fill the usable
+        CPUs are pinned one to each.
+    split_min_us: CPU: a pooling or activation node that took at least this long is split among
+        idle workers, same bits (default 50); 0: never.
+    cpu_tuning_ms: CPU, with neither max_streams nor intra_op_threads given: about how long to
+        time the candidate schedules on the examples; eager's schedule stays unless another is
+        clearly faster (default 1000); 0: every stream the plan opens, untimed.
+    overflow: CUDA: CPU overflow, "none" (default), "comm_sd" (SIR+'s Comm+SD; needs a full
+        profile) or "manual" (cpu_nodes); on the CPU it is checked and changes nothing.
+    alpha_us: Comm+SD: how much slower (us) a node may get on the CPU and still move (default 100).
+    cpu_nodes: "manual": node ids and kinds for the CPU, as a list ([12, "aten::relu"]), a
+        comma-separated string ("12,aten::relu") or one .json file ({"cpu": [...]}).
+
+    Values are strings, numbers, bools, paths or a torch.device. An unknown option or a bad value
+    raises RuntimeError naming it and what it accepts.
     """
     load_library()
     inputs = _tensor_list(example_inputs, "example input")
