@@ -14,8 +14,8 @@
 #include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/outputs.h"
-#include "runtime/percentile.h"
 #include "progress.h"
+#include "runtime/percentile.h"
 
 namespace opara::bench {
 namespace {
@@ -148,6 +148,11 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
       result.entry["compile_ms"] = stats.compile_ms;
       result.entry["capture_ms"] = stats.capture_ms;
       result.entry["pool_bytes"] = stats.pool_bytes;
+      result.entry["memory"] = stats.memory == MemoryProtection::kKeepAlive ? "keep-alive" : "record-stream";
+      if (request.memory == MemoryProtection::kSmallerPool) {
+        result.entry["pool_bytes_record_stream"] = stats.pool_bytes_record_stream;
+        result.entry["pool_bytes_keep_alive"] = stats.pool_bytes_keep_alive;
+      }
       result.entry["eager_fallbacks"] = stats.eager_fallbacks;
       if (mode == kOverflowMode) {
         const double runs = static_cast<double>(std::max<std::size_t>(stats.runs, 1));
@@ -170,6 +175,11 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
   };
   const std::optional<double> eager_ms = median_of("eager");
   const std::optional<double> sequential_ms = median_of("sequential");
+  const std::optional<double> nimble_ms = median_of("nimble");
+  std::optional<std::size_t> sequential_peak;
+  for (const ModeResult& result : results) {
+    if (result.name == "sequential") sequential_peak = result.peak_bytes;
+  }
   fmt::print(table, "\n{:<15} {:>9} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10} {:>9} {:>7} {:>7}\n", "mode", "median ms",
              "p10 ms", "p90 ms", "x seq", "x eager", "max |diff|", "max rel", "peak MiB", "streams", "events");
   nlohmann::json entries = nlohmann::json::array();
@@ -189,6 +199,11 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
     entry["max_abs_diff"] = difference;
     entry["max_rel_diff"] = relative;
     entry["peak_bytes"] = result.peak_bytes;
+    entry["speedup_vs_nimble"] = nimble_ms ? nlohmann::json(*nimble_ms / median) : nlohmann::json(nullptr);
+    // What a parallel graph's streams cost in memory: its peak over the sequential graph's.
+    entry["peak_vs_sequential"] = sequential_peak && *sequential_peak > 0
+                                      ? nlohmann::json(static_cast<double>(result.peak_bytes) / *sequential_peak)
+                                      : nlohmann::json(nullptr);
     const auto ratio = [](const nlohmann::json& value) {
       return value.is_null() ? std::string("n/a") : fmt::format("{:.2f}", value.get<double>());
     };

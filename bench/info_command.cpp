@@ -8,6 +8,7 @@
 
 #include "csv_output.h"
 #include "json_output.h"
+#include "model_flags.h"
 #include "model_loading.h"
 #include "opara/error.h"
 #include "opara/graph_analysis.h"
@@ -18,6 +19,7 @@ namespace {
 
 struct InfoOptions {
   std::string model;
+  std::string dtype;  // --dtype: empty, as exported
   std::string json;
   std::string csv;
   std::string dot;
@@ -25,7 +27,7 @@ struct InfoOptions {
 
 void run_info(const InfoOptions& options) {
   std::FILE* table = table_stream({{"--json", options.json}, {"--csv", options.csv}});
-  const LoadedModel model = load_model(options.model);
+  const LoadedModel model = load_model(options.model, options.dtype);
   const Graph& graph = model.graph;
   std::size_t data_edges = 0;
   std::size_t kernels = 0;
@@ -89,7 +91,7 @@ void run_info(const InfoOptions& options) {
 void add_info_command(CLI::App& app) {
   auto options = std::make_shared<InfoOptions>();
   CLI::App* info = app.add_subcommand("info", "Describe a model's operator graph");
-  info->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
+  add_model_flags(info, options->model, options->dtype);
   info->add_option("--json", options->json, "also write the figures as JSON to this file ('-' for stdout)");
   info->add_option("--csv", options->csv, "also write the figures as one CSV row to this file ('-' for stdout)");
   info->add_option("--dot", options->dot, "write the graph as Graphviz DOT to this file (ordering edges dashed)");

@@ -11,22 +11,60 @@
 
 namespace opara::bench {
 
-std::string resolve_model_path(const std::string& model) {
+namespace {
+
+bool names_a_model(const std::string& model) {
   namespace fs = std::filesystem;
-  if (fs::exists(model) || model.find('/') != std::string::npos || fs::path(model).has_extension()) return model;
-  const char* folder = std::getenv("OPARA_MODELS");
-  return (fs::path(folder ? folder : "torchscript_models") / (model + "_b1.pt")).string();
+  return !fs::exists(model) && model.find('/') == std::string::npos && !fs::path(model).has_extension();
 }
 
-LoadedModel load_model(const std::string& model) {
+std::string exported_name(const std::string& model, const std::string& dtype) {
+  return dtype.empty() || dtype == "float32" ? model : fmt::format("{}_{}", model, dtype);
+}
+
+}  // namespace
+
+const std::vector<std::string>& model_dtypes() {
+  static const std::vector<std::string> dtypes = {"float32", "float16", "bfloat16"};
+  return dtypes;
+}
+
+std::string resolve_model_path(const std::string& model, const std::string& dtype) {
+  if (!names_a_model(model)) return model;
+  const char* folder = std::getenv("OPARA_MODELS");
+  return (std::filesystem::path(folder ? folder : "torchscript_models") / (exported_name(model, dtype) + "_b1.pt"))
+      .string();
+}
+
+LoadedModel load_model(const std::string& model, const std::string& dtype) {
   LoadedModel loaded;
-  loaded.path = resolve_model_path(model);
+  loaded.path = resolve_model_path(model, dtype);
+  if (names_a_model(model) && !std::filesystem::exists(loaded.path)) {
+    throw Error(fmt::format(
+        "{}: model {} is not exported{}; export it with scripts/export_models.py --models {}{} "
+        "--out {}, or give a model file",
+        loaded.path, model, dtype.empty() ? "" : " in " + dtype, model, dtype.empty() ? "" : " --dtype " + dtype,
+        std::filesystem::path(loaded.path).parent_path().string()));
+  }
   loaded.format = detect_format(loaded.path);
   const auto started = std::chrono::steady_clock::now();
   loaded.graph = load(loaded.path);
   loaded.import_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   const std::string sidecar = sidecar_path(loaded.path);
   if (std::filesystem::exists(sidecar)) loaded.spec = read_model_spec(sidecar);
+  loaded.dtype = !dtype.empty() ? dtype : loaded.spec ? loaded.spec->dtype : "float32";
+  if (loaded.spec && loaded.spec->dtype != loaded.dtype) {
+    const std::string name = loaded.spec->model.empty() ? "NAME" : loaded.spec->model;
+    throw Error(fmt::format(
+        "{}: exported in {} (its sidecar {} says so), not {}; --dtype converts nothing, it picks the export. "
+        "Export the model in {} with scripts/export_models.py --models {} --dtype {} and give {}, or leave "
+        "--dtype out",
+        loaded.path, loaded.spec->dtype, sidecar, dtype, dtype, name, dtype,
+        (std::filesystem::path(loaded.path).parent_path() /
+         fmt::format("{}_b{}{}", exported_name(name, dtype), loaded.spec->batch,
+                     std::filesystem::path(loaded.path).extension().string()))
+            .string()));
+  }
   return loaded;
 }
 
@@ -44,7 +82,7 @@ RunInputs prepare_inputs(const LoadedModel& model, const std::string& input_shap
   }
   std::vector<InputSpec> specs;
   if (!input_shape.empty()) {
-    specs = parse_input_shapes(input_shape);
+    specs = parse_input_shapes(input_shape, model.dtype);
   } else if (model.spec) {
     specs = model.spec->inputs;
   } else {

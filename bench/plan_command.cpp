@@ -9,6 +9,7 @@
 
 #include "csv_output.h"
 #include "json_output.h"
+#include "model_flags.h"
 #include "model_loading.h"
 #include "number_checks.h"
 #include "opara/error.h"
@@ -23,6 +24,7 @@ namespace {
 
 struct PlanCommandOptions {
   std::string model;
+  std::string dtype;  // --dtype: empty, as exported
   std::string allocator = "opara";
   std::string order = "opara";
   int max_streams = 0;
@@ -60,7 +62,7 @@ void run_plan(const PlanCommandOptions& options) {
       table_stream({{"--json", options.json}, {"--csv", options.csv}, {"--dot", options.dot}, {"--svg", options.svg}});
   const PlanOptions plan_options{parse_stream_policy(options.allocator), parse_order_policy(options.order),
                                  options.max_streams};
-  const LoadedModel model = load_model(options.model);
+  const LoadedModel model = load_model(options.model, options.dtype);
   const Graph& graph = model.graph;
   const std::vector<at::Tensor> inputs = planning_inputs(model, options.input_shape);
   const ModelCosts costs = model_costs(graph, inputs, options.costs);
@@ -149,7 +151,7 @@ void run_plan(const PlanCommandOptions& options) {
 void add_plan_command(CLI::App& app) {
   auto options = std::make_shared<PlanCommandOptions>();
   CLI::App* plan = app.add_subcommand("plan", "Show the streams, events and launch order opara plans for a model");
-  plan->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
+  add_model_flags(plan, options->model, options->dtype);
   plan->add_option("--allocator", options->allocator, "stream allocation")
       ->check(CLI::IsMember({"opara", "opara-unhanded", "nimble", "single"}));
   plan->add_option("--order", options->order, "launch order")->check(CLI::IsMember({"opara", "topological"}));

@@ -10,7 +10,7 @@ namespace opara::bench {
 
 std::vector<at::Tensor> planning_inputs(const LoadedModel& model, const std::string& input_shape) {
   if (!input_shape.empty()) {
-    return make_inputs(parse_input_shapes(input_shape), model.spec ? model.spec->seed : 0);
+    return make_inputs(parse_input_shapes(input_shape, model.dtype), model.spec ? model.spec->seed : 0);
   }
   if (model.spec) return make_inputs(model.spec->inputs, model.spec->seed);
   return {};

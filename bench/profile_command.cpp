@@ -11,6 +11,7 @@
 
 #include "csv_output.h"
 #include "json_output.h"
+#include "model_flags.h"
 #include "model_loading.h"
 #include "number_checks.h"
 #include "opara/error.h"
@@ -22,6 +23,7 @@ namespace {
 
 struct ProfileCommandOptions {
   std::string model;
+  std::string dtype;  // --dtype: empty, as exported
   std::string out;
   std::string json;
   std::string csv;
@@ -120,7 +122,7 @@ void run_profile(const ProfileCommandOptions& options) {
         "profile: no CUDA GPU is visible on this machine, and a profile records the kernels of the GPU it describes; "
         "profile on the GPU machine, or plan and run here without --profile (the static estimate)");
   }
-  const LoadedModel model = load_model(options.model);
+  const LoadedModel model = load_model(options.model, options.dtype);
   const RunInputs inputs = prepare_inputs(model, options.input_shape, std::nullopt, options.batch);
   ProfilerOptions profiler_options;
   profiler_options.runs = options.runs;
@@ -150,8 +152,7 @@ void add_profile_command(CLI::App& app) {
   CLI::App* profile = app.add_subcommand(
       "profile",
       "Record each node's kernels on the GPU (CUPTI) and write the profile that plan, run and compile read (GPU only)");
-  profile->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")
-      ->required();
+  add_model_flags(profile, options->model, options->dtype);
   profile->add_option("--out,-o", options->out, "where to write the profile (JSON)")->required();
   profile->add_option("--json", options->json, "also write the summary's figures as JSON ('-' for stdout)");
   profile->add_option("--csv", options->csv, "also write one row per node as CSV ('-' for stdout)");

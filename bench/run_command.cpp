@@ -18,6 +18,7 @@
 #include "csv_output.h"
 #include "cuda_modes.h"
 #include "json_output.h"
+#include "model_flags.h"
 #include "model_loading.h"
 #include "modes.h"
 #include "number_checks.h"
@@ -54,6 +55,7 @@ const Settle kCpuSettle{1, CpuTuningOptions{}.settle};
 
 struct RunOptions {
   std::string model;
+  std::string dtype;  // --dtype: empty, as exported
   std::string device = "cpu";
   std::vector<std::string> modes{"eager"};
   std::optional<int> iters;        // default: 20 on the CPU, 1,000 on the GPU (as the paper)
@@ -156,12 +158,13 @@ void run_modes(const RunOptions& options) {
   if (device.is_cuda() && !torch::cuda::is_available()) {
     throw Error("--device cuda: no CUDA GPU is visible on this machine; use --device cpu");
   }
-  const LoadedModel model = load_model(options.model);
+  const LoadedModel model = load_model(options.model, options.dtype);
   const RunInputs inputs = prepare_inputs(model, options.input_shape, options.seed, options.batch);
   const int iters = options.iters.value_or(device.is_cuda() ? 1000 : 20);
   const int warmup = options.warmup.value_or(device.is_cuda() ? 10 : 3);
   const std::vector<c10::IValue> arguments(inputs.inputs.begin(), inputs.inputs.end());
-  fmt::print(table, "model   {} ({} nodes, imported in {:.1f} ms)\n", model.path, model.graph.size(), model.import_ms);
+  fmt::print(table, "model   {} ({} nodes, {}, imported in {:.1f} ms)\n", model.path, model.graph.size(), model.dtype,
+             model.import_ms);
   fmt::print(table, "device  {}\ninputs  {}\n", device.is_cuda() ? device.str() : cpu_description(), inputs.origin);
   if (device.is_cuda()) {
     CudaRunRequest request;
@@ -173,13 +176,15 @@ void run_modes(const RunOptions& options) {
     request.profile = options.costs.profile;
     request.allow_profile_mismatch = options.costs.allow_profile_mismatch;
     request.ridge_point = options.costs.ridge_point;
-    request.memory = options.memory == "keep-alive" ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
+    request.memory = options.memory == "keep-alive"     ? MemoryProtection::kKeepAlive
+                     : options.memory == "smaller-pool" ? MemoryProtection::kSmallerPool
+                                                        : MemoryProtection::kRecordStream;
     request.overflow = parse_overflow_policy(options.overflow);
     request.alpha_us = options.alpha_us;
     request.cpu_nodes = options.cpu_nodes;
     nlohmann::json report = {
-        {"model", model.path}, {"device", device_description()}, {"import_ms", model.import_ms}, {"iters", iters},
-        {"warmup", warmup},    {"inputs", inputs.origin},        {"memory", options.memory}};
+        {"model", model.path}, {"dtype", model.dtype}, {"device", device_description()}, {"import_ms", model.import_ms},
+        {"iters", iters},      {"warmup", warmup},     {"inputs", inputs.origin},        {"memory", options.memory}};
     // PyTorch's defaults, as every mode runs them: cuDNN convolutions may use TF32, cuBLAS not.
     report["tf32_cudnn"] = at::globalContext().allowTF32CuDNN();
     report["tf32_cublas"] = at::globalContext().allowTF32CuBLAS();
@@ -195,9 +200,9 @@ void run_modes(const RunOptions& options) {
   fmt::print(table, "\n{:<15} {:>10} {:>10} {:>8} {:>8} {:>14} {:>8}  {}\n", "mode", "median ms", "p90 ms", "vs seq",
              "vs eager", "max |diff|", "bitwise", "schedule");
 
-  nlohmann::json report = {{"model", model.path},          {"device", device.str()}, {"host", cpu_description()},
-                           {"import_ms", model.import_ms}, {"iters", iters},         {"warmup", warmup},
-                           {"inputs", inputs.origin}};
+  nlohmann::json report = {{"model", model.path},       {"dtype", model.dtype},         {"device", device.str()},
+                           {"host", cpu_description()}, {"import_ms", model.import_ms}, {"iters", iters},
+                           {"warmup", warmup},          {"inputs", inputs.origin}};
   // Every mode is set up and warmed up first (round-robin), so that the first mode timed does not
   // also pay for warming the process up; then each mode is timed in one block: interleaving single
   // runs would let one mode's idle OpenMP threads, still spinning, slow the next mode down.
@@ -376,7 +381,7 @@ void run_modes(const RunOptions& options) {
 void add_run_command(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* run = app.add_subcommand("run", "Time a model under each execution mode and check its outputs");
-  run->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
+  add_model_flags(run, options->model, options->dtype);
   run->add_option("--device", options->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   run->add_option("--modes", options->modes,
                   "comma-separated execution modes: eager, sequential, nimble, opara, opara-noreorder, and on "
@@ -397,8 +402,9 @@ void add_run_command(CLI::App& app) {
                   "random inputs with this batch size (the sidecar's shapes with the first dimension replaced)")
       ->check(kPositive);
   run->add_option("--memory", options->memory,
-                  "CUDA graphs: how tensors read on other streams are protected during capture")
-      ->check(CLI::IsMember({"record-stream", "keep-alive"}));
+                  "CUDA graphs: how tensors read on other streams are protected during capture (smaller-pool: "
+                  "capture with both, keep the smaller pool)")
+      ->check(CLI::IsMember({"record-stream", "keep-alive", "smaller-pool"}));
   run->add_option("--json", options->json, "also write the results as JSON to this file ('-' for stdout)");
   run->add_option("--csv", options->csv, "also write one row per mode as CSV to this file ('-' for stdout)");
   run->add_option("--input-shape", options->input_shape,

@@ -13,6 +13,7 @@
 
 #include "csv_output.h"
 #include "json_output.h"
+#include "model_flags.h"
 #include "model_loading.h"
 #include "modes.h"
 #include "number_checks.h"
@@ -33,6 +34,7 @@ using Clock = std::chrono::steady_clock;
 
 struct TraceOptions {
   std::string model;
+  std::string dtype;  // --dtype: empty, as exported
   std::string device = "cpu";
   std::vector<std::string> modes{"sequential", "opara"};
   std::string out;
@@ -262,7 +264,7 @@ void run_trace(const TraceOptions& options) {
   if (gpu && !torch::cuda::is_available()) {
     throw Error("--device cuda: no CUDA GPU is visible on this machine; trace on the CPU with --device cpu");
   }
-  const LoadedModel model = load_model(options.model);
+  const LoadedModel model = load_model(options.model, options.dtype);
   const RunInputs inputs = prepare_inputs(model, options.input_shape, std::nullopt);
   const std::vector<c10::IValue> arguments(inputs.inputs.begin(), inputs.inputs.end());
   const ModelCosts costs = gpu ? ModelCosts{} : model_costs(model.graph, inputs.inputs);
@@ -335,11 +337,12 @@ void run_trace(const TraceOptions& options) {
 void add_trace_command(CLI::App& app) {
   auto options = std::make_shared<TraceOptions>();
   CLI::App* trace = app.add_subcommand("trace", "Record a timeline of one run per mode as a Chrome / Perfetto trace");
-  trace->add_option("--model,-m", options->model, "model file (.pt or .pt2) or name in torchscript_models/")
-      ->required();
+  add_model_flags(trace, options->model, options->dtype);
   trace->add_option("--device", options->device, "cpu (host timings per node) or cuda (CUPTI kernel records)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  trace->add_option("--modes", options->modes, "comma-separated modes: eager, sequential, nimble, opara")
+  trace
+      ->add_option("--modes", options->modes,
+                   "comma-separated modes: eager, sequential, nimble, opara, opara-noreorder")
       ->delimiter(',');
   trace->add_option("--out,-o", options->out, "the trace JSON ('-' for stdout)")->required();
   trace->add_option("--json", options->json,

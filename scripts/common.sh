@@ -28,27 +28,36 @@ OPARA_ALL_MODELS=(googlenet inception_v3 resnet50 bert_base t5_small branchy cha
 
 # Exports the models whose files are missing, or all of them when the exporter, the model code
 # or the pins of the libraries that build them changed since the last export (a stamp records their hash).
-#   opara_export_models [--batch B] NAME...      (batch 1 by default)
+#   opara_export_models [--batch B] [--dtype D] NAME...   (batch 1, float32 by default; another
+#                                                          dtype's files are <name>_<dtype>_b<B>.*)
 opara_export_models() {
-  local batch=1
-  if [ "${1:-}" = --batch ]; then batch="$2"; shift 2; fi
-  local models=("$@") missing=() stamp="$OPARA_MODELS/.export-stamp" want
+  local batch=1 dtype=float32
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --batch) batch="$2"; shift 2 ;;
+      --dtype) dtype="$2"; shift 2 ;;
+      *) break ;;
+    esac
+  done
+  local models=("$@") missing=() stamp="$OPARA_MODELS/.export-stamp" want suffix=""
   [ "$batch" = 1 ] || stamp+="-b$batch"
+  [ "$dtype" = float32 ] || suffix="_$dtype"
   want="$(cat "$OPARA_ROOT/scripts/export_models.py" "$OPARA_ROOT"/scripts/opara_models/*.py \
     <(grep -E '^(torch|torchvision|transformers|numpy)==' "$OPARA_ROOT/requirements.txt") |
     sha256sum | cut -d' ' -f1)"
   mkdir -p "$OPARA_MODELS"
+  # Every dtype's files of this batch: they share the stamp.
   [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] || rm -f "$OPARA_MODELS"/*_b"$batch".*
   for name in "${models[@]}"; do
-    local stem="$OPARA_MODELS/${name}_b$batch"
+    local stem="$OPARA_MODELS/${name}${suffix}_b$batch"
     for ext in pt pt2 json ref.pt; do
       if [ ! -f "$stem.$ext" ]; then missing+=("$name"); break; fi
     done
   done
   if [ ${#missing[@]} -gt 0 ]; then
-    say "exporting ${missing[*]} at batch $batch into $OPARA_MODELS (random weights, CPU)"
+    say "exporting ${missing[*]} at batch $batch in $dtype into $OPARA_MODELS (random weights, CPU)"
     "$OPARA_PYTHON" -W ignore "$OPARA_ROOT/scripts/export_models.py" --models "${missing[@]}" \
-      --batch "$batch" --out "$OPARA_MODELS" >&2
+      --batch "$batch" --dtype "$dtype" --out "$OPARA_MODELS" >&2
   fi
   echo "$want" >"$stamp"
 }

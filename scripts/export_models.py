@@ -7,6 +7,10 @@ For each model and batch size it writes into the output folder:
   <name>_b<batch>.json    the inputs (name, shape, dtype, value range) and where the model came from
   <name>_b<batch>.ref.pt  reference inputs and the outputs of both formats' own forward on them
 
+With --dtype float16 or bfloat16 the model's weights and floating-point inputs are in that dtype
+and <name> becomes <name>_<dtype> (branchy_bfloat16_b1.pt): the model is traced in that dtype, so
+what it computes from its own dtype (an attention mask's fill value, say) is right for it.
+
 Nothing is downloaded: every model is built from code and a config written here.
 """
 
@@ -156,7 +160,16 @@ BUILDERS = {
     "multihead_rnn": build_multihead_rnn,
 }
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "int64": torch.int64, "int32": torch.int32}
+DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+}
+# The dtypes a model can be exported in, and how far its two exports may stray from its eager
+# forward before the export counts as broken (a few units in the last place of each).
+EXPORT_DTYPES = {"float32": 1e-3, "float16": 1e-2, "bfloat16": 5e-2}
 
 
 def make_inputs(specs, seed):
@@ -191,12 +204,21 @@ def sha256(path):
     return digest.hexdigest()
 
 
-def export_one(name, batch, out_dir):
+def exported_name(name, dtype):
+    return name if dtype == "float32" else f"{name}_{dtype}"
+
+
+def export_one(name, batch, out_dir, dtype="float32"):
     torch.manual_seed(SEED)
     model, specs, source = BUILDERS[name](batch)
     model.eval()
+    if dtype != "float32":
+        model.to(DTYPES[dtype])
+        for spec in specs:
+            if DTYPES[spec["dtype"]].is_floating_point:
+                spec["dtype"] = dtype
     inputs = make_inputs(specs, SEED)
-    stem = out_dir / f"{name}_b{batch}"
+    stem = out_dir / f"{exported_name(name, dtype)}_b{batch}"
     started = time.perf_counter()
     with torch.no_grad():
         eager = flatten(model(*inputs))
@@ -209,11 +231,12 @@ def export_one(name, batch, out_dir):
     torch.save({"inputs": inputs, "outputs_pt": from_script, "outputs_pt2": from_export}, str(stem) + ".ref.pt")
     for label, outputs in (("TorchScript", from_script), ("torch.export", from_export)):
         worst = max((a - b).abs().max().item() for a, b in zip(eager, outputs))
-        if worst > 1e-3:
-            raise RuntimeError(f"{name}: the {label} export differs from the eager model by {worst}")
+        if worst > EXPORT_DTYPES[dtype]:
+            raise RuntimeError(f"{name} ({dtype}): the {label} export differs from the eager model by {worst}")
     sidecar = {
         "model": name,
         "batch": batch,
+        "dtype": dtype,
         "source": source,
         "seed": SEED,
         "torch": torch.__version__,
@@ -234,6 +257,9 @@ def main():
     parser.add_argument("--models", nargs="+", default=list(BUILDERS), choices=list(BUILDERS), metavar="NAME",
                         help=f"models to export (default: all of {', '.join(BUILDERS)})")
     parser.add_argument("--batch", nargs="+", type=int, default=[1], help="batch sizes (default 1)")
+    parser.add_argument("--dtype", default="float32", choices=list(EXPORT_DTYPES),
+                        help="weights and floating-point inputs in this dtype; other than float32, the files are "
+                        "named <name>_<dtype>_b<batch> (default float32)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "torchscript_models")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -242,7 +268,7 @@ def main():
         for batch in args.batch:
             if batch < 1:
                 parser.error(f"--batch must be positive, got {batch}")
-            export_one(name, batch, args.out)
+            export_one(name, batch, args.out, args.dtype)
 
 
 if __name__ == "__main__":

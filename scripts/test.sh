@@ -7,6 +7,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 "$OPARA_ROOT/scripts/setup.sh"
 opara_build
 opara_export_models "${OPARA_ALL_MODELS[@]}"
+# Half precision: what the tests run in bfloat16 and float16 (float16 convolutions are slow on a CPU).
+opara_export_models --dtype bfloat16 branchy
+opara_export_models --dtype float16 branchy recurrent
 export OPARA_MODELS OPARA_BENCH="$OPARA_BUILD/bin/opara-bench"
 
 say "ctest"

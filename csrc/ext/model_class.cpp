@@ -49,6 +49,9 @@ class Model : public torch::CustomClassHolder {
     put("tuning_ms", stats.tuning_ms);
     put("capture_ms", stats.capture_ms);
     put("pool_bytes", static_cast<double>(stats.pool_bytes));
+    put("keep_alive", stats.memory == MemoryProtection::kKeepAlive ? 1 : 0);
+    put("pool_bytes_record_stream", static_cast<double>(stats.pool_bytes_record_stream));
+    put("pool_bytes_keep_alive", static_cast<double>(stats.pool_bytes_keep_alive));
     put("peak_bytes", static_cast<double>(stats.peak_bytes));
     put("runs", static_cast<double>(stats.runs));
     put("eager_fallbacks", static_cast<double>(stats.eager_fallbacks));

@@ -63,6 +63,12 @@ std::vector<bool> host_nodes_on_device(const Graph& graph, const std::vector<at:
 // caller's tensors stay as they are, and no run starts from another run's writes.
 using ExamplesForARun = std::function<std::vector<at::Tensor>()>;
 
+// MemoryProtection::kSmallerPool's choice: keep-alive only when its pool is smaller, since
+// record-stream frees each tensor earlier (a tie keeps that).
+MemoryProtection smaller_pool(std::size_t record_stream_bytes, std::size_t keep_alive_bytes) {
+  return keep_alive_bytes < record_stream_bytes ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
+}
+
 void compile_cuda(CompiledModel::State& state, const ExamplesForARun& examples_for_a_run,
                   const std::vector<NodeCost>& costs) {
   if (!torch::cuda::is_available()) {
@@ -85,17 +91,36 @@ void compile_cuda(CompiledModel::State& state, const ExamplesForARun& examples_f
   std::vector<bool> uncapturable = host_nodes_on_device(graph, examples_for_a_run(), state.device);
   const std::vector<at::Tensor> examples = examples_for_a_run();  // CudaModel copies them into buffers of its own
   // A node that fails capture becomes a host node and the model is compiled again.
-  std::vector<Placement> placement;
-  for (;;) {
-    placement = runnable_placement(graph, choice.placement, uncapturable);
-    try {
-      const bool overlap = options.overflow != OverflowPolicy::kNone;
-      state.cuda = std::make_unique<CudaModel>(graph, state.device, placement, overlap, costs, examples, options);
-      break;
-    } catch (const CaptureError& error) {
-      if (options.on_uncapturable == Options::OnUncapturable::kError || uncapturable[error.node()]) throw;
-      uncapturable[error.node()] = true;
+  const auto capture = [&](MemoryProtection memory) {
+    Options attempt = options;
+    attempt.memory = memory;
+    for (;;) {
+      std::vector<Placement> placement = runnable_placement(graph, choice.placement, uncapturable);
+      try {
+        const bool overlap = options.overflow != OverflowPolicy::kNone;
+        auto model = std::make_unique<CudaModel>(graph, state.device, placement, overlap, costs, examples, attempt);
+        return std::make_pair(std::move(model), std::move(placement));
+      } catch (const CaptureError& error) {
+        if (options.on_uncapturable == Options::OnUncapturable::kError || uncapturable[error.node()]) throw;
+        uncapturable[error.node()] = true;
+      }
     }
+  };
+  std::vector<Placement> placement;
+  if (options.memory != MemoryProtection::kSmallerPool) {
+    std::tie(state.cuda, placement) = capture(options.memory);
+    state.stats.memory = options.memory;
+  } else {
+    auto record_stream = capture(MemoryProtection::kRecordStream);
+    auto keep_alive = capture(MemoryProtection::kKeepAlive);
+    CompiledStats record_stats, keep_stats;
+    record_stream.first->add_stats(record_stats);
+    keep_alive.first->add_stats(keep_stats);
+    state.stats.pool_bytes_record_stream = record_stats.pool_bytes;
+    state.stats.pool_bytes_keep_alive = keep_stats.pool_bytes;
+    state.stats.memory = smaller_pool(record_stats.pool_bytes, keep_stats.pool_bytes);
+    std::tie(state.cuda, placement) =
+        std::move(state.stats.memory == MemoryProtection::kKeepAlive ? keep_alive : record_stream);
   }
   state.host = host_mask(placement);
   const std::size_t peak = peak_allocated_bytes(index);

@@ -199,6 +199,12 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
                             graph.inputs().size(), static_inputs.size()));
   }
   if (options.warmup_runs < 1) throw Error("CudaGraphOptions::warmup_runs must be at least 1");
+  if (options.memory == MemoryProtection::kSmallerPool) {
+    throw Error(
+        fmt::format("{}: a CudaGraphExecutor captures with one memory protection, record-stream or keep-alive; "
+                    "smaller-pool is compile()'s, which captures with both",
+                    graph.source_path));
+  }
   state.graph = graph;
   state.plan = std::move(plan);
   state.options = options;

@@ -53,6 +53,8 @@ ModelSpec read_model_spec(const std::string& json_path) {
     spec.batch = json.value("batch", 1);
     spec.source = json.value("source", "");
     spec.seed = json.value("seed", 0);
+    spec.dtype = json.value("dtype", "float32");
+    dtype_of(spec.dtype, json_path);
     if (json.contains("intra_op_threads")) spec.intra_op_threads = json.at("intra_op_threads").get<int>();
     for (const auto& input : json.at("inputs")) {
       InputSpec in;
@@ -83,7 +85,7 @@ ModelSpec read_model_spec(const std::string& json_path) {
   return spec;
 }
 
-std::vector<InputSpec> parse_input_shapes(const std::string& text) {
+std::vector<InputSpec> parse_input_shapes(const std::string& text, const std::string& default_dtype) {
   std::vector<InputSpec> specs;
   std::stringstream entries(text);
   std::string entry;
@@ -95,7 +97,7 @@ std::vector<InputSpec> parse_input_shapes(const std::string& text) {
     if (parts.size() < 2 || parts.size() > 3) {
       throw Error(fmt::format("--input-shape '{}': write SHAPE or NAME:SHAPE[:DTYPE], e.g. x:1x3x224x224", entry));
     }
-    InputSpec spec{parts[0], {}, parts.size() == 3 ? parts[2] : "float32", std::nullopt};
+    InputSpec spec{parts[0], {}, parts.size() == 3 ? parts[2] : default_dtype, std::nullopt};
     const c10::ScalarType dtype = dtype_of(spec.dtype, "--input-shape");
     std::stringstream dims(parts[1]);
     for (std::string dim; std::getline(dims, dim, 'x');) {

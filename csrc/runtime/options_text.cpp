@@ -117,9 +117,10 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"memory",
        [](Options& o, const std::string& v) {
          o.memory = parse_choice("memory", v,
-                                 std::array<std::pair<std::string_view, MemoryProtection>, 2>{{
+                                 std::array<std::pair<std::string_view, MemoryProtection>, 3>{{
                                      {"record-stream", MemoryProtection::kRecordStream},
                                      {"keep-alive", MemoryProtection::kKeepAlive},
+                                     {"smaller-pool", MemoryProtection::kSmallerPool},
                                  }});
        }},
       {"on_uncapturable",

@@ -40,7 +40,8 @@ struct Options {
   };
   Outputs outputs = Outputs::kClone;
 
-  // CUDA only.
+  // CUDA only. kSmallerPool captures twice (compile time and, while compiling, memory double)
+  // and keeps the graph whose pool is smaller: stats() says which and both pools.
   MemoryProtection memory = MemoryProtection::kRecordStream;
   enum class OnUncapturable : std::uint8_t {
     kSplit,  // the node runs as a host step between graph segments
@@ -96,6 +97,11 @@ struct CompiledStats {
   double tuning_ms = 0;        // CPU: choosing the schedule (Options::cpu_tuning_ms), planning included
   double capture_ms = 0;       // capture and instantiation, all segments
   std::size_t pool_bytes = 0;  // CUDA: the graphs' memory pool
+  // CUDA: the protection the graphs were captured with (under kSmallerPool, the one kept) and,
+  // under kSmallerPool, the pool each one took.
+  MemoryProtection memory = MemoryProtection::kRecordStream;
+  std::size_t pool_bytes_record_stream = 0;
+  std::size_t pool_bytes_keep_alive = 0;
   // CUDA: most bytes allocated at once while compiling, weights and buffers included. Measuring it
   // resets the device's peak statistics (torch.cuda.reset_peak_memory_stats): a peak measured
   // around compile() by the caller starts there.

@@ -19,6 +19,10 @@ namespace opara {
 enum class MemoryProtection : std::uint8_t {
   kRecordStream,  // freed after its last reader, record_stream on every other stream that read it
   kKeepAlive,     // every intermediate is kept until the capture ends
+  // compile() only: captures with each of the two above and keeps the graph whose memory pool is
+  // smaller (record_stream frees earlier but holds a block until every reader's stream is done;
+  // keep-alive lets the allocator plan the whole capture), the two side by side while compiling.
+  kSmallerPool,
 };
 
 struct CudaGraphOptions {

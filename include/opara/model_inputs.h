@@ -27,6 +27,7 @@ struct ModelSpec {
   std::string source;
   std::uint64_t seed = 0;
   std::vector<InputSpec> inputs;
+  std::string dtype = "float32";        // what the weights and floating-point inputs were exported in
   std::string reference;                // path of the .ref.pt file, resolved against the JSON's folder; may be empty
   std::optional<int> intra_op_threads;  // the reference's intra-op threads, when the exporter said
 };
@@ -38,8 +39,9 @@ OPARA_API std::string sidecar_path(const std::string& model_path);
 OPARA_API ModelSpec read_model_spec(const std::string& json_path);
 
 // Parses "--input-shape" text: "1x3x224x224" or "x:1x3x224x224,mask:1x32:int64" (name, shape,
-// optional dtype). Integer inputs get the range [0, 2).
-OPARA_API std::vector<InputSpec> parse_input_shapes(const std::string& text);
+// optional dtype, `default_dtype` when left out). Integer inputs get the range [0, 2).
+OPARA_API std::vector<InputSpec> parse_input_shapes(const std::string& text,
+                                                    const std::string& default_dtype = "float32");
 
 // Random inputs from a seed, by the same recipe as scripts/export_models.py (one CPU generator
 // seeded once; randn for floats, randint(low, high) for integers, in input order), so the same

@@ -25,6 +25,11 @@ const std::vector<std::string>& all_models() {
   return models;
 }
 
+const std::vector<std::string>& half_precision_models() {
+  static const std::vector<std::string> models = {"branchy_bfloat16", "branchy_float16", "recurrent_float16"};
+  return models;
+}
+
 FormatReference format_reference(const std::string& name, const std::string& extension) {
   Reference reference = load_reference(model_path(name, "ref.pt"));
   FormatReference result;

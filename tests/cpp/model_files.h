@@ -17,6 +17,9 @@ bool model_exported(const std::string& name);
 // Every model scripts/export_models.py writes.
 const std::vector<std::string>& all_models();
 
+// The half-precision exports scripts/test.sh makes (export_models.py --dtype): "<model>_<dtype>".
+const std::vector<std::string>& half_precision_models();
+
 // The exporter's reference for one format of a model: its inputs, and the outputs of that
 // format's own forward on them (the exported program's module for .pt2).
 struct FormatReference {

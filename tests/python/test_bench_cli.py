@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import ALL_MODELS, BENCH, model_file
+from conftest import ALL_MODELS, BENCH, MODELS, model_file
 
 INFO_KEYS = {"model", "format", "import_ms", "inputs", "outputs", "nodes", "kernel_nodes", "edges", "data_edges",
              "ordering_edges", "reduced_edges", "inplace_nodes", "not_capturable_nodes", "width", "critical_path",
@@ -69,6 +69,35 @@ def test_run_with_input_shape_compares_against_the_live_forward(bench):
 def test_model_name_resolves_in_the_models_folder(bench):
     result = bench("info", "--model", "inplace")
     assert "inplace_b1.pt" in result.stdout
+
+
+@pytest.mark.parametrize("name, dtype", [("branchy", "bfloat16"), ("recurrent", "float16")])
+def test_dtype_runs_the_models_half_precision_export(bench, name, dtype):
+    model_file(f"{name}_{dtype}", "pt")  # skips unless scripts/test.sh exported it
+    report = json.loads(bench("run", "--model", name, "--dtype", dtype, "--device", "cpu", "--modes",
+                              "eager,opara", "--iters", "2", "--warmup", "1", "--json", "-").stdout)
+    assert report["dtype"] == dtype
+    assert report["model"].endswith(f"{name}_{dtype}_b1.pt")
+    modes = {mode["mode"]: mode for mode in report["modes"]}
+    assert modes["eager"]["bitwise_equal"] is True
+    assert modes["opara"]["bitwise_equal"] is True or modes["opara"]["bitwise_equal_eager_same_threads"] is True
+    plan = json.loads(bench("plan", "--model", name, "--dtype", dtype, "--json", "-").stdout)
+    assert plan["nodes"] > 0
+
+
+def test_dtype_converts_nothing_and_says_how_to_export(bench):
+    path = model_file("branchy", "pt")
+    result = bench("run", "--model", path, "--dtype", "float16", "--device", "cpu", check=False)
+    assert result.returncode == 1
+    assert str(path) in result.stderr and "exported in float32" in result.stderr
+    assert "scripts/export_models.py --models branchy --dtype float16" in result.stderr
+    # A name whose export in that dtype is missing: the command that makes it.
+    if not (MODELS / "chain_bfloat16_b1.pt").exists():
+        result = bench("info", "--model", "chain", "--dtype", "bfloat16", check=False)
+        assert result.returncode == 1
+        assert "chain_bfloat16_b1.pt" in result.stderr and "--models chain --dtype bfloat16" in result.stderr
+    result = bench("info", "--model", "chain", "--dtype", "float64", check=False)
+    assert result.returncode == 2 and "--dtype" in result.stderr
 
 
 @pytest.mark.parametrize("args", [

@@ -33,3 +33,17 @@ def test_torchscript_file_reproduces_its_reference(name):
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     for actual, expected in zip(outputs, reference["outputs_pt"]):
         assert torch.equal(actual, expected)
+
+
+@pytest.mark.parametrize("name, dtype", [("branchy", "bfloat16"), ("branchy", "float16"), ("recurrent", "float16")])
+def test_a_half_precision_export_holds_its_dtype_throughout(name, dtype):
+    sidecar = json.loads(model_file(f"{name}_{dtype}", "json").read_text())
+    assert sidecar["model"] == name and sidecar["dtype"] == dtype
+    assert json.loads(model_file(name, "json").read_text())["dtype"] == "float32"
+    reference = torch.load(model_file(f"{name}_{dtype}", "ref.pt"))
+    wanted = getattr(torch, dtype)
+    assert all(tensor.dtype == wanted for tensor in reference["inputs"])
+    assert all(spec["dtype"] == dtype for spec in sidecar["inputs"])
+    assert all(tensor.dtype == wanted for tensor in reference["outputs_pt"] + reference["outputs_pt2"])
+    weights = torch.jit.load(str(model_file(f"{name}_{dtype}", "pt"))).state_dict().values()
+    assert weights and all(tensor.dtype == wanted for tensor in weights if tensor.is_floating_point())

@@ -27,9 +27,11 @@ struct Case {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const std::string& model : testing::all_models()) {
-    cases.push_back({model, "pt"});
-    cases.push_back({model, "pt2"});
+  for (const auto* models : {&testing::all_models(), &testing::half_precision_models()}) {
+    for (const std::string& model : *models) {
+      cases.push_back({model, "pt"});
+      cases.push_back({model, "pt2"});
+    }
   }
   return cases;
 }

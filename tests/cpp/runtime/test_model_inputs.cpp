@@ -49,12 +49,36 @@ TEST(ModelInputs, SidecarDescribesIntegerRanges) {
   EXPECT_GE(*spec.intra_op_threads, 1);
 }
 
+// A model exported in half precision: its sidecar says so, and its inputs are made in that dtype,
+// the same tensors as the exporter's.
+TEST(ModelInputs, HalfPrecisionExportsSayTheirDtypeAndMakeTheirInputsInIt) {
+  struct Export {
+    std::string model, dtype;
+    c10::ScalarType type;
+  };
+  for (const Export& half :
+       {Export{"branchy_bfloat16", "bfloat16", at::kBFloat16}, Export{"recurrent_float16", "float16", at::kHalf}}) {
+    if (!testing::model_exported(half.model))
+      GTEST_SKIP() << half.model << " is not exported: scripts/test.sh exports it";
+    const ModelSpec spec = read_model_spec(testing::model_path(half.model, "json"));
+    EXPECT_EQ(spec.dtype, half.dtype);
+    const std::vector<at::Tensor> inputs = make_inputs(spec.inputs, spec.seed);
+    ASSERT_EQ(inputs.size(), 1u) << half.model;
+    EXPECT_EQ(inputs[0].scalar_type(), half.type) << half.model;
+    EXPECT_TRUE(bitwise_equal(inputs, load_reference(spec.reference).inputs)) << half.model;
+  }
+  OPARA_REQUIRE_MODEL("branchy");
+  EXPECT_EQ(read_model_spec(testing::model_path("branchy", "json")).dtype, "float32");
+}
+
 TEST(ModelInputs, MalformedSidecarNamesFileAndProblem) {
   const std::string path = testing::scratch_path("bad.json");
   std::ofstream(path) << R"({"inputs": [{"name": "x", "shape": "oops", "dtype": "float32"}]})";
   EXPECT_THAT(error_of([&] { read_model_spec(path); }), HasSubstr(path));
   std::ofstream(path) << R"({"inputs": [{"name": "x", "shape": [1], "dtype": "float7"}]})";
   EXPECT_THAT(error_of([&] { read_model_spec(path); }), HasSubstr("unknown dtype 'float7'"));
+  std::ofstream(path) << R"({"dtype": "half", "inputs": []})";
+  EXPECT_THAT(error_of([&] { read_model_spec(path); }), HasSubstr("unknown dtype 'half'"));
   std::ofstream(path) << "{not json";
   EXPECT_THAT(error_of([&] { read_model_spec(path); }), HasSubstr("malformed"));
   EXPECT_THAT(error_of([&] { read_model_spec("/nonexistent.json"); }), HasSubstr("/nonexistent.json"));
@@ -69,6 +93,11 @@ TEST(ModelInputs, InputShapeText) {
   ASSERT_EQ(named.size(), 2u);
   EXPECT_EQ(named[1].name, "mask");
   EXPECT_TRUE(named[1].range.has_value());
+  // A half-precision model's inputs: floats in its dtype unless one says otherwise.
+  const auto half = parse_input_shapes("x:1x3,ids:1x4:int64", "bfloat16");
+  EXPECT_EQ(half[0].dtype, "bfloat16");
+  EXPECT_EQ(half[1].dtype, "int64");
+  EXPECT_THAT(error_of([] { parse_input_shapes("1x3", "float7"); }), HasSubstr("unknown dtype 'float7'"));
   EXPECT_THAT(error_of([] { parse_input_shapes("1xAx3"); }), HasSubstr("'A' is not a size"));
   EXPECT_THAT(error_of([] { parse_input_shapes("x:1x3:float7"); }), HasSubstr("unknown dtype"));
   EXPECT_THAT(error_of([] { parse_input_shapes("a:b:c:d"); }), HasSubstr("NAME:SHAPE[:DTYPE]"));

@@ -62,6 +62,7 @@ TEST(OptionsText, EveryKeySetsItsMember) {
   EXPECT_DOUBLE_EQ(options.ridge_point, 8.5);
   EXPECT_EQ(options.outputs, Options::Outputs::kView);
   EXPECT_EQ(options.memory, MemoryProtection::kKeepAlive);
+  EXPECT_EQ(options_from_text({{"memory", "smaller-pool"}}).memory, MemoryProtection::kSmallerPool);
   EXPECT_EQ(options.on_uncapturable, Options::OnUncapturable::kError);
   EXPECT_EQ(options.warmup_runs, 0);
   EXPECT_EQ(options.intra_op_threads, 3);
@@ -88,7 +89,7 @@ TEST(OptionsText, BadValuesNameTheKeyAndWhatItTakes) {
   EXPECT_THAT(error_of({{"max_streams", ""}}), HasSubstr("a whole number"));
   EXPECT_THAT(error_of({{"ridge_point", "0"}}), HasSubstr("a number above 0"));
   EXPECT_THAT(error_of({{"ridge_point", "nan"}}), HasSubstr("a number above 0"));
-  EXPECT_THAT(error_of({{"memory", "record_stream"}}), HasSubstr("one of record-stream, keep-alive"));
+  EXPECT_THAT(error_of({{"memory", "record_stream"}}), HasSubstr("one of record-stream, keep-alive, smaller-pool"));
   EXPECT_THAT(error_of({{"outputs", "copy"}}), HasSubstr("one of clone, view"));
   EXPECT_THAT(error_of({{"on_uncapturable", "skip"}}), HasSubstr("one of split, error"));
   EXPECT_THAT(error_of({{"device", "gpu"}}), HasSubstr("option device='gpu'"));
