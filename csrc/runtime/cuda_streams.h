@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "opara/export.h"
+
 namespace opara {
 
 // Streams we create ourselves (cudaStreamNonBlocking), lent out for warm-up and capture.
@@ -14,7 +16,7 @@ namespace opara {
 // does not replay on the streams it was captured on, but it holds the cuBLAS workspace of each
 // (handle, stream): a graph keeps its lease while it lives, and the streams go back to the pool
 // for the next capture when it is gone.
-class StreamLease {
+class OPARA_API StreamLease {
  public:
   StreamLease(c10::DeviceIndex device, std::size_t count);
   ~StreamLease();

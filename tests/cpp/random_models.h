@@ -2,7 +2,8 @@
 
 // Executable graphs for the tests: nodes whose op is a lambda, and seeded random models (element-wise,
 // matmul and reduction kernels, views without a kernel, multi-output nodes and list constructs)
-// that every executor must run bitwise like the eager reference.
+// that every executor must run bitwise like the eager reference; and a graph of many independent
+// branches, for stream counts past PyTorch's pool.
 
 #include <ATen/ATen.h>
 
@@ -137,6 +138,31 @@ inline Graph random_model(int count, std::uint64_t seed) {
     if (value.producer != kNoNode && value.users.empty()) graph.add_output(value.id);
   }
   graph.add_output(values[std::uniform_int_distribution<std::size_t>(2, values.size() - 1)(random)]);
+  return graph;
+}
+
+// ---- a wide graph -----------------------------------------------------------------------------
+
+// x -> `branches` independent two-node branches -> their sum: Opara opens one stream per branch.
+inline Graph wide_graph(int branches) {
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  std::vector<ValueId> ends;
+  for (int b = 0; b < branches; ++b) {
+    const double scale = 1.0 + b;
+    const NodeId first = graph.add_node("test::scale", {x}, {"Tensor"}, kLaunchesKernel,
+                                        unary([scale](const at::Tensor& t) { return (t * scale).sin(); }));
+    const NodeId second = graph.add_node("test::tanh", {graph.node(first).outputs[0]}, {"Tensor"}, kLaunchesKernel,
+                                         unary([](const at::Tensor& t) { return t.tanh() + 1; }));
+    ends.push_back(graph.node(second).outputs[0]);
+  }
+  const NodeId sum =
+      graph.add_node("test::sum", ends, {"Tensor"}, kLaunchesKernel, op([](const std::vector<c10::IValue>& in) {
+                       at::Tensor total = in[0].toTensor().clone();
+                       for (std::size_t i = 1; i < in.size(); ++i) total.add_(in[i].toTensor());
+                       return std::vector<c10::IValue>{total};
+                     }));
+  graph.add_output(graph.node(sum).outputs[0]);
   return graph;
 }
 

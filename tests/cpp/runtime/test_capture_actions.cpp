@@ -12,6 +12,7 @@
 #include "opara/load.h"
 #include "opara/plan.h"
 #include "plan_fixtures.h"
+#include "random_models.h"
 #include "runtime/capture_actions.h"
 
 namespace opara {
@@ -129,6 +130,34 @@ TEST(CaptureActions, WellFormedForEveryPolicyOnTheModels) {
       }
     }
   }
+}
+
+// 64 branches need 64 side streams at once: twice PyTorch's pool of 32, so two of them sharing
+// a stream would serialise branches (or, in a capture, join a stream twice).
+TEST(CaptureActions, SixtyFourBranchesForkSixtyFourStreamsAndJoinEveryOne) {
+  const Graph graph = testing::wide_graph(64);
+  const Plan plan = make_plan(graph, {});
+  ASSERT_EQ(plan.stream_count, 64);
+  ASSERT_THAT(validate(graph, plan), IsEmpty());
+  const auto actions = capture_actions(graph, plan);
+  EXPECT_THAT(check_capture_actions(graph, plan, actions), IsEmpty()) << describe(actions);
+
+  std::vector<int> forked;
+  std::vector<int> joined;
+  std::set<int> branch_streams;  // the streams of the branches' first nodes
+  for (const CaptureAction& action : actions) {
+    if (action.step == kFork) forked.push_back(action.stream);
+    if (action.step == kJoin) joined.push_back(action.stream);
+    if (action.step == kRun && graph.node(action.node).kind == "test::scale") branch_streams.insert(action.stream);
+  }
+  std::vector<int> every_stream(64);
+  for (int s = 0; s < 64; ++s) every_stream[s] = s;
+  std::sort(forked.begin(), forked.end());
+  std::sort(joined.begin(), joined.end());
+  EXPECT_THAT(forked, ElementsAreArray(every_stream)) << "each side stream forked from the origin once";
+  EXPECT_THAT(joined, ElementsAreArray(every_stream)) << "each side stream joined back once";
+  EXPECT_EQ(branch_streams.size(), 64u) << "two branches share a stream";
+  EXPECT_THAT(branch_streams, Not(Contains(kOriginStream)));
 }
 
 TEST(CaptureActions, CheckRejectsBrokenLists) {

@@ -1,9 +1,11 @@
 // CompiledModel: compile a model file for example inputs and run it. On the CPU (host threads
 // play the streams) it equals the model's own forward bit for bit; bad inputs are errors naming
 // the input and what was expected; concurrent runs are serialized. On a GPU (skipped without
-// one): every mode is allclose to eager, 64 branches get 64 streams, an operation that cannot be
-// captured becomes a host step, 1,000 replays with fresh inputs match eager, and nodes sent to the
-// CPU (named, whole LSTM cells, random ones) give eager's outputs through their host steps.
+// one): every mode is allclose to eager, half-precision models too within their dtype's
+// tolerance, 64 branches get 64 streams, an operation that cannot be captured becomes a host
+// step, 1,000 replays with fresh inputs match eager, view outputs are the static buffers the next
+// run overwrites, the stats describe the capture, and nodes sent to the CPU (named, whole LSTM
+// cells, random ones, Comm+SD's on a fresh profile) give eager's outputs through their host steps.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +17,10 @@
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
 #include <future>
 #include <random>
 
@@ -25,9 +31,12 @@
 #include "opara/error.h"
 #include "opara/load.h"
 #include "opara/model_inputs.h"
+#include "opara/model_profiler.h"
 #include "opara/outputs.h"
+#include "opara/profile.h"
 #include "plan_fixtures.h"
 #include "random_models.h"
+#include "runtime/percentile.h"
 
 namespace opara {
 namespace {
@@ -278,32 +287,9 @@ TEST(CompiledModelCuda, EveryModeOfEveryModelIsCloseToEager) {
   }
 }
 
-// x -> 64 independent branches -> their sum: Opara opens 64 streams, and all of them are distinct.
-Graph wide_graph(int branches) {
-  Graph graph;
-  const ValueId x = graph.add_input("x");
-  std::vector<ValueId> ends;
-  for (int b = 0; b < branches; ++b) {
-    const double scale = 1.0 + b;
-    const NodeId first = graph.add_node("test::scale", {x}, {"Tensor"}, kLaunchesKernel,
-                                        testing::unary([scale](const at::Tensor& t) { return (t * scale).sin(); }));
-    const NodeId second = graph.add_node("test::tanh", {graph.node(first).outputs[0]}, {"Tensor"}, kLaunchesKernel,
-                                         testing::unary([](const at::Tensor& t) { return t.tanh() + 1; }));
-    ends.push_back(graph.node(second).outputs[0]);
-  }
-  const NodeId sum = graph.add_node("test::sum", ends, {"Tensor"}, kLaunchesKernel,
-                                    testing::op([](const std::vector<c10::IValue>& in) {
-                                      at::Tensor total = in[0].toTensor().clone();
-                                      for (std::size_t i = 1; i < in.size(); ++i) total.add_(in[i].toTensor());
-                                      return std::vector<c10::IValue>{total};
-                                    }));
-  graph.add_output(graph.node(sum).outputs[0]);
-  return graph;
-}
-
 TEST(CompiledModelCuda, SixtyFourBranchesUseSixtyFourStreamsAndAreRight) {
   OPARA_REQUIRE_GPU();
-  const Graph graph = wide_graph(64);
+  const Graph graph = testing::wide_graph(64);
   const std::vector<at::Tensor> inputs{at::randn({256, 256}, at::kCUDA)};
   const CompiledModel compiled = compile(graph, inputs);
   EXPECT_EQ(compiled.stats().streams, 64);
@@ -369,11 +355,138 @@ TEST(CompiledModelCuda, ThreadsOnTheirOwnStreamsGetTheirOwnOutputs) {
 TEST(CompiledModelCuda, BadInputsAreNamed) {
   OPARA_REQUIRE_GPU();
   OPARA_REQUIRE_MODEL("branchy");
+  NoTf32 no_tf32;
   const Loaded loaded = reference_of("branchy", "pt");
   const CompiledModel compiled = compile(loaded.path, to_cuda(loaded.inputs));
+  const at::Tensor x = loaded.inputs.at(0).cuda();
+  EXPECT_THAT([&] { compiled.run({}); },
+              ::testing::ThrowsMessage<Error>(
+                  AllOf(HasSubstr("branchy_b1.pt"), HasSubstr("compiled for 1 inputs"), HasSubstr("0 were given"))));
+  EXPECT_THAT([&] { compiled.run({x, x}); }, ::testing::ThrowsMessage<Error>(HasSubstr("2 were given")));
+  std::vector<std::int64_t> other_shape = x.sizes().vec();
+  other_shape[0] += 1;
+  EXPECT_THAT(
+      [&] { compiled.run({at::zeros(other_shape, x.options())}); },
+      ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("input 0"), HasSubstr("has shape"),
+                                            HasSubstr(fmt::format("compiled for [{}]", fmt::join(x.sizes(), ", "))),
+                                            HasSubstr("compile again"))));
   EXPECT_THAT([&] { compiled.run(loaded.inputs); }, ::testing::ThrowsMessage<Error>(HasSubstr("is on cpu")));
-  EXPECT_THAT([&] { compiled.run({loaded.inputs[0].cuda().to(at::kHalf)}); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("dtype Half")));
+  EXPECT_THAT([&] { compiled.run({x.to(at::kHalf)}); }, ::testing::ThrowsMessage<Error>(HasSubstr("dtype Half")));
+  // Still usable after the errors.
+  expect_close(compiled.run({x}), eager_cuda(compiled.graph(), {x}), "after bad inputs");
+}
+
+// Options::Outputs::kView: run() returns the static output buffers themselves, equal to eager's
+// outputs and overwritten by the next run(); kClone's outputs are the caller's to keep.
+TEST(CompiledModelCuda, ViewOutputsAreOverwrittenByTheNextRunAndClonesAreNot) {
+  OPARA_REQUIRE_GPU();
+  OPARA_REQUIRE_MODEL("branchy");
+  NoTf32 no_tf32;
+  const Loaded loaded = reference_of("branchy", "pt");
+  const Graph graph = load(loaded.path);
+  const std::vector<at::Tensor> first_inputs = to_cuda(loaded.inputs);
+  const std::vector<at::Tensor> second_inputs{at::randn_like(first_inputs[0])};
+  const auto first_expected = eager_cuda(graph, first_inputs);
+  const auto second_expected = eager_cuda(graph, second_inputs);
+  for (std::size_t k = 0; k < first_expected.size(); ++k) {
+    ASSERT_FALSE(at::allclose(first_expected[k], second_expected[k], 1e-4, 1e-5))
+        << "output " << k << " does not depend on the input: an overwrite would not show";
+  }
+  Options view_options;
+  view_options.outputs = Options::Outputs::kView;
+  const CompiledModel views = compile(graph, first_inputs, view_options);
+  const CompiledModel clones = compile(graph, first_inputs);
+
+  const std::vector<at::Tensor> view_first = views.run(first_inputs);
+  const std::vector<at::Tensor> clone_first = clones.run(first_inputs);
+  expect_close(view_first, first_expected, "view, first run");
+  expect_close(clone_first, first_expected, "clone, first run");
+
+  const std::vector<at::Tensor> view_second = views.run(second_inputs);
+  const std::vector<at::Tensor> clone_second = clones.run(second_inputs);
+  ASSERT_EQ(view_second.size(), view_first.size());
+  ASSERT_EQ(clone_second.size(), clone_first.size());
+  for (std::size_t k = 0; k < view_first.size(); ++k) {
+    EXPECT_EQ(view_second[k].data_ptr(), view_first[k].data_ptr()) << "view output " << k << " moved";
+    EXPECT_NE(clone_second[k].data_ptr(), clone_first[k].data_ptr()) << "clone output " << k << " was reused";
+  }
+  expect_close(view_second, second_expected, "view, second run");
+  expect_close(view_first, second_expected, "the first run's view, after the second run");
+  expect_close(clone_second, second_expected, "clone, second run");
+  expect_close(clone_first, first_expected, "the first run's clone, after the second run");
+}
+
+// What compile() reports of its capture: time, the nodes and CUDA graph nodes captured, and memory.
+TEST(CompiledModelCuda, StatsDescribeTheCapture) {
+  OPARA_REQUIRE_GPU();
+  const std::string model = testing::model_exported("googlenet") ? "googlenet" : "branchy";
+  OPARA_REQUIRE_MODEL(model);
+  const Loaded loaded = reference_of(model, "pt");
+  const CompiledModel compiled = compile(loaded.path, to_cuda(loaded.inputs));
+  const CompiledStats stats = compiled.stats();
+  const Graph& graph = compiled.graph();
+  std::size_t kernel_nodes = 0;  // those in CUDA graphs, not in host steps
+  for (const Node& node : graph.nodes()) {
+    kernel_nodes += node.has(kLaunchesKernel) && !compiled.host_nodes()[node.id] ? 1 : 0;
+  }
+  EXPECT_EQ(stats.device, "cuda:0");
+  EXPECT_GT(stats.capture_ms, 0) << model;
+  EXPECT_EQ(stats.captured_nodes, kernel_nodes) << model;
+  EXPECT_GT(stats.captured_nodes, 0u) << model;
+  EXPECT_LE(stats.captured_nodes, graph.size()) << model;
+  EXPECT_GT(stats.graph_nodes, 0u) << model;
+  EXPECT_GT(stats.pool_bytes, 0u) << model;
+  EXPECT_GT(stats.peak_bytes, 0u) << model;
+  EXPECT_GE(stats.compile_ms, stats.capture_ms) << model;
+}
+
+struct Tolerance {
+  double rtol = 1e-4;
+  double atol = 1e-5;
+};
+
+// Compiled against eager on CUDA, by the outputs' dtype: kernels may differ between a stream of
+// their own and a graph. About ten units in the last place of float16's 10-bit mantissa (2^-10)
+// and six of bfloat16's 7-bit one (2^-7); fp32 (TF32 off) as everywhere else.
+Tolerance tolerance_for(at::ScalarType dtype) {
+  if (dtype == at::kHalf) return {1e-2, 1e-2};
+  if (dtype == at::kBFloat16) return {5e-2, 5e-2};
+  return {};
+}
+
+TEST(CompiledModelCuda, HalfPrecisionModelsAreCloseToEager) {
+  OPARA_REQUIRE_GPU();
+  int checked = 0;
+  for (const char* model : {"branchy_float16", "branchy_bfloat16"}) {
+    if (!testing::model_exported(model)) continue;
+    ++checked;
+    for (const char* extension : {"pt", "pt2"}) {
+      const Loaded loaded = reference_of(model, extension);
+      const Graph graph = load(loaded.path);
+      const auto inputs = to_cuda(loaded.inputs);
+      const auto expected = eager_cuda(graph, inputs);
+      for (StreamPolicy streams : {StreamPolicy::kOpara, StreamPolicy::kSingle}) {
+        Options options;
+        options.streams = streams;
+        const auto actual = compile(graph, inputs, options).run(inputs);
+        const std::string label = fmt::format("{}.{} {}", model, extension, to_string(streams));
+        ASSERT_EQ(actual.size(), expected.size()) << label;
+        for (std::size_t k = 0; k < actual.size(); ++k) {
+          const at::ScalarType dtype = expected[k].scalar_type();
+          EXPECT_TRUE(dtype == at::kHalf || dtype == at::kBFloat16) << label << ": output " << k << " is " << dtype;
+          EXPECT_EQ(actual[k].scalar_type(), dtype) << label << ", output " << k;
+          const Tolerance tolerance = tolerance_for(dtype);
+          const at::Tensor got = actual[k].cpu().to(at::kFloat);
+          const at::Tensor want = expected[k].cpu().to(at::kFloat);
+          EXPECT_TRUE(at::allclose(got, want, tolerance.rtol, tolerance.atol))
+              << label << ", output " << k << ": max |diff| " << (got - want).abs().max().item<double>();
+        }
+      }
+    }
+  }
+  if (checked == 0) {
+    GTEST_SKIP() << "no half-precision model is exported: run scripts/export_models.py --dtype float16 (and bfloat16)";
+  }
 }
 
 // y = x.sin(); n = int(y.sum() > 0) (a host synchronisation the op table does not know); z = y * n + 1.
@@ -488,6 +601,85 @@ TEST(CompiledModelCuda, NodesOnTheCpuGiveEagersOutputs) {
     }
   }
   if (checked == 0) GTEST_SKIP() << "no model is exported: run scripts/export_models.py";
+}
+
+// A full profile of `graph` (CUPTI's GPU times, host times, copy bandwidths) recorded here, as
+// Options::overflow = kCommSd needs; its path.
+std::string record_profile(const std::string& model, const Graph& graph, const std::vector<at::Tensor>& inputs) {
+  ProfilerOptions options;
+  options.runs = 3;
+  options.require_cupti = true;  // Comm+SD weighs measured GPU times, not the static estimate
+  const std::string path = testing::scratch_path(model + ".comm_sd.profile.json");
+  save_profile(ModelProfiler(graph, c10::Device(c10::kCUDA, 0), options).profile(inputs), path);
+  return path;
+}
+
+// Whatever Comm+SD moves to the CPU, the outputs are eager's, and it predicts the run it chose.
+TEST(CompiledModelCuda, CommSdOnAFreshProfileGivesEagersOutputs) {
+  OPARA_REQUIRE_GPU();
+  NoTf32 no_tf32;
+  int checked = 0;
+  for (const char* model : {"detect", "multihead_rnn"}) {
+    if (!testing::model_exported(model)) continue;
+    ++checked;
+    const Loaded loaded = reference_of(model, "pt");
+    const Graph graph = load(loaded.path);
+    const auto inputs = to_cuda(loaded.inputs);
+    Options options;
+    options.overflow = OverflowPolicy::kCommSd;
+    options.profile = record_profile(model, graph, loaded.inputs);
+    const CompiledModel compiled = compile(graph, inputs, options);
+    EXPECT_GT(compiled.stats().predicted_us, 0) << model;
+    for (int run = 0; run < 2; ++run) {
+      expect_close(compiled.run(inputs), eager_cuda(graph, inputs),
+                   fmt::format("{} comm_sd ({} nodes on the CPU), run {}", model, compiled.stats().cpu_nodes, run));
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "neither detect nor multihead_rnn is exported: run scripts/export_models.py";
+}
+
+// Comm+SD keeps a move only where its estimate says the run gets faster: on GoogLeNet it moves
+// nothing, or the run is no more than 5% slower than with every node on the GPU (medians of 50
+// runs each, interleaved so that clock and load drift hit both alike).
+TEST(CompiledModelCuda, CommSdOnGoogLeNetIsNoSlowerThanTheGpuAlone) {
+  OPARA_REQUIRE_GPU();
+  OPARA_REQUIRE_MODEL("googlenet");
+  const Loaded loaded = reference_of("googlenet", "pt");
+  const Graph graph = load(loaded.path);
+  const auto inputs = to_cuda(loaded.inputs);
+  Options comm_sd;
+  comm_sd.overflow = OverflowPolicy::kCommSd;
+  comm_sd.profile = record_profile("googlenet", graph, loaded.inputs);
+  const CompiledModel moved = compile(graph, inputs, comm_sd);
+  const std::size_t cpu_nodes = moved.stats().cpu_nodes;
+  if (cpu_nodes == 0) return;  // the same graphs as kNone's
+  const CompiledModel gpu_only = compile(graph, inputs);
+  const auto run_ms = [&](const CompiledModel& model) {
+    torch::cuda::synchronize();
+    const auto started = std::chrono::steady_clock::now();
+    model.run(inputs);
+    torch::cuda::synchronize();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  };
+  for (int i = 0; i < 10; ++i) {  // warm-up: host threads, pinned buffers, clocks
+    run_ms(moved);
+    run_ms(gpu_only);
+  }
+  std::vector<double> moved_ms;
+  std::vector<double> gpu_ms;
+  for (int i = 0; i < 50; ++i) {
+    if (i % 2 == 0) {  // either goes first half the time
+      moved_ms.push_back(run_ms(moved));
+      gpu_ms.push_back(run_ms(gpu_only));
+    } else {
+      gpu_ms.push_back(run_ms(gpu_only));
+      moved_ms.push_back(run_ms(moved));
+    }
+  }
+  const double moved_median = percentile(moved_ms, 0.5);
+  const double gpu_median = percentile(gpu_ms, 0.5);
+  EXPECT_LE(moved_median, 1.05 * gpu_median)
+      << cpu_nodes << " nodes on the CPU: " << moved_median << " ms a run, " << gpu_median << " ms on the GPU alone";
 }
 
 // The LSTM heads of multihead_rnn write their gates in place inside each cell: sending whole
