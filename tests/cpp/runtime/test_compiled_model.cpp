@@ -440,6 +440,28 @@ TEST(CompiledModelCuda, StatsDescribeTheCapture) {
   EXPECT_GE(stats.compile_ms, stats.capture_ms) << model;
 }
 
+// Both protections captured, the smaller pool kept: stats say which, and the kept graph is right.
+TEST(CompiledModelCuda, SmallerPoolKeepsTheGraphWhosePoolIsSmaller) {
+  OPARA_REQUIRE_GPU();
+  OPARA_REQUIRE_MODEL("branchy");
+  NoTf32 no_tf32;
+  const Loaded loaded = reference_of("branchy", "pt");
+  const Graph graph = load(loaded.path);
+  const auto inputs = to_cuda(loaded.inputs);
+  Options options;
+  options.memory = MemoryProtection::kSmallerPool;
+  const CompiledModel compiled = compile(graph, inputs, options);
+  const CompiledStats stats = compiled.stats();
+  EXPECT_GT(stats.pool_bytes_record_stream, 0u);
+  EXPECT_GT(stats.pool_bytes_keep_alive, 0u);
+  const bool keep_alive = stats.pool_bytes_keep_alive < stats.pool_bytes_record_stream;
+  EXPECT_EQ(stats.memory, keep_alive ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream);
+  EXPECT_EQ(stats.pool_bytes, std::min(stats.pool_bytes_record_stream, stats.pool_bytes_keep_alive));
+  expect_close(compiled.run(inputs), eager_cuda(graph, inputs), "smaller pool");
+  // One protection only: the other pool is not measured.
+  EXPECT_EQ(compile(graph, inputs).stats().pool_bytes_keep_alive, 0u);
+}
+
 struct Tolerance {
   double rtol = 1e-4;
   double atol = 1e-5;
