@@ -140,6 +140,8 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
     if (compiled) {
       const CompiledStats stats = compiled->stats();
       result.entry["streams"] = stats.streams;
+      result.entry["stream_policy"] = to_string(compiled->plan().stream_policy);
+      result.entry["order_policy"] = to_string(compiled->plan().order_policy);
       result.entry["events"] = stats.events;
       result.entry["segments"] = stats.segments;
       result.entry["host_nodes"] = stats.host_nodes;

@@ -246,6 +246,8 @@ void run_modes(const RunOptions& options) {
     run.entry["intra_op_threads"] = run.setup.executor->intra_op_threads();
     run.entry["plan_us"] = run.setup.plan_us;
     run.entry["cost_source"] = costs->source;
+    run.entry["stream_policy"] = to_string(plan.stream_policy);
+    run.entry["order_policy"] = to_string(plan.order_policy);
     run.entry["tuned"] = tune;
     if (run.setup.tuning) {
       const CpuTuning& tuning = *run.setup.tuning;

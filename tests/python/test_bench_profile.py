@@ -100,6 +100,8 @@ def test_run_opara_noreorder_is_opara_streams_in_program_order(bench, tmp_path):
     for mode in modes.values():
         assert mode["bitwise_equal"] is True or mode["bitwise_equal_eager_same_threads"] is True, mode
     # The launch order is the one thing that differs: program order.
+    assert modes["opara"]["stream_policy"] == modes["opara-noreorder"]["stream_policy"] == "opara"
+    assert (modes["opara"]["order_policy"], modes["opara-noreorder"]["order_policy"]) == ("opara", "topological")
     topological = json.loads(bench("plan", "--model", model_file("branchy", "pt"), "--order", "topological",
                                    "--json", "-").stdout)
     assert topological["launch_order"] == sorted(topological["launch_order"])

@@ -4,6 +4,7 @@ message, and `pip install` gives a package that works on its own."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -70,6 +71,18 @@ def test_the_library_registers_the_class_and_the_op(library):
     assert opara.library_path() == library
     assert hasattr(torch.classes.opara, "Model")
     assert callable(torch.ops.opara.plan)
+
+
+def test_the_extension_needs_no_python(library):
+    """torch.ops.load_library from any Python with the pinned torch: no libpython, no
+    libtorch_python (the extension is built without Python headers)."""
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("readelf (binutils) is not installed")
+    dynamic = subprocess.run([readelf, "-d", library], capture_output=True, text=True, check=True).stdout
+    needed = [line.split("[", 1)[1].rstrip("]") for line in dynamic.splitlines() if "(NEEDED)" in line]
+    assert any(name.startswith("libtorch") for name in needed), needed
+    assert not [name for name in needed if "python" in name], needed
 
 
 def test_googlenet_compiled_for_the_cpu_gives_the_modules_output(library):
@@ -264,7 +277,8 @@ def test_nodes_sent_to_the_cpu_by_name_give_the_models_outputs(library, no_tf32)
 
 def test_pip_install_gives_a_working_package(library, tmp_path):
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+    # The offline install the README gives: the venv's pinned setuptools, no registry.
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
                     "--target", str(target), str(ROOT)], check=True, timeout=1200)
     script = (
         "import opara, torch, sys\n"
