@@ -8,8 +8,10 @@
 #include <functional>
 
 #include "elapsed.h"
+#include "opara/graph_analysis.h"
 #include "percentile.h"
 #include "round_timing.h"
+#include "undo_writes.h"
 
 namespace opara {
 
@@ -34,13 +36,17 @@ struct Candidate {
   std::vector<double> warmup_ms;
 };
 
-std::vector<double> time_runs(CpuParallelExecutor& executor, const std::vector<c10::IValue>& inputs, int runs) {
+// Each run starts from the inputs as given: what a run writes in place is put back, untimed, so
+// that dozens of runs do not drift them (towards denormals, say, which time differently).
+std::vector<double> time_runs(CpuParallelExecutor& executor, const std::vector<c10::IValue>& inputs,
+                              const UndoWrites& writes, int runs) {
   std::vector<double> samples;
   samples.reserve(static_cast<std::size_t>(std::max(runs, 0)));
   for (int i = 0; i < runs; ++i) {
     const auto started = std::chrono::steady_clock::now();
     executor.run(inputs);
     samples.push_back(milliseconds_since(started));
+    writes.undo();
   }
   return samples;
 }
@@ -71,6 +77,7 @@ CpuTuning tune_cpu_executor(const Graph& graph, PlanOptions plan_options, const 
                             const std::vector<c10::IValue>& inputs, CpuExecutorOptions executor_options,
                             const CpuTuningOptions& tuning) {
   const auto started = std::chrono::steady_clock::now();
+  const UndoWrites writes(inputs, inputs_written_in_place(graph));
   const int cores = usable_cores();
   const int one_stream_threads = executor_options.intra_op_threads > 0 ? executor_options.intra_op_threads
                                                                        : std::min(at::get_num_threads(), cores);
@@ -104,7 +111,7 @@ CpuTuning tune_cpu_executor(const Graph& graph, PlanOptions plan_options, const 
     executor_options.intra_op_threads = shape.intra_op_threads;
     candidate.executor = std::make_unique<CpuParallelExecutor>(graph, std::move(plan), executor_options);
     // Warm-up: the first candidate also warms the process (allocator, ATen's kernels).
-    candidate.warmup_ms = time_runs(*candidate.executor, inputs, std::max(1, tuning.warmup_runs));
+    candidate.warmup_ms = time_runs(*candidate.executor, inputs, writes, std::max(1, tuning.warmup_runs));
   }
 
   CpuTuning result;
@@ -116,7 +123,8 @@ CpuTuning tune_cpu_executor(const Graph& graph, PlanOptions plan_options, const 
     result.runs_per_round = budget.runs;
     std::vector<BlockTimer> timers;
     for (Candidate& candidate : candidates) {
-      timers.push_back([&candidate, &inputs](int runs) { return time_runs(*candidate.executor, inputs, runs); });
+      timers.push_back(
+          [&candidate, &inputs, &writes](int runs) { return time_runs(*candidate.executor, inputs, writes, runs); });
     }
     const RoundTimes times =
         time_in_rounds(timers, budget.rounds, budget.rounds * budget.runs, Settle{1, tuning.settle});

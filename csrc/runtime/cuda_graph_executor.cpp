@@ -198,7 +198,14 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
     throw Error(fmt::format("{}: the graph takes {} inputs, {} static inputs were given", graph.source_path,
                             graph.inputs().size(), static_inputs.size()));
   }
-  if (options.warmup_runs < 1) throw Error("CudaGraphOptions::warmup_runs must be at least 1");
+  // The first run creates cuBLAS and cuDNN handles and workspaces, the second runs as capture will:
+  // nothing the graph uses may be made inside its pool.
+  if (options.warmup_runs < 2) {
+    throw Error(
+        fmt::format("{}: warmup_runs must be at least 2, not {}: the first eager run creates the cuBLAS and "
+                    "cuDNN handles and workspaces, and capture must find them made",
+                    graph.source_path, options.warmup_runs));
+  }
   if (options.memory == MemoryProtection::kSmallerPool) {
     throw Error(
         fmt::format("{}: a CudaGraphExecutor captures with one memory protection, record-stream or keep-alive; "

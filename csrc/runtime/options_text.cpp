@@ -131,7 +131,7 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
                                               {"error", Options::OnUncapturable::kError},
                                           }});
        }},
-      {"warmup_runs", [](Options& o, const std::string& v) { o.warmup_runs = parse_int("warmup_runs", v, 0); }},
+      {"warmup_runs", [](Options& o, const std::string& v) { o.warmup_runs = parse_int("warmup_runs", v, 2); }},
       {"intra_op_threads",
        [](Options& o, const std::string& v) { o.intra_op_threads = parse_int("intra_op_threads", v, 0); }},
       {"pin_workers", [](Options& o, const std::string& v) { o.pin_workers = parse_bool("pin_workers", v); }},

@@ -78,7 +78,8 @@ struct CpuTuning {
 // `executor_options` applies to every candidate. Candidates that plan the same streams as one
 // before them are dropped, and a single-stream policy has the first alone. Candidates are timed
 // in interleaved rounds and compared with the first within each round, so that a slow moment of
-// the machine cannot pick for them. Inputs that a model writes in place are written by every run.
+// the machine cannot pick for them. Inputs that a model writes in place are put back after every
+// run (untimed): tuning leaves them as they were given.
 OPARA_API CpuTuning tune_cpu_executor(const Graph& graph, PlanOptions plan_options, const std::vector<NodeCost>& costs,
                                       const std::vector<c10::IValue>& inputs, CpuExecutorOptions executor_options,
                                       const CpuTuningOptions& tuning = {});

@@ -28,7 +28,7 @@ enum class MemoryProtection : std::uint8_t {
 struct CudaGraphOptions {
   MemoryProtection memory = MemoryProtection::kRecordStream;
   // Eager runs of the plan on the capture streams before capture, so that cuBLAS and cuDNN
-  // handles and workspaces exist outside the graph's memory pool. At least 1.
+  // handles and workspaces exist outside the graph's memory pool. At least 2.
   int warmup_runs = 2;
   // A memory pool shared with other graphs that replay in capture order (the segments of one
   // model); {0, 0}: the graph's own pool.

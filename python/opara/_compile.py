@@ -132,7 +132,7 @@ def compile(
         other streams.
     on_uncapturable: CUDA: "split" (default: such a node runs as a host step between graph
         segments) or "error".
-    warmup_runs: CUDA: eager warm-up runs on the capture streams before capture (default 2).
+    warmup_runs: CUDA: eager warm-up runs on the capture streams before capture (default 2, at least 2).
     intra_op_threads: CPU: intra-op threads per worker; 0 (default): cores / streams, or tuned.
     pin_workers: CPU: True (default): workers of one intra-op thread each that fill the usable
         CPUs are pinned one to each.

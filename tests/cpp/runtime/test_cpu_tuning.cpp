@@ -5,9 +5,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/jit/api/module.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -165,6 +168,28 @@ TEST(CpuTuning, ABudgetCutsRunsThenRoundsButNeverToNone) {
   EXPECT_EQ(once.runs_per_round, 1);
   EXPECT_EQ(once.rounds, 1);
   for (const CpuTuningCandidate& candidate : once.candidates) EXPECT_GT(candidate.median_ms, 0);
+}
+
+// A model that halves its input in place: tuning runs it dozens of times and must leave the input
+// as it was given, not at 2^-dozens (where denormals would time differently, too).
+TEST(CpuTuning, InputsTheModelWritesAreAsGivenAfterTuning) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "opara_halves_its_input.pt";
+  torch::jit::Module module("HalvesItsInput");
+  module.define(R"(
+def forward(self, x):
+    x.mul_(0.5)
+    return torch.relu(x) + torch.sigmoid(x)
+)");
+  module.save(path.string());
+  const Graph graph = load(path.string());
+  ASSERT_EQ(inputs_written_in_place(graph), std::vector<bool>{true});
+  const at::Tensor x = at::linspace(1, 2, 64);
+  const at::Tensor given = x.clone();
+  const CpuTuning tuned = tune_cpu_executor(graph, {}, {}, {x}, {}, quick_tuning());
+  EXPECT_TRUE(at::equal(x, given)) << "max |x - given| " << (x - given).abs().max().item<double>();
+  // The executor it hands back still writes, once a run, as eager does.
+  tuned.executor->run({x});
+  EXPECT_TRUE(at::equal(x, given * 0.5));
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ TEST(OptionsText, EveryKeySetsItsMember) {
       {"outputs", "view"},
       {"memory", "keep-alive"},
       {"on_uncapturable", "error"},
-      {"warmup_runs", "0"},
+      {"warmup_runs", "3"},
       {"intra_op_threads", "3"},
       {"pin_workers", "false"},
       {"split_min_us", "0"},
@@ -64,7 +64,7 @@ TEST(OptionsText, EveryKeySetsItsMember) {
   EXPECT_EQ(options.memory, MemoryProtection::kKeepAlive);
   EXPECT_EQ(options_from_text({{"memory", "smaller-pool"}}).memory, MemoryProtection::kSmallerPool);
   EXPECT_EQ(options.on_uncapturable, Options::OnUncapturable::kError);
-  EXPECT_EQ(options.warmup_runs, 0);
+  EXPECT_EQ(options.warmup_runs, 3);
   EXPECT_EQ(options.intra_op_threads, 3);
   EXPECT_FALSE(options.pin_workers);
   EXPECT_DOUBLE_EQ(options.split_min_us, 0);
@@ -86,6 +86,7 @@ TEST(OptionsText, BadValuesNameTheKeyAndWhatItTakes) {
   EXPECT_THAT(error_of({{"order", "random"}}), HasSubstr("option order"));
   EXPECT_THAT(error_of({{"max_streams", "-1"}}), HasSubstr("option max_streams='-1'"));
   EXPECT_THAT(error_of({{"max_streams", "4x"}}), HasSubstr("a whole number"));
+  EXPECT_THAT(error_of({{"warmup_runs", "1"}}), HasSubstr("a whole number of at least 2"));
   EXPECT_THAT(error_of({{"max_streams", ""}}), HasSubstr("a whole number"));
   EXPECT_THAT(error_of({{"ridge_point", "0"}}), HasSubstr("a number above 0"));
   EXPECT_THAT(error_of({{"ridge_point", "nan"}}), HasSubstr("a number above 0"));
