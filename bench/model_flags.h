@@ -13,7 +13,8 @@ inline void add_model_flags(CLI::App* command, std::string& model, std::string& 
   command->add_option("--model,-m", model, "model file (.pt or .pt2) or name in torchscript_models/")->required();
   command
       ->add_option("--dtype", dtype,
-                   "the model's export in this dtype (a name picks <name>_<dtype>_b1.pt; a file must have been "
+                   "the model's export in this dtype (a name picks <name>_<dtype>_b1.pt, <name>_b1.pt for float32; a "
+                   "file must have been "
                    "exported in it): scripts/export_models.py --dtype exports them. Default: as exported")
       ->check(CLI::IsMember(model_dtypes()));
 }

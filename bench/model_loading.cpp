@@ -57,9 +57,10 @@ LoadedModel load_model(const std::string& model, const std::string& dtype) {
     const std::string name = loaded.spec->model.empty() ? "NAME" : loaded.spec->model;
     throw Error(fmt::format(
         "{}: exported in {} (its sidecar {} says so), not {}; --dtype converts nothing, it picks the export. "
-        "Export the model in {} with scripts/export_models.py --models {} --dtype {} and give {}, or leave "
-        "--dtype out",
+        "Export the model in {} with scripts/export_models.py --models {} --dtype {} --out {} and give {}, or "
+        "leave --dtype out",
         loaded.path, loaded.spec->dtype, sidecar, dtype, dtype, name, dtype,
+        std::filesystem::path(loaded.path).parent_path().string(),
         (std::filesystem::path(loaded.path).parent_path() /
          fmt::format("{}_b{}{}", exported_name(name, dtype), loaded.spec->batch,
                      std::filesystem::path(loaded.path).extension().string()))

@@ -26,6 +26,7 @@
 #include "opara/cpu_tuning.h"
 #include "opara/eager_executor.h"
 #include "opara/error.h"
+#include "opara/options_text.h"
 #include "opara/outputs.h"
 #include "opara/placement.h"
 #include "planning.h"
@@ -176,9 +177,7 @@ void run_modes(const RunOptions& options) {
     request.profile = options.costs.profile;
     request.allow_profile_mismatch = options.costs.allow_profile_mismatch;
     request.ridge_point = options.costs.ridge_point;
-    request.memory = options.memory == "keep-alive"     ? MemoryProtection::kKeepAlive
-                     : options.memory == "smaller-pool" ? MemoryProtection::kSmallerPool
-                                                        : MemoryProtection::kRecordStream;
+    request.memory = options_from_text({{"memory", options.memory}}).memory;  // one table of the names
     request.overflow = parse_overflow_policy(options.overflow);
     request.alpha_us = options.alpha_us;
     request.cpu_nodes = options.cpu_nodes;

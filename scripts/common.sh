@@ -57,7 +57,7 @@ opara_export_models() {
   if [ ${#missing[@]} -gt 0 ]; then
     say "exporting ${missing[*]} at batch $batch in $dtype into $OPARA_MODELS (random weights, CPU)"
     "$OPARA_PYTHON" -W ignore "$OPARA_ROOT/scripts/export_models.py" --models "${missing[@]}" \
-      --batch "$batch" --dtype "$dtype" --out "$OPARA_MODELS" >&2
+      --batch "$batch" --dtype "$dtype" --out "$OPARA_MODELS" >&2 || return 1
   fi
   echo "$want" >"$stamp"
 }

@@ -72,9 +72,12 @@ all_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy inplace r
 # The models export (CPU, Python) while the library builds; the CPU-overflow models are one-image
 # models: batch 1 only.
 # Half precision: branchy for the GPU tests' tolerances, googlenet for one --dtype float16 run.
-(opara_export_models "${all_models[@]}" detect multihead_rnn &&
-  opara_export_models --dtype float16 branchy googlenet && opara_export_models --dtype bfloat16 branchy) \
-  >"$work/export.log" 2>&1 &
+# One call a line: inside an && list a failed export would not stop the subshell (set -e).
+(
+  opara_export_models "${all_models[@]}" detect multihead_rnn
+  opara_export_models --dtype float16 branchy googlenet
+  opara_export_models --dtype bfloat16 branchy
+) >"$work/export.log" 2>&1 &
 exporting=$!
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPARA_PYTHON="$(command -v python3)" \
   -DCMAKE_PREFIX_PATH="$deps/usr" -DOPARA_TEST_MODELS="$model_dir" >"$work/configure.log" 2>&1 ||
@@ -204,6 +207,7 @@ import json, pathlib, sys
 # Issue 4's goals at batch 1: opara over sequential (googlenet 1.6x, inception_v3 1.4x, bert_base
 # 1.05x, resnet50 1.0x), over nimble (googlenet 1.05x) and eager (googlenet 3x), peak memory at
 # most 1.5x sequential's, googlenet's warm-up plus capture within 1 s.
+table_models = {"googlenet", "inception_v3", "resnet50", "bert_base", "t5_small", "branchy"}
 goals = {("googlenet", "speedup_vs_sequential"): 1.6, ("inception_v3", "speedup_vs_sequential"): 1.4,
          ("bert_base", "speedup_vs_sequential"): 1.05, ("resnet50", "speedup_vs_sequential"): 1.0,
          ("googlenet", "speedup_vs_nimble"): 1.05, ("googlenet", "speedup_vs_eager"): 3.0}
@@ -221,14 +225,16 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*_b*.json")):
         print(f"{model:<22}{batch:>5} {m['mode']:<16}{m['median_ms']:>10.3f}{ratio('speedup_vs_sequential'):>7}"
               f"{ratio('speedup_vs_nimble'):>9}{ratio('speedup_vs_eager'):>8}{m['max_abs_diff']:>11.2e}"
               f"{m['peak_bytes'] / 2**20:>9.1f}{ratio('peak_vs_sequential'):>6}{compile_ms:>11}{m.get('streams', 1):>8}")
-        if batch != "1" or m["mode"] != "opara":
+        # The goals are the table's float32 runs (<model>_b1.json): not overflow_*, _float16, _smaller-pool.
+        if batch != "1" or m["mode"] != "opara" or model not in table_models:
             continue
         for (goal_model, key), least in goals.items():
             if goal_model == model and (m.get(key) or 0) < least:
                 missed.append(f"{model} opara {key} {m.get(key)} < {least}")
         if (m.get("peak_vs_sequential") or 0) > 1.5:
             missed.append(f"{model} opara peak {m['peak_vs_sequential']:.2f}x sequential's > 1.5x")
+        # compile_ms holds warm-up and capture, and planning and costs too: over 1 s it may still meet it.
         if model == "googlenet" and m.get("compile_ms", 0) > 1000:
-            missed.append(f"googlenet warm-up + capture {m['compile_ms']:.0f} ms > 1000 ms")
+            missed.append(f"googlenet compile (warm-up, capture, planning) {m['compile_ms']:.0f} ms > 1000 ms")
 print("goals: " + ("all met" if not missed else "MISSED: " + "; ".join(missed)))
 PY

@@ -121,6 +121,10 @@ void compile_cuda(CompiledModel::State& state, const ExamplesForARun& examples_f
     state.stats.memory = smaller_pool(record_stats.pool_bytes, keep_stats.pool_bytes);
     std::tie(state.cuda, placement) =
         std::move(state.stats.memory == MemoryProtection::kKeepAlive ? keep_alive : record_stream);
+    record_stream.first.reset();
+    keep_alive.first.reset();
+    // The caching allocator keeps a released graph pool's memory until it empties its cache.
+    c10::cuda::CUDACachingAllocator::emptyCache();
   }
   state.host = host_mask(placement);
   const std::size_t peak = peak_allocated_bytes(index);

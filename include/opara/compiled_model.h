@@ -40,8 +40,9 @@ struct Options {
   };
   Outputs outputs = Outputs::kClone;
 
-  // CUDA only. kSmallerPool captures twice (compile time and, while compiling, memory double)
-  // and keeps the graph whose pool is smaller: stats() says which and both pools.
+  // CUDA only. kSmallerPool captures twice (compile time and, while compiling, memory double:
+  // stats().peak_bytes counts both) and keeps the graph whose pool is smaller, returning the
+  // other's to the driver: stats() says which and both pools.
   MemoryProtection memory = MemoryProtection::kRecordStream;
   enum class OnUncapturable : std::uint8_t {
     kSplit,  // the node runs as a host step between graph segments

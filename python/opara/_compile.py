@@ -129,7 +129,8 @@ def compile(
     ridge_point: FLOPs per byte above which an op counts as compute-bound (default 16).
     outputs: "clone" (default) or "view" (views of the static buffers, valid until the next run).
     memory: CUDA: "record-stream" (default) or "keep-alive", how capture protects tensors read on
-        other streams.
+        other streams; "smaller-pool" captures both ways and keeps the smaller pool (stats
+        keep_alive, pool_bytes_record_stream, pool_bytes_keep_alive).
     on_uncapturable: CUDA: "split" (default: such a node runs as a host step between graph
         segments) or "error".
     warmup_runs: CUDA: eager warm-up runs on the capture streams before capture (default 2, at least 2).

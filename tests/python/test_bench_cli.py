@@ -323,11 +323,23 @@ def test_cuda_modes_report_the_documented_keys(bench):
     assert set(modes) == {"eager", "sequential", "nimble", "opara"}
     for mode in modes.values():
         for key in ("median_ms", "p10_ms", "p90_ms", "speedup_vs_sequential", "speedup_vs_eager", "max_abs_diff",
-                    "max_rel_diff", "peak_bytes"):
+                    "max_rel_diff", "peak_bytes", "speedup_vs_nimble", "peak_vs_sequential"):
             assert key in mode, key
         assert mode["max_abs_diff"] < 1e-3
+    assert report["dtype"] == "float32"
     assert modes["sequential"]["streams"] == 1
     assert modes["opara"]["streams"] > 1
+    assert modes["sequential"]["peak_vs_sequential"] == 1.0 and modes["nimble"]["speedup_vs_nimble"] == 1.0
+    for name in ("sequential", "nimble", "opara"):
+        assert {"memory", "stream_policy", "order_policy", "pool_bytes"} <= modes[name].keys()
+        assert modes[name]["memory"] == "record-stream"
+    assert (modes["opara"]["stream_policy"], modes["opara"]["order_policy"]) == ("opara", "opara")
+    # Both protections captured, the smaller pool kept, both pools reported.
+    smaller = json.loads(bench("run", "--model", "branchy", "--device", "cuda", "--modes", "opara", "--memory",
+                               "smaller-pool", "--iters", "5", "--json", "-").stdout)
+    (opara,) = smaller["modes"]
+    assert opara["memory"] in ("record-stream", "keep-alive")
+    assert opara["pool_bytes"] == min(opara["pool_bytes_record_stream"], opara["pool_bytes_keep_alive"])
     assert isinstance(report["tf32_cudnn"], bool) and isinstance(report["tf32_cublas"], bool)
 
 

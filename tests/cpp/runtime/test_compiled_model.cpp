@@ -700,7 +700,8 @@ TEST(CompiledModelCuda, CommSdOnGoogLeNetIsNoSlowerThanTheGpuAlone) {
   }
   const double moved_median = percentile(moved_ms, 0.5);
   const double gpu_median = percentile(gpu_ms, 0.5);
-  EXPECT_LE(moved_median, 1.05 * gpu_median)
+  // 5%, and 20 us for the host clock around a run of about a millisecond.
+  EXPECT_LE(moved_median, std::max(1.05 * gpu_median, gpu_median + 0.02))
       << cpu_nodes << " nodes on the CPU: " << moved_median << " ms a run, " << gpu_median << " ms on the GPU alone";
 }
 

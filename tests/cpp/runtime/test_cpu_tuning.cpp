@@ -10,7 +10,6 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -173,15 +172,15 @@ TEST(CpuTuning, ABudgetCutsRunsThenRoundsButNeverToNone) {
 // A model that halves its input in place: tuning runs it dozens of times and must leave the input
 // as it was given, not at 2^-dozens (where denormals would time differently, too).
 TEST(CpuTuning, InputsTheModelWritesAreAsGivenAfterTuning) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / "opara_halves_its_input.pt";
+  const std::string path = testing::scratch_path("halves_its_input.pt");
   torch::jit::Module module("HalvesItsInput");
   module.define(R"(
 def forward(self, x):
     x.mul_(0.5)
     return torch.relu(x) + torch.sigmoid(x)
 )");
-  module.save(path.string());
-  const Graph graph = load(path.string());
+  module.save(path);
+  const Graph graph = load(path);
   ASSERT_EQ(inputs_written_in_place(graph), std::vector<bool>{true});
   const at::Tensor x = at::linspace(1, 2, 64);
   const at::Tensor given = x.clone();
