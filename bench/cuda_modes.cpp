@@ -129,7 +129,11 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
       // a clone each run would time a copy eager does not make. The input copy into the static
       // buffers is timed: every CompiledModel::run makes it.
       options.outputs = Options::Outputs::kView;
-      compiled = compile(model.graph, inputs, options);
+      {
+        // No steps to count inside compile(): the bar says what the wait is for.
+        const Progress capturing(fmt::format("warming up and capturing {}", mode), 1);
+        compiled = compile(model.graph, inputs, options);
+      }
       runner = [model = *compiled](const std::vector<at::Tensor>& in) { return model.run(in); };
     }
     Progress progress(fmt::format("timing {}", mode), static_cast<std::size_t>(request.warmup + request.iters));

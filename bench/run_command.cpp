@@ -231,9 +231,12 @@ void run_modes(const RunOptions& options) {
     if (!costs) costs = model_costs(model.graph, inputs.inputs, options.costs);
     const bool tune = !options.max_streams && mode.plan.streams != StreamPolicy::kSingle;
     if (priorities.empty()) priorities = critical_path_priorities(model.graph, arguments);
-    run.setup = tune ? tuned_cpu_setup(model.graph, mode.plan, *costs, arguments, options, priorities)
-                     : cpu_setup(model.graph, mode.plan, *costs, options.max_streams.value_or(0), options.threads,
-                                 priorities, options.split_min_us);
+    {
+      const Progress tuning(fmt::format("{} {}", tune ? "tuning" : "planning", mode_name), 1);
+      run.setup = tune ? tuned_cpu_setup(model.graph, mode.plan, *costs, arguments, options, priorities)
+                       : cpu_setup(model.graph, mode.plan, *costs, options.max_streams.value_or(0), options.threads,
+                                   priorities, options.split_min_us);
+    }
     const Plan& plan = run.setup.executor->plan();
     const Plan uncapped = make_plan(model.graph, PlanOptions{mode.plan.streams, mode.plan.order, 0}, costs->costs);
     run.schedule = fmt::format("{} of {} streams x {} threads, {} events{}", plan.stream_count, uncapped.stream_count,

@@ -7,10 +7,11 @@ import io
 import json
 import os
 import shutil
+import subprocess
 
 import pytest
 
-from conftest import model_file
+from conftest import BENCH, model_file
 
 
 def read_csv(text):
@@ -183,3 +184,30 @@ def test_trace_on_cuda_records_every_modes_kernels(bench, tmp_path):
             rows[span["tid"]] = span["ts"] + span["dur"]
     # One stream replays one kernel at a time; Opara's parallel graph should overlap some.
     assert len({e["tid"] for e in kernels["sequential"]}) <= 2
+
+
+def test_progress_bars_are_drawn_on_a_terminal_and_never_into_a_pipe(bench):
+    """On a terminal, stderr shows what the wait is for (tuning, then timing) and erases it;
+    piped, stderr gets no bar at all."""
+    import pty
+
+    args = [str(BENCH), "run", "--model", str(model_file("branchy", "pt")), "--device", "cpu", "--modes",
+            "eager,opara", "--iters", "20", "--rounds", "2"]
+    leader, follower = pty.openpty()
+    with subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=follower) as process:
+        os.close(follower)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the process closed the terminal
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        assert process.wait(timeout=600) == 0
+    os.close(leader)
+    text = drawn.decode(errors="replace")
+    assert "tuning opara" in text and "timing" in text and "\r" in text, text[-500:]
+    piped = bench(*args[1:])
+    assert "\r" not in piped.stderr and "timing" not in piped.stderr
