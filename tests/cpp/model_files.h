@@ -2,6 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
+#include <torch/cuda.h>
 
 #include <string>
 #include <vector>
@@ -36,6 +37,12 @@ std::string fixture_path(const std::string& file_name);
 std::string scratch_path(const std::string& file_name);
 
 }  // namespace opara::testing
+
+// Skips the test when no CUDA GPU is visible: the GPU tests run for real only where one is.
+#define OPARA_REQUIRE_GPU()                                                                        \
+  do {                                                                                             \
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run"; \
+  } while (false)
 
 // Skips the test, saying how to make the model, when it has not been exported.
 #define OPARA_REQUIRE_MODEL(name)                                                              \

@@ -20,11 +20,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-#define OPARA_REQUIRE_GPU()                                                                        \
-  do {                                                                                             \
-    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run"; \
-  } while (false)
-
 Profile profile_of(const std::string& name, int runs = 3) {
   const Graph graph = load(testing::model_path(name, "pt"));
   ProfilerOptions options;

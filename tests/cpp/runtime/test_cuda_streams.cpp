@@ -9,17 +9,13 @@
 
 #include <set>
 
+#include "model_files.h"
 #include "runtime/cuda_streams.h"
 
 namespace opara {
 namespace {
 
 using ::testing::ContainerEq;
-
-#define OPARA_REQUIRE_GPU()                                                                        \
-  do {                                                                                             \
-    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run"; \
-  } while (false)
 
 std::set<cudaStream_t> handles_of(const StreamLease& lease) {
   std::set<cudaStream_t> handles;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "model_files.h"
 #include "opara/compiled_model.h"
 #include "opara/reference_forward.h"
 
@@ -80,7 +81,7 @@ TEST(WrittenInputs, CompilingLeavesTheExamplesAloneAndEachCpuRunWritesThemOnce) 
 }
 
 TEST(WrittenInputs, OnTheGpuWarmUpsDoNotCountAndTheCallersTensorsAreWritten) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run";
+  OPARA_REQUIRE_GPU();
   const std::string path = saved_model();
   Inputs examples;
   examples.x = examples.x.cuda();
