@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 
@@ -173,19 +174,19 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
     }
   }
 
+  const auto result_of = [&](const std::string& name) -> const ModeResult* {
+    const auto found =
+        std::find_if(results.begin(), results.end(), [&](const ModeResult& result) { return result.name == name; });
+    return found == results.end() ? nullptr : &*found;
+  };
   const auto median_of = [&](const std::string& name) -> std::optional<double> {
-    for (const ModeResult& result : results) {
-      if (result.name == name) return percentile(result.samples_ms, 0.5);
-    }
-    return std::nullopt;
+    const ModeResult* result = result_of(name);
+    return result ? std::optional<double>(percentile(result->samples_ms, 0.5)) : std::nullopt;
   };
   const std::optional<double> eager_ms = median_of("eager");
   const std::optional<double> sequential_ms = median_of("sequential");
   const std::optional<double> nimble_ms = median_of("nimble");
-  std::optional<std::size_t> sequential_peak;
-  for (const ModeResult& result : results) {
-    if (result.name == "sequential") sequential_peak = result.peak_bytes;
-  }
+  const ModeResult* sequential = result_of("sequential");
   fmt::print(table, "\n{:<15} {:>9} {:>9} {:>9} {:>8} {:>8} {:>10} {:>10} {:>9} {:>7} {:>7}\n", "mode", "median ms",
              "p10 ms", "p90 ms", "x seq", "x eager", "max |diff|", "max rel", "peak MiB", "streams", "events");
   nlohmann::json entries = nlohmann::json::array();
@@ -207,9 +208,10 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
     entry["peak_bytes"] = result.peak_bytes;
     entry["speedup_vs_nimble"] = nimble_ms ? nlohmann::json(*nimble_ms / median) : nlohmann::json(nullptr);
     // What a parallel graph's streams cost in memory: its peak over the sequential graph's.
-    entry["peak_vs_sequential"] = sequential_peak && *sequential_peak > 0
-                                      ? nlohmann::json(static_cast<double>(result.peak_bytes) / *sequential_peak)
-                                      : nlohmann::json(nullptr);
+    entry["peak_vs_sequential"] =
+        sequential && sequential->peak_bytes > 0
+            ? nlohmann::json(static_cast<double>(result.peak_bytes) / static_cast<double>(sequential->peak_bytes))
+            : nlohmann::json(nullptr);
     const auto ratio = [](const nlohmann::json& value) {
       return value.is_null() ? std::string("n/a") : fmt::format("{:.2f}", value.get<double>());
     };

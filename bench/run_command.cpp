@@ -114,16 +114,21 @@ struct CpuSetup {
   std::optional<CpuTuning> tuning;  // what the tuner timed, when tuned (its executor moved to `executor`)
 };
 
-CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCosts& costs, int cap, int threads,
-                   const std::vector<double>& priorities, double split_min_us) {
+// What --threads and --split-min-us ask of the CPU workers, with the critical-path priorities.
+CpuExecutorOptions cpu_executor_options(const RunOptions& options, const std::vector<double>& priorities) {
+  CpuExecutorOptions executor_options;
+  executor_options.intra_op_threads = options.threads;
+  executor_options.priorities = priorities;
+  executor_options.split_min_us = options.split_min_us;
+  return executor_options;
+}
+
+CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCosts& costs, int cap,
+                   const CpuExecutorOptions& executor_options) {
   plan_options.max_streams = cap;
   TimedPlan timed = timed_plan(graph, plan_options, costs, 1);
   CpuSetup setup;
   setup.plan_us = timed.plan_us;
-  CpuExecutorOptions executor_options;
-  executor_options.intra_op_threads = threads;
-  executor_options.priorities = priorities;
-  executor_options.split_min_us = split_min_us;
   setup.executor = std::make_shared<CpuParallelExecutor>(graph, std::move(timed.plan), executor_options);
   return setup;
 }
@@ -131,12 +136,7 @@ CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCost
 // The library's tuner (opara/cpu_tuning.h) with its own run counts and no time budget: each
 // candidate gets 50 timed runs.
 CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, const ModelCosts& costs,
-                         const std::vector<c10::IValue>& arguments, const RunOptions& options,
-                         const std::vector<double>& priorities) {
-  CpuExecutorOptions executor_options;
-  executor_options.intra_op_threads = options.threads;
-  executor_options.priorities = priorities;
-  executor_options.split_min_us = options.split_min_us;
+                         const std::vector<c10::IValue>& arguments, const CpuExecutorOptions& executor_options) {
   CpuTuning tuned = tune_cpu_executor(graph, plan_options, costs.costs, arguments, executor_options);
   CpuSetup setup;
   setup.executor = std::move(tuned.executor);
@@ -233,9 +233,9 @@ void run_modes(const RunOptions& options) {
     if (priorities.empty()) priorities = critical_path_priorities(model.graph, arguments);
     {
       const Progress tuning(fmt::format("{} {}", tune ? "tuning" : "planning", mode_name), 1);
-      run.setup = tune ? tuned_cpu_setup(model.graph, mode.plan, *costs, arguments, options, priorities)
-                       : cpu_setup(model.graph, mode.plan, *costs, options.max_streams.value_or(0), options.threads,
-                                   priorities, options.split_min_us);
+      const CpuExecutorOptions executor_options = cpu_executor_options(options, priorities);
+      run.setup = tune ? tuned_cpu_setup(model.graph, mode.plan, *costs, arguments, executor_options)
+                       : cpu_setup(model.graph, mode.plan, *costs, options.max_streams.value_or(0), executor_options);
     }
     const Plan& plan = run.setup.executor->plan();
     const Plan uncapped = make_plan(model.graph, PlanOptions{mode.plan.streams, mode.plan.order, 0}, costs->costs);
