@@ -239,8 +239,13 @@ void run_modes(const RunOptions& options) {
     }
     const Plan& plan = run.setup.executor->plan();
     const Plan uncapped = make_plan(model.graph, PlanOptions{mode.plan.streams, mode.plan.order, 0}, costs->costs);
+    const bool searched =
+        run.setup.tuning && run.setup.tuning->candidates[run.setup.tuning->chosen].searched_priorities;
     run.schedule = fmt::format("{} of {} streams x {} threads, {} events{}", plan.stream_count, uncapped.stream_count,
-                               run.setup.executor->intra_op_threads(), plan.wait_count(), tune ? " (cap tuned)" : "");
+                               run.setup.executor->intra_op_threads(), plan.wait_count(),
+                               !tune      ? ""
+                               : searched ? " (cap tuned, priorities searched)"
+                                          : " (cap tuned)");
     run.runner = [executor = run.setup.executor](const std::vector<c10::IValue>& in) { return executor->run(in); };
     run.entry["streams"] = plan.stream_count;
     run.entry["streams_uncapped"] = uncapped.stream_count;
@@ -251,6 +256,7 @@ void run_modes(const RunOptions& options) {
     run.entry["stream_policy"] = to_string(plan.stream_policy);
     run.entry["order_policy"] = to_string(plan.order_policy);
     run.entry["tuned"] = tune;
+    run.entry["priorities"] = searched ? "searched" : "critical-path";
     if (run.setup.tuning) {
       const CpuTuning& tuning = *run.setup.tuning;
       for (std::size_t k = 0; k < tuning.candidates.size(); ++k) {
@@ -260,6 +266,8 @@ void run_modes(const RunOptions& options) {
                                        {"streams", candidate.streams},
                                        {"median_ms", candidate.median_ms},
                                        {"speedup", candidate.speedup},
+                                       {"searched_priorities", candidate.searched_priorities},
+                                       {"replay_speedup", candidate.replay_speedup},
                                        {"chosen", k == tuning.chosen}});
       }
     }

@@ -100,6 +100,13 @@ struct LazyNode {
   std::mutex mutex;  // held while the node runs: a second thread that needs it waits
 };
 
+void require_priorities_fit(const Graph& graph, const std::vector<double>& priorities) {
+  if (!priorities.empty() && priorities.size() != graph.size()) {
+    throw Error(fmt::format("{}: {} node priorities given for a graph of {} nodes", graph.source_path,
+                            priorities.size(), graph.size()));
+  }
+}
+
 // How long an idle worker of one intra-op thread waits for work before it sleeps (work()).
 constexpr std::chrono::microseconds kSpinBeforeSleeping{1000};
 
@@ -169,6 +176,8 @@ struct CpuParallelExecutor::State {
   std::vector<std::uint8_t> splittable;   // by NodeId: OpTraits::splits_by_plane, one intra-op thread
   // By NodeId: microseconds its last whole run took (0: not run yet); read to decide a split.
   std::unique_ptr<std::atomic<double>[]> last_run_us;
+  // By NodeId: microseconds it took in the last run, split or not (node_times()).
+  std::unique_ptr<std::atomic<double>[]> node_us;
 
   // ---- per run: reset by the calling thread before the workers wake ------------------------
   std::vector<c10::IValue> values;                           // by ValueId; Note [Publication of values]
@@ -224,10 +233,7 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
                     "cores / streams",
                     graph.source_path, options.intra_op_threads, cores, cores));
   }
-  if (!options.priorities.empty() && options.priorities.size() != graph.size()) {
-    throw Error(fmt::format("{}: {} node priorities given for a graph of {} nodes", graph.source_path,
-                            options.priorities.size(), graph.size()));
-  }
+  require_priorities_fit(graph, options.priorities);
   if (options.workers < 0) {
     throw Error(
         fmt::format("{}: workers must be 0 (automatic) or positive, not {}", graph.source_path, options.workers));
@@ -246,8 +252,10 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
   stream_nodes = plan.stream_nodes();
   splittable.assign(node_count, 0);
   last_run_us = std::make_unique<std::atomic<double>[]>(node_count);
+  node_us = std::make_unique<std::atomic<double>[]>(node_count);
   for (const Node& node : graph.nodes()) {
     last_run_us[node.id].store(0, std::memory_order_relaxed);
+    node_us[node.id].store(0, std::memory_order_relaxed);
     splittable[node.id] = options.split_min_us > 0 && intra_op_threads == 1 && node.outputs.size() == 1 &&
                           op_traits(node.kind).splits_by_plane;
   }
@@ -511,15 +519,13 @@ void CpuParallelExecutor::State::execute_or_throw(NodeId id, bool may_split) {
   stack.reserve(std::max(node.inputs.size(), node.outputs.size()));
   for (ValueId input : node.inputs) stack.push_back(values[input]);
   const auto started = std::chrono::steady_clock::now();
-  if (!(may_split && splittable[id] && run_split(id, stack))) {
-    run_node(graph, id, *ops[id], stack);
-    if (splittable[id]) {
-      last_run_us[id].store(
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count(),
-          std::memory_order_relaxed);
-    }
-  }
-  if (options.on_node_done) options.on_node_done(id, started, std::chrono::steady_clock::now());
+  const bool split = may_split && splittable[id] && run_split(id, stack);
+  if (!split) run_node(graph, id, *ops[id], stack);
+  const auto ended = std::chrono::steady_clock::now();
+  const double took_us = std::chrono::duration<double, std::micro>(ended - started).count();
+  node_us[id].store(took_us, std::memory_order_relaxed);
+  if (!split && splittable[id]) last_run_us[id].store(took_us, std::memory_order_relaxed);
+  if (options.on_node_done) options.on_node_done(id, started, ended);
   for (std::size_t i = 0; i < node.outputs.size(); ++i) {
     const ValueId output = node.outputs[i];
     // An output nobody reads is dropped at once, as EagerExecutor does.
@@ -636,6 +642,26 @@ int CpuParallelExecutor::workers() const {
 
 std::vector<int> CpuParallelExecutor::worker_cpus() const {
   return state_->worker_cpus;
+}
+
+std::vector<double> CpuParallelExecutor::node_times() const {
+  std::vector<double> times(state_->graph.size());
+  for (std::size_t id = 0; id < times.size(); ++id) times[id] = state_->node_us[id].load(std::memory_order_relaxed);
+  return times;
+}
+
+void CpuParallelExecutor::set_priorities(std::vector<double> priorities) {
+  State& state = *state_;
+  require_priorities_fit(state.graph, priorities);
+  if (state.in_run.load()) {
+    throw Error(fmt::format("{}: set_priorities called during a run; call it between runs", state.graph.source_path));
+  }
+  std::lock_guard<std::mutex> lock(state.mutex);  // the workers read them under it
+  state.options.priorities = std::move(priorities);
+}
+
+const std::vector<double>& CpuParallelExecutor::priorities() const {
+  return state_->options.priorities;
 }
 
 std::size_t CpuParallelExecutor::split_runs() const {

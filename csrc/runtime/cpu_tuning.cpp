@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <optional>
 
 #include "elapsed.h"
 #include "opara/graph_analysis.h"
 #include "percentile.h"
 #include "round_timing.h"
+#include "schedule_search.h"
 #include "undo_writes.h"
 
 namespace opara {
@@ -49,6 +51,54 @@ std::vector<double> time_runs(CpuParallelExecutor& executor, const std::vector<c
     writes.undo();
   }
   return samples;
+}
+
+// Each node's median time over `runs` more runs of `executor` (one run's times are noisy: a
+// 5 us node sometimes takes 50).
+NodeTimes median_node_times(CpuParallelExecutor& executor, const std::vector<c10::IValue>& inputs,
+                            const UndoWrites& writes, int runs) {
+  std::vector<NodeTimes> samples;  // by run
+  for (int i = 0; i < runs; ++i) {
+    executor.run(inputs);
+    writes.undo();
+    samples.push_back(executor.node_times());
+  }
+  NodeTimes medians(samples.front().size());
+  std::vector<double> node_samples;
+  for (std::size_t node = 0; node < medians.size(); ++node) {
+    node_samples.clear();
+    for (const NodeTimes& times : samples) node_samples.push_back(times[node]);
+    medians[node] = percentile(node_samples, 0.5);
+  }
+  return medians;
+}
+
+// Note [Searched priorities]: the candidate's plan again, with priorities searched on a replay of
+// its node times, when the replay says they are worth timing; warmed up like the others.
+// `executor_options`: the candidate's own.
+std::optional<Candidate> with_searched_priorities(const Graph& graph, const Candidate& candidate,
+                                                  CpuExecutorOptions executor_options,
+                                                  const std::vector<c10::IValue>& inputs, const UndoWrites& writes,
+                                                  const CpuTuningOptions& tuning) {
+  CpuParallelExecutor& executor = *candidate.executor;
+  if (tuning.search_iterations <= 0 || executor.workers() < 2 || executor.plan().stream_count < 2) return std::nullopt;
+  const std::vector<NodeTimes> node_times = {
+      median_node_times(executor, inputs, writes, std::max(1, tuning.search_runs))};
+  PrioritySearchOptions options;
+  options.iterations = tuning.search_iterations;
+  options.budget_ms = tuning.search_budget_ms;
+  PrioritySearch search =
+      search_priorities(executor.plan(), node_times, executor_options.priorities, executor.workers(), options);
+  if (search.start_us < search.best_us * tuning.min_replay_gain) return std::nullopt;
+  Candidate searched;
+  searched.report = candidate.report;
+  searched.report.searched_priorities = true;
+  searched.report.replay_speedup = search.start_us / search.best_us;
+  searched.plan_us = candidate.plan_us;
+  executor_options.priorities = std::move(search.priorities);
+  searched.executor = std::make_unique<CpuParallelExecutor>(graph, executor.plan(), std::move(executor_options));
+  searched.warmup_ms = time_runs(*searched.executor, inputs, writes, static_cast<int>(candidate.warmup_ms.size()));
+  return searched;
 }
 
 struct RoundsAndRuns {
@@ -112,6 +162,10 @@ CpuTuning tune_cpu_executor(const Graph& graph, PlanOptions plan_options, const 
     candidate.executor = std::make_unique<CpuParallelExecutor>(graph, std::move(plan), executor_options);
     // Warm-up: the first candidate also warms the process (allocator, ATen's kernels).
     candidate.warmup_ms = time_runs(*candidate.executor, inputs, writes, std::max(1, tuning.warmup_runs));
+    if (std::optional<Candidate> searched =
+            with_searched_priorities(graph, candidate, executor_options, inputs, writes, tuning)) {
+      candidates.push_back(std::move(*searched));
+    }
   }
 
   CpuTuning result;

@@ -80,6 +80,13 @@ class OPARA_API CpuParallelExecutor {
   [[nodiscard]] std::vector<int> worker_cpus() const;
   // Node runs split among workers so far (CpuExecutorOptions::split_min_us).
   [[nodiscard]] std::size_t split_runs() const;
+  // Microseconds each node took in the last run, by NodeId (a split node: until its pieces were
+  // placed); 0 for nodes not run yet. Read between runs.
+  [[nodiscard]] std::vector<double> node_times() const;
+  // Replaces CpuExecutorOptions::priorities (by NodeId, or empty: first ready, first run) for the
+  // runs that follow. Throws opara::Error for a wrong count, or when called during a run.
+  void set_priorities(std::vector<double> priorities);
+  [[nodiscard]] const std::vector<double>& priorities() const;
 
  private:
   struct State;

@@ -53,6 +53,13 @@ struct CpuTuningOptions {
   // Before each timed block, untimed runs until this has passed: the previous candidate's OpenMP
   // threads spin for milliseconds after its last parallel region (round_timing.h).
   std::chrono::milliseconds settle{20};
+  // Candidates of several workers and streams: priorities searched on a replay of their node
+  // times (Note [Searched priorities] in schedule_search.h) become a candidate of their own when
+  // the replay runs at least `min_replay_gain` faster with them. 0 iterations: no search.
+  int search_iterations = 4000;
+  int search_runs = 8;            // untimed runs whose node times (each node's median) are replayed
+  double search_budget_ms = 250;  // per candidate searched; 0: no limit but the iterations
+  double min_replay_gain = 1.01;
 };
 
 struct CpuTuningCandidate {
@@ -60,6 +67,10 @@ struct CpuTuningCandidate {
   int streams = 0;       // the plan's streams under that cap
   double median_ms = 0;  // of all its timed runs (with a single candidate: of its warm-up runs)
   double speedup = 1;    // over the first candidate: the median over rounds of the ratio within a round
+  // Its priorities were searched (the candidate before it has the same plan with the given ones);
+  // the replay's mean run time with the given priorities over that with the searched ones.
+  bool searched_priorities = false;
+  double replay_speedup = 1;
 };
 
 struct CpuTuning {
@@ -75,11 +86,11 @@ struct CpuTuning {
 // Plans `graph` with each candidate's cap (replacing plan_options.max_streams) and runs it on
 // `inputs` with the candidate's intra-op threads; executor_options.intra_op_threads, when set, is
 // the one-stream candidate's (unset: the caller's, at most usable_cores()), and the rest of
-// `executor_options` applies to every candidate. Candidates that plan the same streams as one
-// before them are dropped, and a single-stream policy has the first alone. Candidates are timed
-// in interleaved rounds and compared with the first within each round, so that a slow moment of
-// the machine cannot pick for them. Inputs that a model writes in place are put back after every
-// run (untimed): tuning leaves them as they were given.
+// `executor_options` applies to every candidate, `priorities` included, except where a candidate
+// with searched priorities follows one (CpuTuningOptions::search_iterations). Candidates that plan the same streams as
+// one before them are dropped, and a single-stream policy has the first alone. Candidates are timed in interleaved
+// rounds and compared with the first within each round, so that a slow moment of the machine cannot pick for them.
+// Inputs that a model writes in place are put back after every run (untimed): tuning leaves them as they were given.
 OPARA_API CpuTuning tune_cpu_executor(const Graph& graph, PlanOptions plan_options, const std::vector<NodeCost>& costs,
                                       const std::vector<c10::IValue>& inputs, CpuExecutorOptions executor_options,
                                       const CpuTuningOptions& tuning = {});

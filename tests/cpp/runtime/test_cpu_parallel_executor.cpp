@@ -376,6 +376,42 @@ TEST(CpuParallelExecutor, PrioritiesPickWhichReadyStreamRunsFirst) {
     EXPECT_EQ(order->front(), first);
   }
   EXPECT_THROW(CpuParallelExecutor(graph, plan, {1, 0, 1, {1.0}}), Error);
+
+  // Priorities set between runs decide the next run's order, as given ones do.
+  CpuParallelExecutor executor(graph, plan, {1, 0, 1, {2, 1}});
+  executor.set_priorities({1, 2});
+  EXPECT_EQ(executor.priorities(), (std::vector<double>{1, 2}));
+  order->clear();
+  executor.run({at::ones({2})});
+  ASSERT_EQ(order->size(), 2u);
+  EXPECT_EQ(order->front(), 1);
+  EXPECT_THAT(
+      [&] {
+        executor.set_priorities({1, 2, 3});
+      },
+      ::testing::ThrowsMessage<Error>(::testing::HasSubstr("3 node priorities given for a graph of 2 nodes")));
+}
+
+TEST(CpuParallelExecutor, NodeTimesAreTheLastRunsPerNode) {
+  // A node that sleeps 2 ms and one that does not: the times say which is which.
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const NodeId slow = graph.add_node("test::slow", {x}, {"Tensor"}, kLaunchesKernel, unary([](const at::Tensor& t) {
+                                       std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                                       return t + 1;
+                                     }));
+  const NodeId quick =
+      graph.add_node("test::quick", {x}, {"Tensor"}, kLaunchesKernel, unary([](const at::Tensor& t) { return t + 2; }));
+  graph.add_output(graph.node(slow).outputs[0]);
+  graph.add_output(graph.node(quick).outputs[0]);
+  CpuParallelExecutor executor(graph, plan_with(graph, {0, 1}, {0, 1}), {1, 0, 2});
+  EXPECT_EQ(executor.node_times(), (std::vector<double>{0, 0})) << "nothing has run yet";
+  executor.run({at::ones({2})});
+  const std::vector<double> times = executor.node_times();
+  ASSERT_EQ(times.size(), 2u);
+  EXPECT_GE(times[slow], 2000);
+  EXPECT_GT(times[quick], 0);
+  EXPECT_LT(times[quick], times[slow]);
 }
 
 TEST(CpuParallelExecutor, CriticalPathPrioritiesPutTheLongestRemainingPathFirst) {

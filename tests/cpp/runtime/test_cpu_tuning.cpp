@@ -93,16 +93,27 @@ TEST_P(CpuTuningModels, KeepsWhatItTimedFastestAndItsOutputsAreEagersBitwise) {
   std::vector<CpuShape> tried;
   for (std::size_t k = 0; k < tuned.candidates.size(); ++k) {
     const CpuTuningCandidate& candidate = tuned.candidates[k];
-    tried.push_back(candidate.shape);
-    if (k < expected_plans.size()) {
-      EXPECT_EQ(candidate.streams, expected_plans[k].stream_count);
-    }
     EXPECT_GT(candidate.median_ms, 0);
+    if (candidate.searched_priorities) {
+      // The candidate before it again, with priorities the replay ran faster.
+      ASSERT_GT(k, 0u);
+      const CpuTuningCandidate& given = tuned.candidates[k - 1];
+      EXPECT_FALSE(given.searched_priorities);
+      EXPECT_EQ(shapes_of({candidate.shape}), shapes_of({given.shape}));
+      EXPECT_EQ(candidate.streams, given.streams);
+      EXPECT_GE(candidate.replay_speedup, CpuTuningOptions{}.min_replay_gain);
+      continue;
+    }
+    EXPECT_DOUBLE_EQ(candidate.replay_speedup, 1.0);
+    if (tried.size() < expected_plans.size()) {
+      EXPECT_EQ(candidate.streams, expected_plans[tried.size()].stream_count);
+    }
+    tried.push_back(candidate.shape);
   }
   EXPECT_EQ(shapes_of(tried), shapes_of(expected));
   EXPECT_EQ(shapes_of({tuned.candidates.front().shape}), (Shapes{{1, threads}}));
   EXPECT_DOUBLE_EQ(tuned.candidates.front().speedup, 1.0);
-  EXPECT_EQ(tuned.runs_per_round, expected.size() > 1 ? 2 : 0);  // no budget: every run asked for
+  EXPECT_EQ(tuned.runs_per_round, tuned.candidates.size() > 1 ? 2 : 0);  // no budget: every run asked for
   EXPECT_GT(tuned.tuning_ms, 0);
 
   // Another schedule than eager's only when it was clearly faster both ways, and the fastest such.
@@ -130,6 +141,16 @@ TEST_P(CpuTuningModels, KeepsWhatItTimedFastestAndItsOutputsAreEagersBitwise) {
 
 // branchy opens 14 streams; chain's single path opens one: eager's schedule alone, untimed.
 INSTANTIATE_TEST_SUITE_P(Models, CpuTuningModels, ::testing::Values("branchy", "chain"));
+
+TEST(CpuTuning, NoIterationsNoSearchedCandidates) {
+  OPARA_REQUIRE_MODEL("branchy");
+  const Graph graph = load(testing::model_path("branchy", "pt"));
+  const testing::FormatReference reference = testing::format_reference("branchy", "pt");
+  CpuTuningOptions tuning = quick_tuning();
+  tuning.search_iterations = 0;
+  const CpuTuning tuned = tune_cpu_executor(graph, {}, {}, reference.inputs, {}, tuning);
+  for (const CpuTuningCandidate& candidate : tuned.candidates) EXPECT_FALSE(candidate.searched_priorities);
+}
 
 TEST(CpuTuning, TheSingleStreamPolicyHasOneCandidateAndIsNotTimed) {
   OPARA_REQUIRE_MODEL("branchy");
