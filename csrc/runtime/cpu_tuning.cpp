@@ -58,11 +58,13 @@ std::vector<double> time_runs(CpuParallelExecutor& executor, const std::vector<c
 NodeTimes median_node_times(CpuParallelExecutor& executor, const std::vector<c10::IValue>& inputs,
                             const UndoWrites& writes, int runs) {
   std::vector<NodeTimes> samples;  // by run
+  executor.record_node_times(true);
   for (int i = 0; i < runs; ++i) {
     executor.run(inputs);
     writes.undo();
     samples.push_back(executor.node_times());
   }
+  executor.record_node_times(false);
   NodeTimes medians(samples.front().size());
   std::vector<double> node_samples;
   for (std::size_t node = 0; node < medians.size(); ++node) {

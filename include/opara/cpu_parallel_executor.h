@@ -80,8 +80,11 @@ class OPARA_API CpuParallelExecutor {
   [[nodiscard]] std::vector<int> worker_cpus() const;
   // Node runs split among workers so far (CpuExecutorOptions::split_min_us).
   [[nodiscard]] std::size_t split_runs() const;
-  // Microseconds each node took in the last run, by NodeId (a split node: until its pieces were
-  // placed); 0 for nodes not run yet. Read between runs.
+  // Microseconds each node took in the last run recorded, by NodeId (a split node: until its
+  // pieces were placed); 0 for nodes not recorded yet. Runs are recorded between
+  // record_node_times(true) and (false) (off by default: the clock costs a little a node), and
+  // nodes reported to CpuExecutorOptions::on_node_done always. Read between runs.
+  void record_node_times(bool record);
   [[nodiscard]] std::vector<double> node_times() const;
   // Replaces CpuExecutorOptions::priorities (by NodeId, or empty: first ready, first run) for the
   // runs that follow. Throws opara::Error for a wrong count, or when called during a run.

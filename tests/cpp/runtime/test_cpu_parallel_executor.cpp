@@ -405,8 +405,11 @@ TEST(CpuParallelExecutor, NodeTimesAreTheLastRunsPerNode) {
   graph.add_output(graph.node(slow).outputs[0]);
   graph.add_output(graph.node(quick).outputs[0]);
   CpuParallelExecutor executor(graph, plan_with(graph, {0, 1}, {0, 1}), {1, 0, 2});
-  EXPECT_EQ(executor.node_times(), (std::vector<double>{0, 0})) << "nothing has run yet";
   executor.run({at::ones({2})});
+  EXPECT_EQ(executor.node_times(), (std::vector<double>{0, 0})) << "not recorded unless asked";
+  executor.record_node_times(true);
+  executor.run({at::ones({2})});
+  executor.record_node_times(false);
   const std::vector<double> times = executor.node_times();
   ASSERT_EQ(times.size(), 2u);
   EXPECT_GE(times[slow], 2000);
