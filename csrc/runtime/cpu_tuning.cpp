@@ -83,7 +83,11 @@ std::optional<Candidate> with_searched_priorities(const Graph& graph, const Cand
                                                   const std::vector<c10::IValue>& inputs, const UndoWrites& writes,
                                                   const CpuTuningOptions& tuning) {
   CpuParallelExecutor& executor = *candidate.executor;
-  if (tuning.search_iterations <= 0 || executor.workers() < 2 || executor.plan().stream_count < 2) return std::nullopt;
+  // With no more streams than workers every ready stream gets a free worker at once: priorities
+  // cannot change when anything runs, and the search runs would be wasted.
+  if (tuning.search_iterations <= 0 || executor.workers() < 2 || executor.plan().stream_count <= executor.workers()) {
+    return std::nullopt;
+  }
   const std::vector<NodeTimes> node_times = {
       median_node_times(executor, inputs, writes, std::max(1, tuning.search_runs))};
   PrioritySearchOptions options;
