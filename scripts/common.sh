@@ -24,7 +24,7 @@ opara_build() {
   cmake --build "$OPARA_BUILD" -j "$(nproc)" ${1:+--target "$@"} >&2
 }
 
-OPARA_ALL_MODELS=(googlenet inception_v3 resnet50 bert_base t5_small branchy chain inplace recurrent detect multihead_rnn)
+OPARA_ALL_MODELS=(googlenet inception_v3 resnet50 bert_base t5_small vit branchy chain inplace recurrent detect multihead_rnn)
 
 # Exports the models whose files are missing, or all of them when the exporter, the model code
 # or the pins of the libraries that build them changed since the last export (a stamp records their hash).

@@ -67,7 +67,13 @@ constexpr std::array kNotCapturable = {
     std::string_view{"aten::masked_select"}, std::string_view{"aten::unique_dim"},
     std::string_view{"aten::_unique2"},      std::string_view{"aten::unique_consecutive"},
     std::string_view{"aten::bincount"},      std::string_view{"aten::repeat_interleave"},
-    std::string_view{"prim::Print"},         std::string_view{"aten::_assert_async"},
+    std::string_view{"prim::Print"},
+};
+
+// Device-side checks: a kernel that fails the stream when a condition is false, with no result
+// and no host synchronisation (aten::_assert_scalar, the host-side check of a size, has none).
+constexpr std::array kDeviceChecks = {
+    std::string_view{"aten::_assert_async"},
 };
 
 // Operators whose FLOPs grow faster than their bytes: Opara's compute-intensive class. The cost
@@ -141,6 +147,7 @@ OpTraits op_traits(std::string_view kind) {
     traits.splits_by_plane = true;
     traits.plane_dims = split->second;
   }
+  traits.checks_on_device = contains(kDeviceChecks, kind);
   return traits;
 }
 

@@ -22,6 +22,9 @@ struct OpTraits {
   // The trailing dimensions that make one plane (2 for 2-d pooling, 1 for 1-d, 0 element-wise):
   // only the dimensions before them may be cut.
   int plane_dims = 0;
+  // Launches a kernel that makes no tensor: a device-side check (aten::_assert_async) that fails
+  // the stream when its condition is false, without waiting for it on the host.
+  bool checks_on_device = false;
 };
 
 [[nodiscard]] OpTraits op_traits(std::string_view kind);

@@ -31,6 +31,20 @@ std::vector<std::vector<int>> reduce_transitively(const std::vector<std::vector<
   return kept;
 }
 
+std::vector<std::vector<std::uint64_t>> reachable_sets(const std::vector<std::vector<int>>& successors) {
+  const std::size_t count = successors.size();
+  const std::size_t words = (count + 63) / 64;
+  std::vector<std::vector<std::uint64_t>> reach(count, std::vector<std::uint64_t>(words, 0));
+  for (auto id = static_cast<int>(count) - 1; id >= 0; --id) {
+    auto& row = reach[id];
+    for (int next : successors[id]) {
+      row[static_cast<std::size_t>(next) / 64] |= std::uint64_t{1} << (static_cast<std::size_t>(next) % 64);
+      for (std::size_t w = 0; w < words; ++w) row[w] |= reach[next][w];
+    }
+  }
+  return reach;
+}
+
 std::vector<Edge> transitive_reduction(const Graph& graph) {
   std::vector<std::vector<int>> successors(graph.size());
   for (const Node& node : graph.nodes()) successors[node.id].assign(node.successors.begin(), node.successors.end());

@@ -33,7 +33,9 @@ std::uint32_t node_flags(std::string_view kind, const c10::FunctionSchema* schem
   }
   if (traits.unannotated_view) flags |= kView;
   if (writes) flags |= kWritesInput;
-  if (traits.launches_kernel && (writes || makes_tensor || traits.may_copy)) flags |= kLaunchesKernel;
+  if (traits.launches_kernel && (writes || makes_tensor || traits.may_copy || traits.checks_on_device)) {
+    flags |= kLaunchesKernel;
+  }
   return flags;
 }
 

@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -79,7 +80,7 @@ class CudaBackend final : public StreamBackend {
   CudaBackend(const StreamLease& streams, int stream_count, std::size_t node_count, bool record_streams,
               const Graph* capturing = nullptr)
       : streams_(streams),
-        origin_(stream_count),
+        origin_(static_cast<int>(streams.size()) - 1),
         node_events_(node_count),
         join_events_(stream_count),
         record_streams_(record_streams),
@@ -91,12 +92,32 @@ class CudaBackend final : public StreamBackend {
       fork_event_->record(cuda_stream(kOriginStream));
     }
     fork_event_->block(cuda_stream(stream));
+    open_.push_back(stream);
   }
   void join(int stream) override {
     auto& event = join_events_[stream];
     if (!event) event.emplace();
     event->record(cuda_stream(stream));
     event->block(cuda_stream(kOriginStream));
+    open_.erase(std::remove(open_.begin(), open_.end(), stream), open_.end());
+  }
+  // After a failure in the middle of a capture: joins every side stream forked and not yet
+  // joined into the origin and makes the origin current again, so that ending the capture takes
+  // every stream out of capture mode. A stream left capturing would make the caching allocator's
+  // deferred events throw in some later, unrelated allocation on it. Errors are ignored: the
+  // capture may be invalidated already, and ending it is what matters.
+  void join_open_streams() noexcept {
+    for (const int stream : std::vector<int>(open_)) {
+      try {
+        join(stream);
+      } catch (const std::exception&) {
+        (void)cudaGetLastError();
+      }
+    }
+    try {
+      enter(kOriginStream);
+    } catch (const std::exception&) {
+    }
   }
   void record(int stream, NodeId node) override {
     auto& event = node_events_[node];
@@ -145,6 +166,7 @@ class CudaBackend final : public StreamBackend {
   std::vector<std::optional<CudaEvent>> join_events_;
   std::optional<CudaEvent> fork_event_;
   std::optional<c10::cuda::CUDAStreamGuard> guard_;
+  std::vector<int> open_;  // side streams forked and not yet joined
   bool record_streams_;
   const Graph* capturing_;  // set while capturing: ran() checks the capture
 };
@@ -185,7 +207,7 @@ struct CudaGraphExecutor::State {
   // Held while the graph lives: cuBLAS keeps a workspace per (handle, stream) and the graph holds
   // the one it was captured with. Another model captured on these streams would share it, and
   // the two replayed at once would race on it.
-  std::unique_ptr<StreamLease> streams;
+  std::shared_ptr<StreamLease> streams;
   CaptureStats stats;
 };
 
@@ -227,8 +249,21 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
 
   const std::vector<CaptureAction> actions = capture_actions(state.graph, state.plan);
   const int stream_count = state.plan.stream_count;
-  state.streams = std::make_unique<StreamLease>(state.device, static_cast<std::size_t>(stream_count) + 1);
+  if (options.streams) {
+    if (options.streams->size() < static_cast<std::size_t>(stream_count) + 1) {
+      throw Error(fmt::format("{}: the plan has {} streams and the capture an origin, but {} streams were lent",
+                              graph.source_path, stream_count, options.streams->size()));
+    }
+    if ((*options.streams)[0].device_index() != state.device) {
+      throw Error(fmt::format("{}: the streams lent are on cuda:{}, the inputs on cuda:{}", graph.source_path,
+                              (*options.streams)[0].device_index(), state.device));
+    }
+    state.streams = options.streams;
+  } else {
+    state.streams = std::make_shared<StreamLease>(state.device, static_cast<std::size_t>(stream_count) + 1);
+  }
   StreamLease& streams = *state.streams;
+  const std::size_t origin = streams.size() - 1;
   const bool record_streams = options.memory == MemoryProtection::kRecordStream;
 
   // Warm-up: the same actions, eagerly, on the same streams.
@@ -254,24 +289,26 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
                                     ? c10::MempoolId_t{options.pool.first, options.pool.second}
                                     : at::cuda::graph_pool_handle();
   {
-    c10::cuda::CUDAStreamGuard origin_guard(streams[stream_count]);
+    c10::cuda::CUDAStreamGuard origin_guard(streams[origin]);
     capture->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
     ActionRun run;
     bool ending = false;
+    std::optional<CudaBackend> backend;
     try {
-      CudaBackend backend(streams, stream_count, state.graph.size(), record_streams, &state.graph);
-      run = run_actions(state.graph, state.ops, actions, state.static_inputs, backend, options.memory);
+      backend.emplace(streams, stream_count, state.graph.size(), record_streams, &state.graph);
+      run = run_actions(state.graph, state.ops, actions, state.static_inputs, *backend, options.memory);
       ending = true;
       capture->capture_end();
     } catch (...) {
-      // End the broken capture and leave its streams alone (they may still be capturing).
+      // End the broken capture with every side stream joined, and never lend its streams again.
+      if (backend) backend->join_open_streams();
       if (!ending) {
         try {
           capture->capture_end();
         } catch (const std::exception&) {
         }
       }
-      abandon_capture(*capture, state.device, pool, streams[stream_count].stream());
+      abandon_capture(*capture, state.device, pool, streams[origin].stream());
       streams.discard();
       capture.reset();
       try {

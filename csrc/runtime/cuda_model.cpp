@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "cpu_steps.h"
 #include "host_results.h"
@@ -65,20 +66,30 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
     for (ValueId value : segment.input_values) read_by_a_graph_[value] = true;
   }
 
+  // One pool and one set of streams for every graph: they replay in capture order, one after
+  // another on the caller's stream, so a later graph may reuse what an earlier one freed, and the
+  // caching allocator reuses a block only on the stream that allocated it.
   const c10::MempoolId_t pool = at::cuda::graph_pool_handle();
   const PlanOptions plan_options{options.streams, options.order, options.max_streams};
+  std::vector<std::optional<Plan>> plans(segments_.size());
+  int most_streams = 0;
+  for (std::size_t k = 0; k < segments_.size(); ++k) {
+    if (segments_[k].kind != SegmentKind::kGraph) continue;
+    plans[k] = make_plan(segments_[k].graph, plan_options, segment_costs(segments_[k], costs));
+    most_streams = std::max(most_streams, plans[k]->stream_count);
+  }
+  const auto graph_streams = std::make_shared<StreamLease>(device_.index(), static_cast<std::size_t>(most_streams) + 1);
   for (std::size_t k = 0; k < segments_.size(); ++k) {
     const Segment& segment = segments_[k];
     std::vector<c10::IValue> inputs;
     for (ValueId value : segment.input_values) inputs.push_back(slots_[value]);
     std::vector<c10::IValue> outputs;
     if (segment.kind == SegmentKind::kGraph) {
-      Plan plan = make_plan(segment.graph, plan_options, segment_costs(segment, costs));
       const UndoWrites warm_up_writes(inputs, inputs_written_in_place(segment.graph));
       try {
         graphs_[k] = std::make_unique<CudaGraphExecutor>(
-            segment.graph, std::move(plan), inputs,
-            CudaGraphOptions{options.memory, options.warmup_runs, {pool.first, pool.second}});
+            segment.graph, std::move(*plans[k]), inputs,
+            CudaGraphOptions{options.memory, options.warmup_runs, {pool.first, pool.second}, graph_streams});
       } catch (const CaptureError& error) {
         throw CaptureError(error.what(), segment.nodes[error.node()]);  // the whole graph's id
       }

@@ -1,5 +1,6 @@
 #include "cuda_streams.h"
 
+#include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -67,6 +68,24 @@ void CudaEvent::block(const c10::cuda::CUDAStream& stream) const {
 
 void CudaEvent::synchronize() const {
   C10_CUDA_CHECK(cudaEventSynchronize(event_));
+}
+
+std::size_t warm_idle_streams(c10::DeviceIndex device, std::size_t count) {
+  c10::cuda::CUDAGuard guard(device);
+  const std::size_t before = allocated_bytes(device);
+  {
+    const StreamLease lease(device, count);
+    const auto options = at::TensorOptions().device(c10::Device(c10::kCUDA, device)).dtype(at::kFloat);
+    for (std::size_t k = 0; k < lease.size(); ++k) {
+      const c10::cuda::CUDAStreamGuard on(lease[k]);
+      const at::Tensor a = at::ones({64, 64}, options);
+      (void)at::mm(a, a);                              // cuBLAS
+      (void)at::addmm(at::ones({64}, options), a, a);  // cuBLASLt (a bias epilogue)
+      lease[k].synchronize();
+    }
+  }  // the lease returns its streams idle, last leased first lent
+  const std::size_t after = allocated_bytes(device);
+  return after > before ? after - before : 0;
 }
 
 std::size_t allocated_bytes(c10::DeviceIndex device) {

@@ -54,9 +54,16 @@ class CudaEvent {
   cudaEvent_t event_ = nullptr;
 };
 
+// Makes `count` of the idle streams the next leases get (creating any missing) carry a cuBLAS
+// and cuBLASLt workspace, by one small matrix product each, and returns them idle. A workspace is
+// made per (handle, stream) on first use and lives as long as the process (32 MiB on Hopper): a
+// benchmark that warms the streams first charges none of them to whichever mode first leases a
+// stream. Returns the bytes the workspaces took.
+OPARA_API std::size_t warm_idle_streams(c10::DeviceIndex device, std::size_t count);
+
 // Bytes the caching allocator has handed out on `device` now, at most since the last
 // resetPeakStats, and holds from the driver now.
-std::size_t allocated_bytes(c10::DeviceIndex device);
+OPARA_API std::size_t allocated_bytes(c10::DeviceIndex device);
 std::size_t peak_allocated_bytes(c10::DeviceIndex device);
 std::size_t reserved_bytes(c10::DeviceIndex device);
 

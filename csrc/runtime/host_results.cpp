@@ -24,6 +24,7 @@ bool result_fits(const c10::IValue& captured, const c10::IValue& fresh, bool rea
   if (captured.isTensor() && fresh.isTensor()) {
     const at::Tensor& slot = captured.toTensor();
     const at::Tensor& value = fresh.toTensor();
+    if (!slot.defined() || !value.defined()) return slot.defined() == value.defined();
     if (slot.sizes() != value.sizes() || slot.scalar_type() != value.scalar_type()) return false;
     // A CPU tensor a graph reads (a 0-dim scalar from aten::NumToTensor) was read on the host while
     // capturing, its value baked in: another value needs another graph.
@@ -51,7 +52,7 @@ bool result_fits(const c10::IValue& captured, const c10::IValue& fresh, bool rea
 
 void copy_into_slot(const c10::IValue& slot, const c10::IValue& result) {
   if (slot.isTensor()) {
-    slot.toTensor().copy_(result.toTensor(), /*non_blocking=*/true);
+    if (slot.toTensor().defined()) slot.toTensor().copy_(result.toTensor(), /*non_blocking=*/true);
     return;
   }
   const auto slot_elements = elements_of(slot);
@@ -61,7 +62,9 @@ void copy_into_slot(const c10::IValue& slot, const c10::IValue& result) {
 }
 
 c10::IValue clone_tensors(const c10::IValue& value) {
-  return map_leaves(value, [](const c10::IValue& leaf) { return leaf.isTensor() ? leaf.toTensor().clone() : leaf; });
+  return map_leaves(value, [](const c10::IValue& leaf) {
+    return leaf.isTensor() && leaf.toTensor().defined() ? leaf.toTensor().clone() : leaf;
+  });
 }
 
 }  // namespace opara

@@ -55,7 +55,9 @@ c10::IValue move_tensors(const c10::IValue& value, c10::Device device) {
       // Wrapped numbers (Python scalars made tensors) stay CPU scalars: moving would drop the flag
       // that keeps them from taking part in type promotion as real tensors.
       const at::Tensor& tensor = leaf.toTensor();
-      return tensor.unsafeGetTensorImpl()->is_wrapped_number() ? leaf : c10::IValue(tensor.to(device));
+      // An undefined tensor (attention weights not computed) has no device to leave.
+      if (!tensor.defined() || tensor.unsafeGetTensorImpl()->is_wrapped_number()) return leaf;
+      return c10::IValue(tensor.to(device));
     }
     // Tracing and export record the example's device ("cpu") in factory calls (arange, zeros,
     // ones): on another device they must create tensors there, or the next op mixes devices.

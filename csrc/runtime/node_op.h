@@ -41,7 +41,7 @@ c10::IValue map_leaves(const c10::IValue& value, const std::function<c10::IValue
 
 // Moves every tensor inside `value` (lists and tuples included) to `device`, and turns a CPU
 // device constant into `device`; wrapped numbers stay CPU scalars.
-c10::IValue move_tensors(const c10::IValue& value, c10::Device device);
+OPARA_API c10::IValue move_tensors(const c10::IValue& value, c10::Device device);
 
 // Whether any tensor inside `value` (lists and tuples included) is on a CUDA device.
 bool holds_cuda_tensors(const c10::IValue& value);

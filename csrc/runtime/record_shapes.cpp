@@ -12,6 +12,13 @@ namespace {
 void collect(const c10::IValue& value, std::vector<TensorShape>& into) {
   if (value.isTensor()) {
     const at::Tensor& tensor = value.toTensor();
+    // An undefined tensor (the attention weights nn.MultiheadAttention's fast path does not
+    // compute, an absent optional argument) has no sizes or dtype: it holds no bytes, and keeps
+    // its place so that outputs still line up with the node's values.
+    if (!tensor.defined()) {
+      into.push_back(TensorShape{{0}, 0});
+      return;
+    }
     into.push_back(TensorShape{tensor.sizes().vec(), static_cast<std::int64_t>(tensor.element_size())});
   } else if (value.isTensorList() || value.isList() || value.isTuple()) {
     const auto elements = value.isTuple() ? value.toTupleRef().elements().vec() : value.toListRef().vec();

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "opara/export.h"
 #include "opara/graph.h"
 
 namespace opara {
@@ -23,7 +24,7 @@ struct KernelDag {
   [[nodiscard]] bool is_kernel(NodeId id) const { return launches_kernel[id] != 0; }
 };
 
-KernelDag kernel_dag(const Graph& graph);
+OPARA_API KernelDag kernel_dag(const Graph& graph);
 
 // Position of each node in `order`.
 std::vector<std::int32_t> positions_in(const std::vector<NodeId>& order, std::size_t node_count);

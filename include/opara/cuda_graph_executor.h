@@ -14,6 +14,8 @@
 
 namespace opara {
 
+class StreamLease;
+
 // How a tensor read on another stream than the one that made it is kept from being reused by a
 // later allocation while the graph is captured.
 enum class MemoryProtection : std::uint8_t {
@@ -33,6 +35,11 @@ struct CudaGraphOptions {
   // A memory pool shared with other graphs that replay in capture order (the segments of one
   // model); {0, 0}: the graph's own pool.
   std::pair<unsigned long long, unsigned long long> pool{0, 0};
+  // The streams to warm up and capture on, shared by the graphs of one pool: the caching allocator
+  // reuses a freed block only on the stream that allocated it, so a later graph captured on an
+  // earlier one's streams reuses that graph's intermediates. The last stream is the origin; the
+  // Plan's streams are the first plan.stream_count. Null: streams of the graph's own.
+  std::shared_ptr<StreamLease> streams;
 };
 
 struct CaptureStats {

@@ -19,7 +19,7 @@ inline constexpr int kNoStream = -1;
 enum class StreamPolicy : std::uint8_t {
   kOpara,          // Opara Alg. 1: inherit the stream of a predecessor of which the node is the first successor
   kOparaUnhanded,  // the published repository's later rule: the first predecessor that has not handed its stream on
-  kNimble,         // Nimble: minimum path cover of the transitive reduction (Hopcroft-Karp)
+  kNimble,         // Nimble: chains covering the transitive reduction, then paths of chains by reachability
   kSingle,         // one stream: the sequential CUDA graph
 };
 

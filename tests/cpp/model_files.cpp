@@ -21,7 +21,7 @@ bool model_exported(const std::string& name) {
 
 const std::vector<std::string>& all_models() {
   static const std::vector<std::string> models = {"googlenet", "inception_v3", "resnet50", "bert_base", "t5_small",
-                                                  "branchy",   "chain",        "inplace",  "recurrent"};
+                                                  "vit",       "branchy",      "chain",    "inplace",   "recurrent"};
   return models;
 }
 

@@ -7,6 +7,8 @@ refuse or flag. Run with the project's venv; the outputs are committed (a few KB
   custom_op.pt/.pt2 an operator LibTorch alone does not register (opara_test::scale)
   cond.pt2          torch.cond: a higher-order op
   item.pt           .item(): runs, but cannot be captured in a CUDA graph
+  asserts.pt2       aten::_assert_async: a device-side check that can be captured (TorchScript
+                    drops it as dead code; torch.export keeps it)
 """
 
 from pathlib import Path
@@ -58,6 +60,13 @@ class Item(torch.nn.Module):
         return x * x.max().item()
 
 
+class Asserts(torch.nn.Module):
+    def forward(self, x):
+        y = torch.relu(x) + 1.0
+        torch._assert_async(y.max() < 10.0, "y too large")
+        return y * 2.0
+
+
 def main():
     x = torch.randn(2, 3)
     torch.jit.script(ControlFlow()).save(str(HERE / "control_flow.pt"))
@@ -66,6 +75,7 @@ def main():
     torch.export.save(torch.export.export(CustomOp(), (x,)), str(HERE / "custom_op.pt2"))
     torch.export.save(torch.export.export(Cond(), (x,)), str(HERE / "cond.pt2"))
     torch.jit.script(Item()).save(str(HERE / "item.pt"))
+    torch.export.save(torch.export.export(Asserts(), (torch.randn(4, 8),)), str(HERE / "asserts.pt2"))
     print(f"fixtures written to {HERE}")
 
 

@@ -12,7 +12,7 @@ MODELS = Path(os.environ.get("OPARA_MODELS", ROOT / "torchscript_models"))
 BENCH = Path(os.environ.get("OPARA_BENCH", ROOT / "build" / "bin" / "opara-bench"))
 # The package from this checkout (python/opara), finding libopara_ext in the build folder.
 sys.path.insert(0, str(ROOT / "python"))
-ALL_MODELS = ["googlenet", "inception_v3", "resnet50", "bert_base", "t5_small", "branchy", "chain", "inplace", "recurrent"]
+ALL_MODELS = ["googlenet", "inception_v3", "resnet50", "bert_base", "t5_small", "vit", "branchy", "chain", "inplace", "recurrent"]
 
 
 def model_file(name, extension):

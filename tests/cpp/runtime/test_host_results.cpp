@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/host_results.h"
+#include "runtime/node_op.h"
 
 namespace opara {
 namespace {
@@ -88,6 +89,23 @@ TEST(HostResults, ClonesGiveEveryTensorABufferOfItsOwn) {
   EXPECT_NE(elements[1].toTensor().data_ptr(), base.data_ptr());
   pieces[0].fill_(-1);
   EXPECT_TRUE(at::equal(base, at::arange(6, at::kFloat))) << "writing a clone leaves the original alone";
+}
+
+// An undefined tensor (the attention weights nn.MultiheadAttention's fast path does not compute)
+// holds nothing: it fits only another, is neither copied nor cloned, and stays where it is.
+TEST(HostResults, AnUndefinedTensorFitsOnlyAnotherAndIsLeftAsItIs) {
+  const c10::IValue slot = tuple({on_device({2}), at::Tensor()});
+  EXPECT_TRUE(result_fits(slot, tuple({on_device({2}), at::Tensor()})));
+  EXPECT_FALSE(result_fits(slot, tuple({on_device({2}), on_device({2})})));
+  EXPECT_FALSE(result_fits(tuple({on_device({2}), on_device({2})}), slot));
+  const at::Tensor first = at::zeros({2});
+  copy_into_slot(tuple({first, at::Tensor()}), tuple({at::ones({2}), at::Tensor()}));
+  EXPECT_TRUE(at::equal(first, at::ones({2})));
+  const c10::IValue cloned = clone_tensors(tuple({first, at::Tensor()}));
+  EXPECT_FALSE(cloned.toTupleRef().elements()[1].toTensor().defined());
+  const c10::IValue moved = move_tensors(tuple({first, at::Tensor()}), c10::Device(c10::kMeta));
+  EXPECT_TRUE(moved.toTupleRef().elements()[0].toTensor().is_meta());
+  EXPECT_FALSE(moved.toTupleRef().elements()[1].toTensor().defined());
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include "opara/error.h"
 #include "opara/graph_analysis.h"
 #include "opara/schedule.h"
+#include "schedule/kernel_dag.h"
+#include "schedule/stages.h"
 
 namespace opara {
 namespace {
@@ -120,8 +122,23 @@ TEST(OparaStreams, InceptionModulesLikeFig6) {
     EXPECT_EQ(opara.stream_of[base + 7], opara.stream_of[base]);
   }
   expect_streams_are_paths(graph, opara, order);
-  // Nimble's path cover needs as many here: no branch path can run on into the next module.
-  EXPECT_EQ(allocate_streams(graph, StreamPolicy::kNimble, order).stream_count, 7);
+}
+
+TEST(NimbleStreams, InceptionModulesRunTheirBranchesOnFourStreams) {
+  const Graph graph = two_inception_modules();
+  const auto order = topological_order(graph);
+  // Nimble's first step, a path cover of the reduction, needs 7 chains: no branch's path runs on
+  // into the next module. Its second step covers the chains again by reachability: the second
+  // module's branches continue the first module's streams, 4 in all, the graph's width.
+  EXPECT_EQ(nimble_chains(kernel_dag(graph), order).stream_count, 7);
+  const StreamAssignment nimble = allocate_streams(graph, StreamPolicy::kNimble, order);
+  EXPECT_EQ(nimble.stream_count, 4);
+  EXPECT_EQ(static_cast<std::size_t>(nimble.stream_count), width(graph));
+  std::set<int> first{nimble.stream_of[1], nimble.stream_of[2], nimble.stream_of[4], nimble.stream_of[6]};
+  std::set<int> second{nimble.stream_of[9], nimble.stream_of[10], nimble.stream_of[12], nimble.stream_of[14]};
+  EXPECT_EQ(first.size(), 4u);
+  EXPECT_EQ(second, first);
+  expect_streams_are_paths(graph, nimble, order);
 }
 
 TEST(OparaStreams, KernelFreeNodesOpenNoStreamAndPassDependenciesOn) {
@@ -164,13 +181,13 @@ int brute_force_path_cover(const Graph& graph) {
   return count - best_links;
 }
 
-TEST(NimbleStreams, StreamCountIsTheMinimumPathCoverOnRandomGraphs) {
+TEST(NimbleChains, ChainCountIsTheMinimumPathCoverOnRandomGraphs) {
   for (std::uint64_t seed = 0; seed < 300; ++seed) {
     const Graph graph = random_dag(3 + static_cast<int>(seed % 7), 0.2 + 0.05 * static_cast<double>(seed % 6), seed);
     const auto order = topological_order(graph);
-    const StreamAssignment nimble = allocate_streams(graph, StreamPolicy::kNimble, order);
+    const StreamAssignment nimble = nimble_chains(kernel_dag(graph), order);
     ASSERT_EQ(nimble.stream_count, brute_force_path_cover(graph)) << "seed " << seed;
-    // Consecutive nodes of a Nimble stream are joined by an edge of the reduction.
+    // Consecutive nodes of a chain are joined by an edge of the reduction.
     std::set<std::pair<NodeId, NodeId>> reduced;
     for (const Edge& edge : transitive_reduction(graph)) reduced.emplace(edge.from, edge.to);
     std::map<int, NodeId> last;
@@ -181,6 +198,49 @@ TEST(NimbleStreams, StreamCountIsTheMinimumPathCoverOnRandomGraphs) {
       }
       last[stream] = node;
     }
+  }
+}
+
+// The most chains no two of which are ordered (chain i before chain j when i's last node reaches
+// j's first), by trying every subset: by Dilworth, the fewest paths of chains that cover them.
+int brute_force_chain_antichain(const Graph& graph, const StreamAssignment& chains, const std::vector<NodeId>& order) {
+  const Reachability reach(graph);
+  std::vector<NodeId> head(chains.stream_count, kNoNode);
+  std::vector<NodeId> tail(chains.stream_count, kNoNode);
+  for (NodeId node : order) {
+    const int chain = chains.stream_of[node];
+    if (head[chain] == kNoNode) head[chain] = node;
+    tail[chain] = node;
+  }
+  const auto count = static_cast<std::uint32_t>(chains.stream_count);
+  int best = 0;
+  for (std::uint32_t subset = 1; subset < (1u << count); ++subset) {
+    bool antichain = true;
+    for (std::uint32_t i = 0; i < count && antichain; ++i) {
+      for (std::uint32_t j = 0; j < count && antichain; ++j) {
+        if (i != j && (subset >> i & 1u) && (subset >> j & 1u) && reach.reaches(tail[i], head[j])) antichain = false;
+      }
+    }
+    if (antichain) best = std::max(best, __builtin_popcount(subset));
+  }
+  return best;
+}
+
+TEST(NimbleStreams, EachStreamIsAPathOfWholeChainsAndTheFewestOnRandomGraphs) {
+  for (std::uint64_t seed = 0; seed < 300; ++seed) {
+    const Graph graph = random_dag(3 + static_cast<int>(seed % 10), 0.1 + 0.05 * static_cast<double>(seed % 8), seed);
+    const auto order = topological_order(graph);
+    const StreamAssignment chains = nimble_chains(kernel_dag(graph), order);
+    const StreamAssignment nimble = allocate_streams(graph, StreamPolicy::kNimble, order);
+    // Each chain runs whole on one stream, and each stream runs its nodes along paths.
+    std::map<int, int> stream_of_chain;
+    for (NodeId node : order) {
+      const auto [found, added] = stream_of_chain.emplace(chains.stream_of[node], nimble.stream_of[node]);
+      EXPECT_EQ(found->second, nimble.stream_of[node]) << "seed " << seed << ": chain split at node " << node;
+    }
+    expect_streams_are_paths(graph, nimble, order);
+    EXPECT_LE(nimble.stream_count, chains.stream_count) << "seed " << seed;
+    ASSERT_EQ(nimble.stream_count, brute_force_chain_antichain(graph, chains, order)) << "seed " << seed;
   }
 }
 
