@@ -62,6 +62,8 @@ setup(
     ext_modules=[CMakeLibraries()],
     cmdclass={"build_ext": BuildWithCMake},
     zip_safe=False,
+    # torch.compile(model, backend="opara") finds the backend without an `import opara`.
+    entry_points={"torch_dynamo_backends": ["opara = opara._dynamo:opara_backend"]},
     # setuptools' scratch space inside the CMake build folder (git ignores it), not a second build/.
     options={"build": {"build_base": str(ROOT / "build" / "setuptools")}},
 )

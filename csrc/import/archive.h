@@ -11,4 +11,9 @@ namespace opara {
 // a readable zip gets an opara::Error naming it.
 std::unique_ptr<caffe2::serialize::PyTorchStreamReader> open_archive(const std::string& path);
 
+// The same for an archive held in memory (what torch.export.save writes to a buffer); `name`
+// stands for the file in errors.
+std::unique_ptr<caffe2::serialize::PyTorchStreamReader> open_archive_bytes(std::shared_ptr<const std::string> bytes,
+                                                                           const std::string& name);
+
 }  // namespace opara

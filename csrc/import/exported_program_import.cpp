@@ -80,10 +80,12 @@ std::vector<int64_t> static_ints(const std::vector<ep::SymInt>& values) {
 
 class ExportedProgramImporter {
  public:
-  explicit ExportedProgramImporter(std::string path) : path_(std::move(path)) {}
+  // From a file, or from an archive in memory (`bytes`; `path` then names it in errors).
+  explicit ExportedProgramImporter(std::string path, std::shared_ptr<const std::string> bytes = nullptr)
+      : path_(std::move(path)), bytes_(std::move(bytes)) {}
 
   Graph run() {
-    reader_ = open_archive(path_);
+    reader_ = bytes_ ? open_archive_bytes(bytes_, path_) : open_archive(path_);
     find_model_name();
     const ep::ExportedProgram program = read_program();
     const ep::GraphModule& module = program.get_graph_module();
@@ -532,6 +534,7 @@ class ExportedProgramImporter {
   static constexpr int kSchemaMajor = 8;
 
   std::string path_;
+  std::shared_ptr<const std::string> bytes_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
   std::string model_name_;
   std::string source_;
@@ -546,6 +549,10 @@ class ExportedProgramImporter {
 
 Graph import_exported_program(const std::string& path) {
   return ExportedProgramImporter(path).run();
+}
+
+Graph import_exported_program_bytes(std::string archive, const std::string& name) {
+  return ExportedProgramImporter(name, std::make_shared<const std::string>(std::move(archive))).run();
 }
 
 }  // namespace opara

@@ -12,5 +12,7 @@ namespace opara {
 // the dispatcher; parameters, buffers and constants are folded in. Ordering edges come from the
 // schemas' alias annotations: the exported graph keeps in-place ops (relu_, add_, copy_).
 Graph import_exported_program(const std::string& path);
+// The same for an archive in memory; `name` stands for the file.
+Graph import_exported_program_bytes(std::string archive, const std::string& name);
 
 }  // namespace opara

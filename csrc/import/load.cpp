@@ -48,4 +48,8 @@ Graph load(const std::string& path) {
   return detect_format(path) == ModelFormat::kTorchScript ? import_torchscript(path) : import_exported_program(path);
 }
 
+Graph load_exported_program(std::string archive, const std::string& name) {
+  return import_exported_program_bytes(std::move(archive), name);
+}
+
 }  // namespace opara

@@ -209,7 +209,24 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
     examples.push_back(example_inputs[i].to(state->device, /*non_blocking=*/false, /*copy=*/written[i]));
   }
-  state->signature.emplace(graph, examples);
+  for (int index : options.static_inputs) {
+    if (index < 0 || static_cast<std::size_t>(index) >= examples.size()) continue;  // the signature names it
+    const std::string& name = graph.value(graph.inputs()[index]).name;
+    if (example_inputs[index].device() != state->device) {
+      throw Error(
+          fmt::format("{}: static input {} ('{}') is on {}, the model runs on {}: a static input is read "
+                      "where it is, so move it (the module) to {} before compiling",
+                      graph.source_path, index, name, example_inputs[index].device().str(), state->device.str(),
+                      state->device.str()));
+    }
+    if (written[index]) {
+      throw Error(
+          fmt::format("{}: static input {} ('{}') is written in place by the model; a static input is read, "
+                      "never written: pass it as an ordinary input",
+                      graph.source_path, index, name));
+    }
+  }
+  state->signature.emplace(graph, examples, options.static_inputs);
   const ExamplesForARun examples_for_a_run = [&] {
     std::vector<at::Tensor> copies = examples;
     for (std::size_t i = 0; i < copies.size(); ++i) {

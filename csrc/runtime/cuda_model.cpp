@@ -48,8 +48,12 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
   }
   slots_.resize(graph.values().size());
   written_inputs_ = inputs_written_in_place(graph);
+  read_in_place_.assign(example_inputs.size(), false);
+  for (int index : options.static_inputs) read_in_place_.at(index) = true;
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
-    static_inputs_.push_back(example_inputs[i].clone());
+    // A static input is read where it is: its buffer is the caller's tensor (run() checks it is
+    // given again), every other input a buffer of the model's own, refilled each run.
+    static_inputs_.push_back(read_in_place_[i] ? example_inputs[i] : example_inputs[i].clone());
     slots_[graph.inputs()[i]] = static_inputs_.back();
   }
 
@@ -138,7 +142,9 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
   c10::cuda::CUDAGuard device_guard(device_);
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
   if (last_run_) last_run_->block(stream);  // the previous run, perhaps on another stream, is done with the buffers
-  for (std::size_t i = 0; i < inputs.size(); ++i) static_inputs_[i].copy_(inputs[i], /*non_blocking=*/true);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!read_in_place_[i]) static_inputs_[i].copy_(inputs[i], /*non_blocking=*/true);
+  }
 
   std::vector<c10::IValue> outputs;
   bool eager = false;

@@ -63,6 +63,7 @@ class CudaModel {
   // By whole-graph value: an input of a captured segment (a CPU tensor there is baked in).
   std::vector<bool> read_by_a_graph_;
   std::vector<bool> written_inputs_;  // by input: the model writes it in place (copied back after each run)
+  std::vector<bool> read_in_place_;   // by input: Options::static_inputs, read from the caller's tensor
   std::optional<CudaEvent> last_run_;
   std::unique_ptr<StreamLease> step_lease_;  // the host steps' stream, with overlap
   Plan whole_plan_;

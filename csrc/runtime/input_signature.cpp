@@ -14,7 +14,8 @@ std::string shape_text(c10::IntArrayRef sizes) {
 
 }  // namespace
 
-InputSignature::InputSignature(const Graph& graph, const std::vector<at::Tensor>& examples)
+InputSignature::InputSignature(const Graph& graph, const std::vector<at::Tensor>& examples,
+                               const std::vector<int>& static_inputs)
     : source_path_(graph.source_path) {
   if (examples.size() != graph.inputs().size()) {
     std::vector<std::string> names;
@@ -30,6 +31,14 @@ InputSignature::InputSignature(const Graph& graph, const std::vector<at::Tensor>
     shapes_.push_back(examples[i].sizes().vec());
     dtypes_.push_back(examples[i].scalar_type());
     devices_.push_back(examples[i].device());
+  }
+  bound_.resize(examples.size());
+  for (int index : static_inputs) {
+    if (index < 0 || static_cast<std::size_t>(index) >= examples.size()) {
+      throw Error(fmt::format("{}: static input {} does not exist; the model takes {} inputs ({})", source_path_, index,
+                              examples.size(), describe()));
+    }
+    bound_[index] = examples[index];
   }
 }
 
@@ -54,6 +63,14 @@ void InputSignature::check(const std::vector<at::Tensor>& inputs) const {
     if (input.device() != devices_[i]) {
       throw Error(fmt::format("{} is on {}, the model was compiled for {}; move it with .to(\"{}\")", where,
                               input.device().str(), devices_[i].str(), devices_[i].str()));
+    }
+    const at::Tensor& bound = bound_[i];
+    if (bound.defined() && !(input.is_alias_of(bound) && input.storage_offset() == bound.storage_offset() &&
+                             input.strides() == bound.strides())) {
+      throw Error(
+          fmt::format("{} is static (the model reads the example tensor's memory where it is), but another "
+                      "tensor was given; pass the same tensor, or compile again for the new one",
+                      where));
     }
   }
 }

@@ -14,7 +14,10 @@ namespace opara {
 // device. Nothing is reshaped, cast or moved silently: a mismatch is an error naming the input.
 class OPARA_API InputSignature {
  public:
-  InputSignature(const Graph& graph, const std::vector<at::Tensor>& examples);
+  // `static_inputs`: the indices of inputs that must be the example tensors themselves (their
+  // storage, offset and strides), as Options::static_inputs says.
+  InputSignature(const Graph& graph, const std::vector<at::Tensor>& examples,
+                 const std::vector<int>& static_inputs = {});
 
   // Throws opara::Error naming the model file, the input and the expected value.
   void check(const std::vector<at::Tensor>& inputs) const;
@@ -28,6 +31,7 @@ class OPARA_API InputSignature {
   std::vector<std::vector<std::int64_t>> shapes_;
   std::vector<c10::ScalarType> dtypes_;
   std::vector<c10::Device> devices_;
+  std::vector<at::Tensor> bound_;  // by input: the example a static input must be, else undefined
 };
 
 }  // namespace opara

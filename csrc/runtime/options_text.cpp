@@ -148,6 +148,12 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"alpha_us",
        [](Options& o, const std::string& v) { o.alpha_us = parse_number("alpha_us", v, /*allow_zero=*/true); }},
       {"cpu_nodes", [](Options& o, const std::string& v) { o.cpu_nodes = split_names(v); }},
+      {"static_inputs",
+       [](Options& o, const std::string& v) {
+         o.static_inputs.clear();
+         for (const std::string& index : split_names(v))
+           o.static_inputs.push_back(parse_int("static_inputs", index, 0));
+       }},
   };
   return table;
 }

@@ -75,6 +75,14 @@ struct Options {
   OverflowPolicy overflow = OverflowPolicy::kNone;
   double alpha_us = kDefaultAlphaUs;   // Comm+SD's threshold
   std::vector<std::string> cpu_nodes;  // kManual: node ids or kinds, or one .json file {"cpu": [...]}
+
+  // Inputs read where they are (a module's parameters and buffers, passed as inputs): run() must
+  // be given the very example tensors again, and on CUDA the graphs read their memory directly,
+  // with no copy per run, so an in-place change (load_state_dict, an optimiser step) is seen by
+  // the next run. Another tensor in their place (another address, shape, dtype or device) is an
+  // error naming the input: compile again. They must already be on the model's device, and a
+  // model that writes one in place is refused. By input index.
+  std::vector<int> static_inputs;
 };
 
 struct CompiledStats {

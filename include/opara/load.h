@@ -19,4 +19,9 @@ OPARA_API ModelFormat detect_format(const std::string& path);
 // model, damaged, or holds something opara cannot execute.
 OPARA_API Graph load(const std::string& path);
 
+// Reads a torch.export archive held in memory (the bytes torch.export.save writes to a buffer),
+// as load() reads a .pt2 file, so that a program made in the same process (a torch.compile graph)
+// needs no file. `name` stands for the file in errors and becomes Graph::source_path.
+OPARA_API Graph load_exported_program(std::string archive, const std::string& name);
+
 }  // namespace opara

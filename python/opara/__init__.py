@@ -4,10 +4,20 @@ into one CUDA graph (or on host threads on the CPU).
     import opara
     compiled = opara.compile(model, [x])        # torch.export, else TorchScript tracing
     y = compiled(x)
+
+or, through Dynamo (graph breaks, guards, one compiled graph per shape):
+
+    compiled = torch.compile(model, backend="opara", options={"streams": "opara"})
 """
 
 from ._compile import CompiledModel, compile, plan
+from ._dynamo import OparaBackendError, opara_backend
+from ._dynamo import counters as dynamo_counters
+from ._dynamo import register as _register_backend
 from ._library import library_path, load_library
 
-__all__ = ["CompiledModel", "compile", "plan", "library_path", "load_library"]
+__all__ = ["CompiledModel", "compile", "plan", "library_path", "load_library", "opara_backend", "OparaBackendError",
+           "dynamo_counters"]
 __version__ = "0.1.0"
+
+_register_backend()

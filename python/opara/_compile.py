@@ -23,8 +23,10 @@ def _option_text(key: str, value: Any) -> str:
         return str(value)
     if key == "cpu_nodes" and isinstance(value, (list, tuple)) and all(isinstance(i, (str, int)) for i in value):
         return ",".join(str(item) for item in value)  # cpu_nodes=[12, "aten::relu"]
+    if key == "static_inputs" and isinstance(value, (list, tuple)) and all(isinstance(i, int) for i in value):
+        return ",".join(str(item) for item in value)  # static_inputs=[0, 2]
     raise TypeError(f"opara option {key}={value!r}: expected a string, a number or a torch.device "
-                    "(cpu_nodes: also a list of node ids and kinds)")
+                    "(cpu_nodes: also a list of node ids and kinds; static_inputs: a list of input indices)")
 
 
 def _options_text(options: dict[str, Any]) -> dict[str, str]:
@@ -147,6 +149,9 @@ def compile(
     alpha_us: Comm+SD: how much slower (us) a node may get on the CPU and still move (default 100).
     cpu_nodes: "manual": node ids and kinds for the CPU, as a list ([12, "aten::relu"]), a
         comma-separated string ("12,aten::relu") or one .json file ({"cpu": [...]}).
+    static_inputs: indices of inputs read where they are (weights passed as inputs): each call must
+        pass the same tensors, which on CUDA the graphs read with no copy per run; on the device
+        already, never written by the model.
 
     Values are strings, numbers, bools, paths or a torch.device. An unknown option or a bad value
     raises RuntimeError naming it and what it accepts.

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = Path(os.environ.get("OPARA_MODELS", ROOT / "torchscript_models"))
@@ -44,3 +45,13 @@ def library():
         return opara.load_library()
     except FileNotFoundError as error:
         pytest.skip(str(error))
+
+
+@pytest.fixture
+def no_tf32():
+    """fp32 comparisons at rtol 1e-4 need TF32 off; the settings are put back afterwards."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved

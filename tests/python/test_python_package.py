@@ -240,16 +240,6 @@ def test_compiling_for_cuda_without_a_gpu_says_so(library):
         opara.compile(model_file("branchy", "pt"), [torch.randn(1, 3, 32, 32)], device="cuda")
 
 
-@pytest.fixture
-def no_tf32():
-    """fp32 comparisons at rtol 1e-4 need TF32 off; the settings are put back afterwards."""
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
-
-
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")
 def test_googlenet_compiled_for_cuda_is_close_to_the_module(library, no_tf32):
     torch.manual_seed(0)
@@ -293,3 +283,19 @@ def test_pip_install_gives_a_working_package(library, tmp_path):
                             env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert int(result.stdout.strip()) > 1
+    # torch.compile finds backend="opara" through the package's entry point, with no import of it.
+    script = (
+        "import sys, torch\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).eval()\n"
+        "x = torch.randn(2, 8)\n"
+        "with torch.no_grad():\n"
+        "    compiled = torch.compile(model, backend='opara', options={'device': 'cpu', 'cpu_tuning_ms': 0})\n"
+        "    torch.testing.assert_close(compiled(x), model(x))\n"
+        "import opara\n"
+        "assert opara.__file__.startswith(sys.argv[1]), opara.__file__\n"
+        "print(opara.dynamo_counters['compiles'])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script, str(target)], env=env, capture_output=True, text=True,
+                            timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "1"

@@ -33,24 +33,13 @@ TEST(OptionsText, NoKeysGiveTheDefaults) {
 
 TEST(OptionsText, EveryKeySetsItsMember) {
   const Options options = options_from_text({
-      {"device", "cuda:1"},
-      {"streams", "nimble"},
-      {"order", "topological"},
-      {"max_streams", "4"},
-      {"profile", "p.json"},
-      {"allow_profile_mismatch", "true"},
-      {"ridge_point", "8.5"},
-      {"outputs", "view"},
-      {"memory", "keep-alive"},
-      {"on_uncapturable", "error"},
-      {"warmup_runs", "3"},
-      {"intra_op_threads", "3"},
-      {"pin_workers", "false"},
-      {"split_min_us", "0"},
-      {"cpu_tuning_ms", "0"},
-      {"overflow", "manual"},
-      {"alpha_us", "0"},
-      {"cpu_nodes", "12,aten::relu,"},
+      {"device", "cuda:1"},         {"streams", "nimble"}, {"order", "topological"},
+      {"max_streams", "4"},         {"profile", "p.json"}, {"allow_profile_mismatch", "true"},
+      {"ridge_point", "8.5"},       {"outputs", "view"},   {"memory", "keep-alive"},
+      {"on_uncapturable", "error"}, {"warmup_runs", "3"},  {"intra_op_threads", "3"},
+      {"pin_workers", "false"},     {"split_min_us", "0"}, {"cpu_tuning_ms", "0"},
+      {"overflow", "manual"},       {"alpha_us", "0"},     {"cpu_nodes", "12,aten::relu,"},
+      {"static_inputs", "0,2"},
   });
   ASSERT_TRUE(options.device.has_value());
   EXPECT_EQ(*options.device, c10::Device(c10::kCUDA, 1));
@@ -72,7 +61,8 @@ TEST(OptionsText, EveryKeySetsItsMember) {
   EXPECT_EQ(options.overflow, OverflowPolicy::kManual);
   EXPECT_DOUBLE_EQ(options.alpha_us, 0);
   EXPECT_EQ(options.cpu_nodes, (std::vector<std::string>{"12", "aten::relu"}));
-  EXPECT_EQ(option_keys().size(), 18u) << "a key was added: test it here";
+  EXPECT_EQ(options.static_inputs, (std::vector<int>{0, 2}));
+  EXPECT_EQ(option_keys().size(), 19u) << "a key was added: test it here";
 }
 
 TEST(OptionsText, AnUnknownKeyListsTheKnownOnes) {
@@ -98,6 +88,8 @@ TEST(OptionsText, BadValuesNameTheKeyAndWhatItTakes) {
   EXPECT_THAT(error_of({{"pin_workers", "1"}}), HasSubstr("option pin_workers='1': expected one of true, false"));
   EXPECT_THAT(error_of({{"overflow", "sd"}}), HasSubstr("option overflow: unknown overflow policy 'sd'"));
   EXPECT_THAT(error_of({{"alpha_us", "-5"}}), HasSubstr("option alpha_us='-5': expected a number of at least 0"));
+  EXPECT_THAT(error_of({{"static_inputs", "0,x"}}), HasSubstr("option static_inputs='x'"));
+  EXPECT_THAT(error_of({{"static_inputs", "-1"}}), HasSubstr("a whole number of at least 0"));
   EXPECT_THAT(error_of({{"split_min_us", "fast"}}), HasSubstr("option split_min_us='fast'"));
 }
 

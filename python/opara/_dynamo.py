@@ -1,0 +1,227 @@
+"""torch.compile(model, backend="opara"): each FX graph Dynamo captures is lowered to ATen with
+torch.export and compiled by the C++ library in memory (no file, no TorchScript), one compiled
+graph per input shape: a parallel CUDA graph on a GPU, the parallel host executor on the CPU.
+
+Dynamo does what opara cannot: graph breaks (a data-dependent branch runs eagerly between two
+graphs), guards and recompilation. A graph opara cannot take runs eagerly with one warning naming
+the reason (options={"fallback": "error"} raises instead); a wrong result is never returned.
+
+Parameters and buffers reach a graph as inputs (Dynamo lifts them); opara reads them where they
+are (Options::static_inputs): no copy per graph or per run, so an in-place change to a weight
+(load_state_dict, an optimiser step under no_grad) is seen by the next call. A weight replaced by
+another tensor, or moved, gets the graph compiled again for it at its next call.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import warnings
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+
+from ._compile import _options_text
+from ._library import load_library
+
+# What the backend did since the process started (or since counters.clear()): graphs Dynamo
+# handed over, opara compiles (one per graph and shape), graphs that run eagerly instead.
+counters: collections.Counter[str] = collections.Counter()
+
+# Keys the backend reads itself; every other key is an opara.compile option.
+_FALLBACKS = ("eager", "error")
+
+
+class OparaBackendError(RuntimeError):
+    """A graph opara could not compile, with options={"fallback": "error"}."""
+
+
+def _bad_option(error: RuntimeError) -> ValueError:
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return ValueError(f"torch.compile(backend='opara'): {message}")
+
+
+def _checked_options(options: Any) -> tuple[dict[str, str], str]:
+    """The options as opara's option text, and the fallback; bad ones raise naming the option."""
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        raise TypeError(f"torch.compile(backend='opara') options must be a dict, not {type(options).__name__}")
+    options = dict(options)
+    fallback = options.pop("fallback", "eager")
+    if fallback not in _FALLBACKS:
+        raise ValueError(f"torch.compile(backend='opara') option fallback={fallback!r}: expected 'eager' or 'error'")
+    if "static_inputs" in options:
+        raise ValueError("torch.compile(backend='opara') option static_inputs: the backend sets it (a graph's "
+                         "parameters and buffers); it is not an option here")
+    text = _options_text(options)  # TypeError naming the option for a value of the wrong type
+    load_library()
+    try:
+        torch.ops.opara.check_options(text)
+    except RuntimeError as error:
+        raise _bad_option(error) from None
+    return text, fallback
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+class _Specialized(torch.nn.Module):
+    """The graph with its non-tensor arguments (a symbolic size's value) fixed: torch.export and
+    opara take tensors only."""
+
+    def __init__(self, graph: torch.fx.GraphModule, args: list[Any]):
+        super().__init__()
+        self.graph_module = graph
+        self.fixed = [None if isinstance(arg, torch.Tensor) else arg for arg in args]
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        given = iter(tensors)
+        return self.graph_module(*[next(given) if fixed is None else fixed for fixed in self.fixed])
+
+
+def _is_static(value: Any) -> bool:
+    # Dynamo marks the parameters and buffers it lifts into graph inputs.
+    return isinstance(value, torch.nn.Parameter) or getattr(value, "_dynamo_static_input_type", None) is not None
+
+
+class _Compiled:
+    """One shape's compiled graph: the extension's handle, how to rebuild the outputs, and the
+    static inputs it reads where they are."""
+
+    def __init__(self, handle: Any, out_spec: Any, static: list[torch.Tensor]):
+        self.handle = handle
+        self.out_spec = out_spec
+        self.static = static
+
+    def reads(self, tensors: list[torch.Tensor], static_positions: list[int]) -> bool:
+        return all(tensors[p] is s or (tensors[p].data_ptr() == s.data_ptr() and tensors[p].stride() == s.stride())
+                   for p, s in zip(static_positions, self.static))
+
+
+class _EagerGraph:
+    """A graph opara could not take: Dynamo's own graph module, run as it is."""
+
+
+class OparaGraph:
+    """What the backend returns for one Dynamo graph: compiles per concrete shape at its first
+    call (the graph's example shape at once) and runs the compiled graph."""
+
+    def __init__(self, graph: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, str],
+                 fallback: str):
+        self.graph_module = graph
+        self.options = options
+        self.fallback = fallback
+        self.name = f"torch.compile graph {graph.meta.get('dynamo_compile_id', '')}".rstrip()
+        self.static = [i for i, value in enumerate(example_inputs) if _is_static(value)]
+        self.by_shape: dict[tuple, _Compiled | _EagerGraph] = {}
+        counters["graphs"] += 1
+        symbols = [str(value) for value in example_inputs if isinstance(value, torch.SymInt)]
+        symbolic = symbols or any(
+            isinstance(size, torch.SymInt) for value in example_inputs if isinstance(value, torch.Tensor)
+            for size in value.shape)
+        if symbolic:
+            warnings.warn(
+                f"opara: {self.name} has symbolic sizes ({', '.join(symbols) or 'in its tensors'}); opara compiles it "
+                "once per concrete shape, at the first call of each",
+                stacklevel=2,
+            )
+        else:
+            self._compile(list(example_inputs))
+
+    @staticmethod
+    def _key(args: tuple[Any, ...] | list[Any]) -> tuple:
+        return tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("value", a)
+                     for a in args)
+
+    def _inference_only(self, args: list[Any]) -> str | None:
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return ("opara compiles for inference and its outputs carry no gradient; call the model under "
+                    "torch.no_grad() or torch.inference_mode()")
+        return None
+
+    def _compile(self, args: list[Any]) -> _Compiled | _EagerGraph:
+        key = self._key(args)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        tensor_index = {i: k for k, i in enumerate(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))}
+        static_positions = [tensor_index[i] for i in self.static if i in tensor_index]
+        try:
+            reason = self._inference_only(args)
+            if reason:
+                raise OparaBackendError(reason)
+            with torch.no_grad():
+                exported = torch.export.export(_Specialized(self.graph_module, args), tuple(tensors), strict=False)
+            buffer = io.BytesIO()
+            torch.export.save(exported, buffer)
+            archive = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+            options = dict(self.options)
+            if static_positions:
+                options["static_inputs"] = ",".join(map(str, static_positions))
+            handle = torch.classes.opara.Model.from_archive(archive, self.name, tensors, options)
+            compiled: _Compiled | _EagerGraph = _Compiled(handle, exported.call_spec.out_spec,
+                                                          [tensors[p] for p in static_positions])
+            counters["compiles"] += 1
+        except Exception as error:  # export and opara fail in many ways; eager is always right
+            if self.fallback == "error":
+                raise OparaBackendError(f"opara could not compile {self.name}: {_first_line(error)}") from error
+            warnings.warn(f"opara: {self.name} runs eagerly: {_first_line(error)}", stacklevel=3)
+            counters["fallbacks"] += 1
+            compiled = _EagerGraph()
+        self.by_shape[key] = compiled
+        return compiled
+
+    def __call__(self, *args: Any) -> Any:
+        compiled = self.by_shape.get(self._key(args))
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if isinstance(compiled, _Compiled):
+            tensor_positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+            static_positions = [tensor_positions.index(i) for i in self.static if i in tensor_positions]
+            if not compiled.reads(tensors, static_positions):
+                compiled = None  # a weight was replaced or moved: compile again for the new one
+        if compiled is None:
+            compiled = self._compile(list(args))
+        if isinstance(compiled, _EagerGraph):
+            return self.graph_module(*args)
+        outputs = compiled.handle.run(tensors)
+        if compiled.out_spec is not None and compiled.out_spec.num_leaves == len(outputs):
+            return pytree.tree_unflatten(outputs, compiled.out_spec)
+        return tuple(outputs)
+
+
+def opara_backend(graph: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, Any] | None = None,
+                  **unexpected: Any) -> Callable[..., Any]:
+    """The torch.compile backend: torch.compile(model, backend="opara", options={...}).
+
+    `options` takes opara.compile's keyword options (device, streams, order, max_streams, memory,
+    outputs, intra_op_threads, ...) and "fallback": "eager" (default: a graph opara cannot take runs
+    eagerly, with a warning) or "error" (OparaBackendError instead).
+    """
+    if unexpected:
+        names = ", ".join(sorted(unexpected))
+        raise TypeError(f"torch.compile(backend='opara') takes options={{...}} only, not {names} "
+                        "(mode presets are Inductor's)")
+    text, fallback = _checked_options(options)
+    return OparaGraph(graph, list(example_inputs), text, fallback)
+
+
+def register() -> None:
+    """Makes backend="opara" known to Dynamo in this process (import opara calls it). An installed
+    package is also found through its torch_dynamo_backends entry point, without an import."""
+    from torch._dynamo.backends import registry
+
+    if "opara" in registry._COMPILER_FNS:
+        return
+    entry = registry._BACKENDS.get("opara")
+    if entry is not None:
+        return  # an entry point Dynamo loads itself on first use: registering here would be a duplicate
+    try:
+        from importlib.metadata import entry_points
+
+        if any(point.name == "opara" for point in entry_points(group="torch_dynamo_backends")):
+            return  # installed: Dynamo discovers the entry point and loads opara_backend then
+    except Exception:  # metadata unreadable: register directly
+        pass
+    registry.register_backend(opara_backend, name="opara")

@@ -1,0 +1,124 @@
+// Inputs read where they are (Options::static_inputs: a module's weights passed as inputs, as a
+// torch.compile graph takes them): runs give the model's outputs, an in-place change to the weight
+// is seen by the next run, another tensor in its place is refused naming the input, and a static
+// input the model writes, or one that does not exist, is refused at compile time. On a GPU
+// (skipped without one) the graph reads the weight's memory: compiling copies none of it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/cuda.h>
+
+#include <string>
+
+#include "model_files.h"
+#include "opara/compiled_model.h"
+#include "opara/error.h"
+
+namespace opara {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr const char* kWeightsAsInputs = R"(
+def forward(self, x, weight, bias):
+    return torch.relu(torch.addmm(bias, x, weight)) + torch.sigmoid(torch.mm(x, weight))
+)";
+
+constexpr const char* kWritesItsWeight = R"(
+def forward(self, x, weight):
+    weight.mul_(2.0)
+    return torch.mm(x, weight)
+)";
+
+std::string saved(const std::string& name, const char* source) {
+  const std::string path = testing::scratch_path(name + ".pt");
+  torch::jit::Module module(name);
+  module.define(source);
+  module.save(path);
+  return path;
+}
+
+at::Tensor expected(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return at::relu(at::addmm(bias, x, weight)) + at::sigmoid(at::mm(x, weight));
+}
+
+std::string compile_error(const std::string& path, const std::vector<at::Tensor>& inputs, const Options& options) {
+  try {
+    compile(path, inputs, options);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+Options static_options(c10::Device device, std::vector<int> static_inputs) {
+  Options options;
+  options.device = device;
+  options.cpu_tuning_ms = 0;
+  options.static_inputs = std::move(static_inputs);
+  return options;
+}
+
+void expect_weights_read_where_they_are(c10::Device device) {
+  const std::string path = saved("weights_as_inputs", kWeightsAsInputs);
+  const auto on = at::TensorOptions().device(device);
+  const at::Tensor x = at::randn({4, 16}, on);
+  const at::Tensor weight = at::randn({16, 8}, on);
+  const at::Tensor bias = at::randn({8}, on);
+  const CompiledModel compiled = compile(path, {x, weight, bias}, static_options(device, {1, 2}));
+  EXPECT_TRUE(at::allclose(compiled.run({x, weight, bias}).at(0), expected(x, weight, bias)));
+  weight.mul_(-1.5);  // in place, as load_state_dict does
+  const at::Tensor other_x = at::randn({4, 16}, on);
+  EXPECT_TRUE(at::allclose(compiled.run({other_x, weight, bias}).at(0), expected(other_x, weight, bias)))
+      << "the run did not read the weight where it is";
+  try {
+    compiled.run({x, weight.clone(), bias});
+    ADD_FAILURE() << "another tensor in a static input's place was accepted";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("input 1 ('weight.1') is static"));
+    EXPECT_THAT(error.what(), HasSubstr("compile again"));
+  }
+}
+
+TEST(StaticInputs, AWeightIsReadWhereItIsOnTheCpu) {
+  expect_weights_read_where_they_are(c10::kCPU);
+}
+
+TEST(StaticInputs, OnesThatDoNotExistOrAreWrittenAreRefused) {
+  const at::Tensor x = at::randn({4, 16});
+  const at::Tensor weight = at::randn({16, 8});
+  EXPECT_THAT(compile_error(saved("weights_as_inputs", kWeightsAsInputs), {x, weight, at::randn({8})},
+                            static_options(c10::kCPU, {3})),
+              HasSubstr("static input 3 does not exist; the model takes 3 inputs"));
+  EXPECT_THAT(compile_error(saved("writes_its_weight", kWritesItsWeight), {x, weight}, static_options(c10::kCPU, {1})),
+              HasSubstr("static input 1 ('weight.1') is written in place by the model"));
+}
+
+TEST(StaticInputs, OnTheGpuAWeightIsReadWhereItIsAndNotCopied) {
+  OPARA_REQUIRE_GPU();
+  const c10::Device cuda(c10::kCUDA, 0);
+  expect_weights_read_where_they_are(cuda);
+  // 1 GiB of weight and little else: a copy of it would show in what compiling allocates (which
+  // also holds a cuBLAS workspace per stream, 32 MiB each on Hopper).
+  const std::string path = saved("weights_as_inputs", kWeightsAsInputs);
+  const auto on = at::TensorOptions().device(cuda);
+  const at::Tensor x = at::randn({2, 16384}, on);
+  const at::Tensor weight = at::randn({16384, 16384}, on);
+  const at::Tensor bias = at::randn({16384}, on);
+  torch::cuda::synchronize();
+  const auto allocated = [] { return c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].current; };
+  const auto before = allocated();
+  const CompiledModel compiled = compile(path, {x, weight, bias}, static_options(cuda, {1, 2}));
+  torch::cuda::synchronize();
+  EXPECT_LT(allocated() - before, std::int64_t{512} << 20) << "compiling copied the weight";
+  EXPECT_TRUE(at::allclose(compiled.run({x, weight, bias}).at(0), expected(x, weight, bias), 1e-3, 1e-3));
+  // A static input must be where the model runs: it is read there, never moved.
+  EXPECT_THAT(compile_error(path, {x, weight.cpu(), bias}, static_options(cuda, {1})),
+              HasSubstr("static input 1 ('weight.1') is on cpu, the model runs on cuda:0"));
+}
+
+}  // namespace
+}  // namespace opara
