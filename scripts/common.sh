@@ -1,4 +1,5 @@
 # Shared settings for the opara scripts; sourced, never run.
+# shellcheck shell=bash disable=SC2034  # OPARA_ALL_MODELS and the like are read by the scripts that source this
 OPARA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OPARA_VENV="${OPARA_VENV:-$HOME/.cache/opara/venv}"
 OPARA_BUILD="${OPARA_BUILD:-$OPARA_ROOT/build}"
@@ -26,6 +27,14 @@ opara_build() {
 
 OPARA_ALL_MODELS=(googlenet inception_v3 resnet50 bert_base t5_small vit branchy chain inplace recurrent detect multihead_rnn)
 
+# What an export stamp records: the hash of the exporter, the model code and the pins of the
+# libraries that build the models.
+opara_export_hash() {
+  cat "$OPARA_ROOT/scripts/export_models.py" "$OPARA_ROOT"/scripts/opara_models/*.py \
+    <(grep -E '^(torch|torchvision|transformers|numpy)==' "$OPARA_ROOT/requirements.txt") |
+    sha256sum | cut -d' ' -f1
+}
+
 # Exports the models whose files are missing, or all of them when the exporter, the model code
 # or the pins of the libraries that build them changed since the last export (a stamp records their hash).
 #   opara_export_models [--batch B] [--dtype D] NAME...   (batch 1, float32 by default; another
@@ -42,9 +51,7 @@ opara_export_models() {
   local models=("$@") missing=() stamp="$OPARA_MODELS/.export-stamp" want suffix=""
   [ "$batch" = 1 ] || stamp+="-b$batch"
   [ "$dtype" = float32 ] || suffix="_$dtype"
-  want="$(cat "$OPARA_ROOT/scripts/export_models.py" "$OPARA_ROOT"/scripts/opara_models/*.py \
-    <(grep -E '^(torch|torchvision|transformers|numpy)==' "$OPARA_ROOT/requirements.txt") |
-    sha256sum | cut -d' ' -f1)"
+  want="$(opara_export_hash)"
   mkdir -p "$OPARA_MODELS"
   # Every dtype's files of this batch: they share the stamp.
   [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] || rm -f "$OPARA_MODELS"/*_b"$batch".*

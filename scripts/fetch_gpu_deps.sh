@@ -4,6 +4,7 @@
 # (with the shared libraries their CMake packages name) and the pinned transformers
 # wheel. The image has pytest, torchvision and transformers' own needs (see the device notes).
 set -euo pipefail
+# shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 out="$OPARA_ROOT/.gpu_deps"
 rm -rf "$out"  # two versions of one wheel would stop the install there
