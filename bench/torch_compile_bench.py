@@ -44,26 +44,59 @@ def timed(call, device):
     return result, (time.perf_counter() - started) * 1000
 
 
-def run_backend(name, model, inputs, device, args, reference):
-    torch._dynamo.reset()
+def compile_backend(name, model):
     if name == "eager":
-        runner = model
-    elif name == "inductor":
-        runner = torch.compile(model)
-    else:
-        # opara's defaults: on the CPU its tuner picks the schedule (eager's unless another is faster).
-        runner = torch.compile(model, backend="opara", options={"device": str(device)})
-    outputs, first_ms = timed(lambda: runner(*inputs), device)
-    for _ in range(args.warmup):
-        runner(*inputs)
-    samples = [timed(lambda: runner(*inputs), device)[1] for _ in range(args.iters)]
+        return model
+    if name == "inductor":
+        return torch.compile(model)
+    # opara's defaults: on the CPU its tuner picks the schedule (eager's unless another is faster).
+    return torch.compile(model, backend="opara", options={"device": str(next(model.parameters()).device)})
+
+
+def max_relative_difference(outputs, reference):
     worst = 0.0
-    if reference is not None:
-        for actual, expected in zip(flatten(outputs), reference):
-            scale = max(expected.abs().max().item(), 1e-12)
-            worst = max(worst, (actual.double() - expected.double()).abs().max().item() / scale)
-    return {"backend": name, "first_call_ms": first_ms, "median_ms": statistics.median(samples),
-            "max_rel_diff": worst}, flatten(outputs)
+    for actual, expected in zip(flatten(outputs), reference):
+        scale = max(expected.abs().max().item(), 1e-12)
+        worst = max(worst, (actual.double() - expected.double()).abs().max().item() / scale)
+    return worst
+
+
+def measure_model(model, inputs, device, backends, args):
+    """Compiles each backend (its first call timed), then times them in interleaved rounds, so that a
+    machine that changes speed during the run (a shared virtual machine does) slows every backend
+    alike; each ratio to eager is the median over rounds of the ratio within a round."""
+    torch._dynamo.reset()  # Dynamo keeps one cache entry per backend: each compiled model keeps its own
+    runners, results, reference = {}, {}, None
+    for name in backends:
+        try:
+            runner = compile_backend(name, model)
+            outputs, first_ms = timed(lambda: runner(*inputs), device)
+            for _ in range(args.warmup):
+                runner(*inputs)
+        except Exception as error:  # a backend that fails is a row saying so, not a lost run
+            results[name] = {"backend": name, "error": str(error).strip().splitlines()[0]}
+            continue
+        if name == "eager":
+            reference = flatten(outputs)
+        runners[name] = runner
+        results[name] = {"backend": name, "first_call_ms": first_ms, "samples": [], "round_medians": [],
+                         "max_rel_diff": max_relative_difference(outputs, reference)}
+    for _ in range(args.rounds):
+        for name, runner in runners.items():
+            samples = [timed(lambda: runner(*inputs), device)[1] for _ in range(args.iters)]
+            results[name]["samples"] += samples
+            results[name]["round_medians"].append(statistics.median(samples))
+    eager_rounds = results["eager"].get("round_medians") if "eager" in runners else None
+    for result in results.values():
+        if "samples" not in result:
+            continue
+        result["median_ms"] = statistics.median(result.pop("samples"))
+        rounds = result["round_medians"]
+        if eager_rounds:
+            result["speedup_vs_eager"] = statistics.median(e / r for e, r in zip(eager_rounds, rounds))
+    for result in results.values():
+        result.pop("round_medians", None)
+    return [results[name] for name in backends]
 
 
 def main():
@@ -72,7 +105,8 @@ def main():
                         choices=list(export_models.BUILDERS))
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated, of " + ", ".join(BACKENDS))
-    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--iters", type=int, default=10, help="timed runs per backend in each round (default 10)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
@@ -93,31 +127,22 @@ def main():
         model, specs, _ = export_models.BUILDERS[name](1)
         model = model.eval().to(device)
         inputs = [t.to(device) for t in export_models.make_inputs(specs, export_models.SEED)]
-        reference = None
-        eager_ms = None
-        for backend in ["eager"] + [b for b in backends if b != "eager"]:
-            try:
-                result, outputs = run_backend(backend, model, inputs, device, args, reference)
-            except Exception as error:  # a backend that fails is a row saying so, not a lost run
-                result = {"backend": backend, "error": str(error).strip().splitlines()[0]}
-                outputs = None
-            if backend == "eager":
-                reference, eager_ms = outputs, result.get("median_ms")
-                if "eager" not in backends:
-                    continue
+        measured = measure_model(model, inputs, device, ["eager"] + [b for b in backends if b != "eager"], args)
+        for result in measured:
+            if result["backend"] not in backends:
+                continue
             result["model"] = name
-            if "median_ms" in result and eager_ms:
-                result["speedup_vs_eager"] = eager_ms / result["median_ms"]
             results.append(result)
             if "error" in result:
-                print(f"{name:<14}{backend:<10} FAILED: {result['error']}")
+                print(f"{name:<14}{result['backend']:<10} FAILED: {result['error']}")
             else:
-                print(f"{name:<14}{backend:<10}{result['first_call_ms']:>14.0f}{result['median_ms']:>11.3f}"
-                      f"{result.get('speedup_vs_eager', 1.0):>9.2f}{result['max_rel_diff']:>14.2e}", flush=True)
+                print(f"{name:<14}{result['backend']:<10}{result['first_call_ms']:>14.0f}{result['median_ms']:>11.3f}"
+                      f"{result.get('speedup_vs_eager', float('nan')):>9.2f}{result['max_rel_diff']:>14.2e}",
+                      flush=True)
     if args.json:
         args.json.write_text(json.dumps({"device": str(device), "torch": torch.__version__, "threads":
-                                         torch.get_num_threads(), "iters": args.iters, "results": results},
-                                        indent=2) + "\n")
+                                         torch.get_num_threads(), "iters": args.iters, "rounds": args.rounds,
+                                         "results": results}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@
 #          (torch version and build, git commit, a hash of the C++ sources), and fetches
 #          .gpu_deps/ when it is missing; prints the sizes and the device call.
 #   there: scripts/gpu_check.sh cold [STEP...]            carry: .gpu_carry .gpu_deps
-#          STEP: tests headline profiles sanitizer pytest overflow trace half batch8 downstream
+#          STEP: tests headline compile profiles sanitizer pytest overflow trace half batch8 downstream
 #          (default: all of them, in that order). A carried build made with another torch or from
 #          other C++ sources than the tree that travelled is refused, and the call goes on as the
 #          full path (OPARA_GPU_FALLBACK=0: it stops instead).
@@ -28,16 +28,17 @@ export PYTHONUNBUFFERED=1
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 stage="${1:-all}"
 [ $# -eq 0 ] || shift
-cold_steps_all=(tests headline profiles sanitizer pytest overflow trace half batch8 downstream)
+cold_steps_all=(tests headline compile profiles sanitizer pytest overflow trace half batch8 downstream)
 # The full path's table: these models at batch 1 and 8, every mode.
 table_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy)
 # The headline table (issue 21; the cold path): these models at batch 1, every mode.
 read -ra headline_models <<<"${OPARA_GPU_MODELS:-googlenet inception_v3 bert_base t5_small branchy}"
 all_modes=eager,sequential,nimble,opara,opara-noreorder
 # What the GPU tests, the overflow runs and the half-precision runs read besides (NAME:DTYPE).
-read -ra extra_specs <<<"${OPARA_GPU_EXTRA_MODELS-resnet50 chain inplace recurrent detect multihead_rnn branchy:float16 branchy:bfloat16 googlenet:float16}"
-# The GoogleTest GPU tests: the suites named *Cuda and the GPU half of WrittenInputs.
-gpu_filter='*Cuda.*:WrittenInputs.OnTheGpu*'
+read -ra extra_specs <<<"${OPARA_GPU_EXTRA_MODELS-resnet50 vit chain inplace recurrent detect multihead_rnn branchy:float16 branchy:bfloat16 googlenet:float16}"
+# The GoogleTest GPU tests: the suites named *Cuda, the GPU halves of the others (OnTheGpu...) and
+# the shared pool's.
+gpu_filter='*Cuda.*:*.OnTheGpu*:SharedPool.*'
 
 usage() {
   echo "usage: $0 pack [--no-build] [--stale-ok]      (here, the CPU machine)" >&2
@@ -422,13 +423,29 @@ step_pytest() {  # hint ext
   if OPARA_LIBRARY="$2" OPARA_BENCH="$bench" \
     limited "$OPARA_PYTHON" -m pytest -q -p no:cacheprovider "$root/tests/python/test_python_package.py" \
     "$root/tests/python/test_bench_reports.py" "$root/tests/python/test_bench_profile.py" \
-    "$root/tests/python/test_bench_cli.py" \
+    "$root/tests/python/test_bench_cli.py" "$root/tests/python/test_dynamo_backend.py" \
     -k 'cuda or googlenet or cpu_by_name or on_the_gpu' >"$out/pytest.log" 2>&1; then
     note "pytest (Python GPU tests)" ok "$(tail -1 "$out/pytest.log")"
   else
     note "pytest (Python GPU tests)" FAILED "$(tail -1 "$out/pytest.log"); see pytest.log"
   fi
   tail -3 "$out/pytest.log"
+}
+
+# torch.compile (issue 23): eager, Inductor and backend="opara" on googlenet, inception_v3,
+# bert_base and branchy: first-call time and median latency (bench/torch_compile_bench.py). Inductor
+# compiles for a minute or more per model: this step goes after the headline.
+step_compile() {  # hint
+  in_time "torch.compile (eager, inductor, opara)" "$1" 120 || return 0
+  local args=(--device "$device" --json "$out/torch_compile.json")
+  [ "$dry_run" = 1 ] && args+=(--iters 2 --warmup 1 --models branchy --backends eager,opara)
+  if OPARA_LIBRARY="$2" limited "$OPARA_PYTHON" "$root/bench/torch_compile_bench.py" "${args[@]}" \
+    >"$out/torch_compile.txt" 2>&1; then
+    note "torch.compile (eager, inductor, opara)" ok
+  else
+    note "torch.compile (eager, inductor, opara)" FAILED "see torch_compile.txt"
+  fi
+  cat "$out/torch_compile.txt"
 }
 
 # The final table: every run's modes, then the checks (a line per step that did not pass) and the goals.
@@ -689,6 +706,7 @@ cold() {
   if has headline; then
     step_runs "cold headline" 1 "$all_modes" "" 0 "${headline_models[@]}"
   fi
+  if has compile; then step_compile "cold compile" "$carry/lib/libopara_ext.so"; fi
   if has profiles; then
     step_profiles "cold profiles" "${headline_models[@]}"
     # opara again, with the demands measured (the headline's come from the static estimate).
@@ -797,6 +815,7 @@ full() {
     step_profiles bench googlenet inception_v3 bert_base detect multihead_rnn
     # At batch 1 a profiled model's opara mode takes its demands from the profile.
     step_runs bench 1 "$all_modes" "" 2 "${table_models[@]}"
+    step_compile bench "$build/lib/libopara_ext.so"
     if in_time "exporting the models at batch 8" bench; then
       opara_export_models --batch 8 "${table_models[@]}"
       step_runs bench 8 "$all_modes" "" 0 "${table_models[@]}"

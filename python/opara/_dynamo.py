@@ -29,7 +29,8 @@ from ._library import load_library
 # handed over, opara compiles (one per graph and shape), graphs that run eagerly instead.
 counters: collections.Counter[str] = collections.Counter()
 
-# Keys the backend reads itself; every other key is an opara.compile option.
+# The values of "fallback", the one key the backend reads itself (every other is an opara.compile
+# option): what a graph opara cannot take does.
 _FALLBACKS = ("eager", "error")
 
 
@@ -143,11 +144,15 @@ class OparaGraph:
                     "torch.no_grad() or torch.inference_mode()")
         return None
 
+    def _static_positions(self, args: tuple[Any, ...] | list[Any]) -> list[int]:
+        """Where the static inputs are among the tensor arguments (what the compiled model takes)."""
+        tensor_positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        return [tensor_positions.index(i) for i in self.static if i in tensor_positions]
+
     def _compile(self, args: list[Any]) -> _Compiled | _EagerGraph:
         key = self._key(args)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        tensor_index = {i: k for k, i in enumerate(i for i, a in enumerate(args) if isinstance(a, torch.Tensor))}
-        static_positions = [tensor_index[i] for i in self.static if i in tensor_index]
+        static_positions = self._static_positions(args)
         try:
             reason = self._inference_only(args)
             if reason:
@@ -176,11 +181,8 @@ class OparaGraph:
     def __call__(self, *args: Any) -> Any:
         compiled = self.by_shape.get(self._key(args))
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if isinstance(compiled, _Compiled):
-            tensor_positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-            static_positions = [tensor_positions.index(i) for i in self.static if i in tensor_positions]
-            if not compiled.reads(tensors, static_positions):
-                compiled = None  # a weight was replaced or moved: compile again for the new one
+        if isinstance(compiled, _Compiled) and not compiled.reads(tensors, self._static_positions(args)):
+            compiled = None  # a weight was replaced or moved: compile again for the new one
         if compiled is None:
             compiled = self._compile(list(args))
         if isinstance(compiled, _EagerGraph):
