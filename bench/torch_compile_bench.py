@@ -109,6 +109,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--inductor-cache", action="store_true",
+                        help="let Inductor use its on-disk caches (default: off, so its first call compiles)")
     args = parser.parse_args()
     backends = args.backends.split(",")
     unknown = [b for b in backends if b not in BACKENDS]
@@ -118,6 +120,12 @@ def main():
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA GPU here")
     import opara  # noqa: F401  registers backend="opara"
+
+    if not args.inductor_cache:
+        # A first call that finds Inductor's on-disk caches from an earlier run is not a cold compile.
+        from torch._inductor import config as inductor_config
+
+        inductor_config.force_disable_caches = True
 
     torch.set_grad_enabled(False)
     results = []

@@ -107,6 +107,13 @@ void compile_cuda(CompiledModel::State& state, const ExamplesForARun& examples_f
     }
   };
   std::vector<Placement> placement;
+  if (options.memory == MemoryProtection::kSmallerPool &&
+      (options.memory_pool.first != 0 || options.memory_pool.second != 0)) {
+    throw Error(
+        fmt::format("{}: memory=smaller-pool keeps one of two captures and releases the other's pool, which "
+                    "a shared memory_pool cannot do; choose record-stream or keep-alive",
+                    graph.source_path));
+  }
   if (options.memory != MemoryProtection::kSmallerPool) {
     std::tie(state.cuda, placement) = capture(options.memory);
     state.stats.memory = options.memory;

@@ -73,7 +73,9 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
   // One pool and one set of streams for every graph: they replay in capture order, one after
   // another on the caller's stream, so a later graph may reuse what an earlier one freed, and the
   // caching allocator reuses a block only on the stream that allocated it.
-  const c10::MempoolId_t pool = at::cuda::graph_pool_handle();
+  const bool shared = options.memory_pool.first != 0 || options.memory_pool.second != 0;
+  const c10::MempoolId_t pool =
+      shared ? c10::MempoolId_t{options.memory_pool.first, options.memory_pool.second} : at::cuda::graph_pool_handle();
   const PlanOptions plan_options{options.streams, options.order, options.max_streams};
   std::vector<std::optional<Plan>> plans(segments_.size());
   int most_streams = 0;

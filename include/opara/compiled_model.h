@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "opara/costs.h"
@@ -83,6 +84,12 @@ struct Options {
   // error naming the input: compile again. They must already be on the model's device, and a
   // model that writes one in place is refused. By input index.
   std::vector<int> static_inputs;
+
+  // CUDA only: a graph memory pool (at::cuda::graph_pool_handle()) shared with other compiled
+  // models, so that each reuses what the others' captures freed; {0, 0}: a pool of the model's own.
+  // Models that share a pool must never run at the same time (a GraphSet serialises its buckets).
+  // Not with kSmallerPool, which releases one of its two captures' pools.
+  std::pair<unsigned long long, unsigned long long> memory_pool{0, 0};
 };
 
 struct CompiledStats {

@@ -10,13 +10,13 @@ or, through Dynamo (graph breaks, guards, one compiled graph per shape):
     compiled = torch.compile(model, backend="opara", options={"streams": "opara"})
 """
 
-from ._compile import CompiledModel, compile, plan
+from ._compile import CompiledModel, GraphSet, compile, plan
 from ._dynamo import OparaBackendError, opara_backend
 from ._dynamo import counters as dynamo_counters
 from ._dynamo import register as _register_backend
 from ._library import library_path, load_library
 
-__all__ = ["CompiledModel", "compile", "plan", "library_path", "load_library", "opara_backend", "OparaBackendError",
+__all__ = ["CompiledModel", "GraphSet", "compile", "plan", "library_path", "load_library", "opara_backend", "OparaBackendError",
            "dynamo_counters"]
 __version__ = "0.1.0"
 

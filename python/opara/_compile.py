@@ -70,6 +70,13 @@ def _export_module(module: torch.nn.Module, inputs: list[torch.Tensor], folder: 
     return path, "torchscript-trace", spec
 
 
+def _structured(outputs: list[torch.Tensor], out_spec: Any) -> Any:
+    """The flat outputs in the module's output structure, when it is known."""
+    if out_spec is not None and out_spec.num_leaves == len(outputs):
+        return pytree.tree_unflatten(outputs, out_spec)
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
 class CompiledModel:
     """A model compiled for one input signature (the example inputs' count, shapes, dtypes and
     device). Call it like the model; inputs of another signature raise an error naming the input."""
@@ -81,10 +88,7 @@ class CompiledModel:
         self.exported_with = exported_with
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
-        outputs = self._handle.run(_tensor_list(inputs, "input"))
-        if self._out_spec is not None and self._out_spec.num_leaves == len(outputs):
-            return pytree.tree_unflatten(outputs, self._out_spec)
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        return _structured(self._handle.run(_tensor_list(inputs, "input")), self._out_spec)
 
     @property
     def device(self) -> torch.device:
@@ -112,9 +116,18 @@ class CompiledModel:
 def compile(
     model: torch.nn.Module | str | os.PathLike,
     example_inputs: torch.Tensor | Sequence[torch.Tensor],
+    *,
+    batch_sizes: Sequence[int] | None = None,
+    batched_inputs: Sequence[int] | None = None,
+    share_pool: bool = True,
     **options: Any,
-) -> CompiledModel:
+) -> CompiledModel | GraphSet:
     """Compiles `model` for the signature of `example_inputs`.
+
+    With `batch_sizes` it returns a GraphSet: one compiled graph per batch size, for calls of any
+    number of rows (see GraphSet). `batched_inputs` names the inputs whose first dimension is the
+    batch (default: those whose first dimension equals the first input's); the others pass whole.
+    `share_pool` (CUDA): the buckets capture into one memory pool and run one at a time.
 
     `model` is an nn.Module (exported with torch.export, or traced with TorchScript when export
     fails, with a warning), a ScriptModule, or the path of a .pt / .pt2 file. The keyword options
@@ -159,6 +172,10 @@ def compile(
     load_library()
     inputs = _tensor_list(example_inputs, "example input")
     text = _options_text(options)
+    if batch_sizes is not None:
+        return _compile_graph_set(model, inputs, batch_sizes, batched_inputs, share_pool, text)
+    if batched_inputs is not None:
+        raise TypeError("opara.compile: batched_inputs is for a graph set: give batch_sizes too")
     if isinstance(model, (str, os.PathLike)):
         path = str(model)
         return CompiledModel(torch.classes.opara.Model(path, inputs, text), path, "file")
@@ -180,3 +197,73 @@ def plan(
     load_library()
     inputs = None if example_inputs is None else _tensor_list(example_inputs, "example input")
     return json.loads(torch.ops.opara.plan(str(Path(path)), inputs, _options_text(options)))
+
+
+class GraphSet:
+    """One compiled graph per batch size (opara.compile(..., batch_sizes=[...])). A call with n rows
+    runs on the smallest bucket of at least n rows, its batched inputs padded by repeating the last
+    row and the outputs cut back to n rows; more rows than the largest bucket run in pieces. Safe to
+    call from several threads at once. A request of the wrong rank, trailing shape or dtype raises
+    an error naming the input and the shape expected."""
+
+    def __init__(self, handle: Any, source: str, exported_with: str, out_spec: Any = None):
+        self._handle = handle
+        self._out_spec = out_spec
+        self.source = source
+        self.exported_with = exported_with
+
+    def __call__(self, *inputs: torch.Tensor) -> Any:
+        return _structured(self._handle.run(_tensor_list(inputs, "input")), self._out_spec)
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        return list(self._handle.batch_sizes())
+
+    def stats(self) -> dict[str, Any]:
+        """Calls, rows, padded rows, calls split in pieces, runs per bucket, the memory pool and
+        each bucket's stats (as CompiledModel.stats())."""
+        return json.loads(self._handle.stats())
+
+    def __repr__(self) -> str:
+        return f"opara.GraphSet({self.source!r}, batch_sizes={self.batch_sizes}, exported_with={self.exported_with!r})"
+
+
+def _with_rows(tensor: torch.Tensor, rows: int) -> torch.Tensor:
+    """The first `rows` rows, or every row and copies of the last (the graph set pads the same way)."""
+    if rows <= tensor.shape[0]:
+        return tensor[:rows]
+    return torch.cat([tensor, tensor[-1:].expand(rows - tensor.shape[0], *tensor.shape[1:])])
+
+
+def _compile_graph_set(model: Any, inputs: list[torch.Tensor], batch_sizes: Sequence[int],
+                       batched_inputs: Sequence[int] | None, share_pool: bool, text: dict[str, str]) -> GraphSet:
+    sizes = sorted({int(size) for size in batch_sizes})
+    if batched_inputs is None:
+        # The C++ library infers the same way; the exports per size need it first.
+        rows = inputs[0].shape[0] if inputs and inputs[0].dim() >= 1 else None
+        batched = [i for i, t in enumerate(inputs) if rows is not None and t.dim() >= 1 and t.shape[0] == rows]
+    else:
+        batched = sorted({int(i) for i in batched_inputs})
+    load_library()
+    if isinstance(model, (str, os.PathLike)):
+        handle = torch.classes.opara.GraphSet([str(model)], inputs, sizes, text, batched, share_pool)
+        return GraphSet(handle, str(model), "file")
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"opara.compile takes an nn.Module or a model file path, not a {type(model).__name__}")
+    # What the library would refuse, said before exporting at a size that cannot be.
+    if not sizes or sizes[0] < 1:
+        raise ValueError(f"opara.compile: batch_sizes={list(batch_sizes)}: give positive numbers of rows")
+    if not batched or any(not 0 <= i < len(inputs) for i in batched):
+        raise ValueError(f"opara.compile: batched inputs {batched} of {len(inputs)} inputs: name the inputs whose "
+                         "first dimension is the batch (batched_inputs=[...])")
+    with tempfile.TemporaryDirectory(prefix="opara-") as folder:
+        paths, out_spec, exported_with = [], None, None
+        for size in sizes:
+            # Exported at each size: torch.export and tracing record sizes (a view's shape) as constants.
+            at_size = [_with_rows(t, size) if i in batched else t for i, t in enumerate(inputs)]
+            subfolder = os.path.join(folder, f"b{size}")
+            os.mkdir(subfolder)
+            path, exported_with, out_spec = _export_module(model, at_size, subfolder)
+            paths.append(path)
+        handle = torch.classes.opara.GraphSet(paths, inputs, sizes, text, batched, share_pool)
+    return GraphSet(handle, type(model).__name__, exported_with, out_spec)

@@ -1,0 +1,89 @@
+#pragma once
+
+// A graph set: one compiled graph per batch size (bucket), for a service that receives requests of
+// many batch sizes (E2bird's graph per batch size, ../shared/papers/002_...).
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opara/compiled_model.h"
+#include "opara/export.h"
+#include "opara/graph.h"
+
+namespace opara {
+
+struct GraphSetOptions {
+  // The buckets: a compiled graph for each of these batch sizes (each at least 1; sorted, once each).
+  std::vector<std::int64_t> batch_sizes;
+  // The inputs whose first dimension is the batch. Unset: the inputs whose first dimension equals
+  // the first input's (declare them when another input's first dimension only happens to). The
+  // others are passed whole to every run.
+  std::optional<std::vector<int>> batched_inputs;
+  // CUDA: the buckets capture into one memory pool, each reusing what the others' captures freed,
+  // and their runs are serialised (one at a time, in stream order); false: a pool each, and runs
+  // of different buckets may overlap. Without effect with MemoryProtection::kSmallerPool (a pool each).
+  bool share_pool = true;
+};
+
+struct GraphSetStats {
+  std::vector<std::int64_t> batch_sizes;
+  std::vector<CompiledStats> buckets;    // by bucket
+  std::vector<std::size_t> bucket_runs;  // by bucket: runs, each a whole call or a piece of one
+  std::size_t calls = 0;                 // run() calls
+  std::size_t rows = 0;                  // rows asked for, all calls
+  std::size_t padded_rows = 0;           // rows of padding run, all calls
+  std::size_t split_calls = 0;           // calls of more rows than the largest bucket, run in pieces
+  bool shared_pool = false;              // CUDA: the buckets share one memory pool
+  std::size_t pool_bytes = 0;            // CUDA: what the buckets' captures took, all together
+};
+
+// What compile_graph_set() returns. run() is safe to call from several threads at once: each call
+// gets its own outputs. Calls that land on one bucket run one at a time (a CompiledModel does);
+// on the CPU different buckets run at the same time, on CUDA too unless they share a pool.
+class OPARA_API GraphSet {
+ public:
+  // Runs `inputs`: the batched inputs all have n >= 1 rows and otherwise the examples' shapes,
+  // dtypes and devices; the others are the examples' shapes. They run on the smallest bucket of
+  // at least n rows, padded by repeating the last row, and the outputs are cut back to n rows;
+  // more rows than the largest bucket run in pieces of it (the last on the smallest bucket that
+  // fits) and the pieces' outputs are joined. A wrong rank, trailing shape, dtype or device is an
+  // opara::Error naming the input and the shape expected.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+
+  [[nodiscard]] const std::vector<std::int64_t>& batch_sizes() const;
+  [[nodiscard]] const std::vector<int>& batched_inputs() const;
+  [[nodiscard]] GraphSetStats stats() const;
+  [[nodiscard]] const CompiledModel& bucket(std::size_t index) const;
+
+  struct State;
+  explicit GraphSet(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// The model's graph made at a batch size: the same graph for every size when the model's
+// operators do not fix the batch (load(path)), one traced or exported at that size otherwise.
+using GraphForBatch = std::function<Graph(std::int64_t batch_size)>;
+
+// Compiles a graph for each batch size, on examples cut or padded (the last row repeated) to it,
+// with `options` (on CUDA the buckets share one memory pool unless set_options.share_pool is
+// false). Checks at compile time that the set gives what the model gives: every output must be
+// batched (its first dimension the bucket's batch size), and the largest bucket is run twice with
+// the same first row and different other rows: a model whose outputs mix rows (batch statistics, a
+// sum over the batch) changes the first row's outputs, and is refused, since padding would change
+// valid rows' results. Errors name the batch size, the input or output, and what to do.
+OPARA_API GraphSet compile_graph_set(const GraphForBatch& graph_for, const std::vector<at::Tensor>& example_inputs,
+                                     const GraphSetOptions& set_options, const Options& options = {});
+// One model file for every batch size.
+OPARA_API GraphSet compile_graph_set(const std::string& path, const std::vector<at::Tensor>& example_inputs,
+                                     const GraphSetOptions& set_options, const Options& options = {});
+
+}  // namespace opara
