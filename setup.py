@@ -59,6 +59,8 @@ setup(
     package_dir={"": "python"},
     python_requires=">=3.10",
     install_requires=["torch==2.11.0"],
+    # pip install ".[serve]": Ray Serve for examples/serve_ray.py.
+    extras_require={"serve": ["ray[serve]==2.60.0"]},
     ext_modules=[CMakeLibraries()],
     cmdclass={"build_ext": BuildWithCMake},
     zip_safe=False,

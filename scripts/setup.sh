@@ -2,7 +2,8 @@
 # Installs everything opara needs on a fresh Debian machine; idempotent, so a second run is quick.
 #   - Debian packages for the C++ build (apt-get, only those missing)
 #   - a Python virtual environment outside the work tree ($OPARA_VENV, default
-#     ~/.cache/opara/venv) with the pinned requirements.txt (torch 2.11.0 brings LibTorch)
+#     ~/.cache/opara/venv) with the pinned requirements.txt (torch 2.11.0 brings LibTorch), and
+#     the serving extra requirements-serve.txt (Ray Serve) unless OPARA_SERVE=0
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -43,5 +44,14 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" >"$stamp"
 else
   say "Python requirements present in $OPARA_VENV"
+fi
+# The serving extra (Ray Serve: examples/serve_ray.py and its test), with the pins as constraints so
+# that nothing pinned moves; its own stamp. OPARA_SERVE=0 leaves it out (its test then skips).
+serve_stamp="$OPARA_VENV/.opara-requirements-serve"
+serve_want="$(cat "$OPARA_ROOT/requirements.txt" "$OPARA_ROOT/requirements-serve.txt" | sha256sum | cut -d' ' -f1)"
+if [ "${OPARA_SERVE:-1}" != 0 ] && [ "$(cat "$serve_stamp" 2>/dev/null)" != "$serve_want" ]; then
+  say "installing the serving extra (Ray Serve, about 110 MiB)"
+  "$OPARA_PYTHON" -m pip install -q -c "$OPARA_ROOT/requirements.txt" -r "$OPARA_ROOT/requirements-serve.txt"
+  echo "$serve_want" >"$serve_stamp"
 fi
 say "torch $("$OPARA_PYTHON" -c 'import torch; print(torch.__version__)')"

@@ -27,6 +27,8 @@ class GraphSetHolder : public torch::CustomClassHolder {
 
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const { return set_.run(inputs); }
 
+  std::int64_t check(const std::vector<at::Tensor>& inputs) const { return set_.check(inputs); }
+
   std::vector<std::int64_t> batch_sizes() const { return set_.batch_sizes(); }
 
   // GraphSetStats as JSON text, each bucket's CompiledStats under "buckets".
@@ -95,6 +97,7 @@ TORCH_LIBRARY_FRAGMENT(opara, m) {
                torch::arg("share_pool") = true,
            })
       .def("run", &GraphSetHolder::run, "Runs a call of any number of rows on the smallest bucket that fits")
+      .def("check", &GraphSetHolder::check, "Checks a call's inputs as run() does, without running; returns its rows")
       .def("batch_sizes", &GraphSetHolder::batch_sizes, "The buckets' batch sizes, ascending")
       .def("stats", &GraphSetHolder::stats, "Calls, rows, padding, pieces, pools and each bucket's stats, as JSON");
 }

@@ -187,6 +187,10 @@ std::vector<at::Tensor> GraphSet::run(const std::vector<at::Tensor>& inputs) con
   return joined;
 }
 
+std::int64_t GraphSet::check(const std::vector<at::Tensor>& inputs) const {
+  return state_->check(inputs);
+}
+
 const std::vector<std::int64_t>& GraphSet::batch_sizes() const {
   return state_->batch_sizes;
 }

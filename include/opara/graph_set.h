@@ -56,6 +56,9 @@ class OPARA_API GraphSet {
   // fits) and the pieces' outputs are joined. A wrong rank, trailing shape, dtype or device is an
   // opara::Error naming the input and the shape expected.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+  // What run() checks first, alone: a service refuses a bad request with this message before it
+  // joins others in a batch. Returns the request's rows.
+  std::int64_t check(const std::vector<at::Tensor>& inputs) const;
 
   [[nodiscard]] const std::vector<std::int64_t>& batch_sizes() const;
   [[nodiscard]] const std::vector<int>& batched_inputs() const;

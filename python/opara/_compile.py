@@ -215,6 +215,11 @@ class GraphSet:
     def __call__(self, *inputs: torch.Tensor) -> Any:
         return _structured(self._handle.run(_tensor_list(inputs, "input")), self._out_spec)
 
+    def check(self, *inputs: torch.Tensor) -> int:
+        """Checks a call's inputs as a call does, without running it: a service refuses a bad
+        request with this message before the request joins others in a batch. Returns its rows."""
+        return int(self._handle.check(_tensor_list(inputs, "input")))
+
     @property
     def batch_sizes(self) -> list[int]:
         return list(self._handle.batch_sizes())

@@ -55,3 +55,7 @@ def no_tf32():
     torch.backends.cuda.matmul.allow_tf32 = False
     yield
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "serve: needs the optional Ray Serve extra (requirements-serve.txt)")

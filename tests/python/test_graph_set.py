@@ -91,6 +91,9 @@ def test_bad_requests_name_the_input_and_the_set_keeps_serving(rowwise_set):
         graph_set(torch.randn(2, 3, 8, 8, dtype=torch.float64), temperature)
     with pytest.raises(RuntimeError, match=r"input 1 \('temperature'\) has shape \[2\]; the graph set takes \[1\]"):
         graph_set(torch.randn(2, 3, 8, 8), torch.tensor([1.0, 2.0]))
+    with pytest.raises(RuntimeError, match=r"has shape \[3, 8, 8\]; the graph set takes \[\*, 3, 8, 8\]"):
+        graph_set.check(torch.randn(3, 8, 8), temperature)  # the same check, nothing run
+    assert graph_set.check(torch.randn(5, 3, 8, 8), temperature) == 5
     expect_like(model, graph_set, torch.randn(3, 3, 8, 8), temperature)
 
 
