@@ -116,9 +116,16 @@ def main():
             print(f"{name:<11}{concurrency:>8}{result['requests_per_s']:>9.1f}{result['rows_per_s']:>9.1f}"
                   f"{result['p50_ms']:>9.2f}{result['p99_ms']:>9.2f}", flush=True)
     print("graph set:", json.dumps({k: v for k, v in graph_set.stats().items() if k != "buckets"}))
+    pools = {}
+    if device.type == "cuda":
+        # What sharing one memory pool saves: the same set compiled with a pool per bucket.
+        apart = opara.compile(model, [example], batch_sizes=sizes, device=str(device), share_pool=False)
+        pools = {"shared_pool_bytes": graph_set.stats()["pool_bytes"], "separate_pool_bytes": apart.stats()["pool_bytes"]}
+        print(f"memory pools: one shared {pools['shared_pool_bytes'] / 2**20:.1f} MiB, "
+              f"a pool per bucket {pools['separate_pool_bytes'] / 2**20:.1f} MiB")
     if args.json:
         args.json.write_text(json.dumps({"model": args.model, "device": str(device), "batch_sizes": sizes,
-                                         "results": results}, indent=2) + "\n")
+                                         "results": results, **pools}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@
 #          (torch version and build, git commit, a hash of the C++ sources), and fetches
 #          .gpu_deps/ when it is missing; prints the sizes and the device call.
 #   there: scripts/gpu_check.sh cold [STEP...]            carry: .gpu_carry .gpu_deps
-#          STEP: tests headline compile profiles sanitizer pytest overflow trace half batch8 downstream
+#          STEP: tests headline compile serve profiles sanitizer pytest overflow trace half batch8 downstream
 #          (default: all of them, in that order). A carried build made with another torch or from
 #          other C++ sources than the tree that travelled is refused, and the call goes on as the
 #          full path (OPARA_GPU_FALLBACK=0: it stops instead).
@@ -28,7 +28,7 @@ export PYTHONUNBUFFERED=1
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 stage="${1:-all}"
 [ $# -eq 0 ] || shift
-cold_steps_all=(tests headline compile profiles sanitizer pytest overflow trace half batch8 downstream)
+cold_steps_all=(tests headline compile serve profiles sanitizer pytest overflow trace half batch8 downstream)
 # The full path's table: these models at batch 1 and 8, every mode.
 table_models=(googlenet inception_v3 resnet50 bert_base t5_small branchy)
 # The headline table (issue 21; the cold path): these models at batch 1, every mode.
@@ -424,6 +424,7 @@ step_pytest() {  # hint ext
     limited "$OPARA_PYTHON" -m pytest -q -p no:cacheprovider "$root/tests/python/test_python_package.py" \
     "$root/tests/python/test_bench_reports.py" "$root/tests/python/test_bench_profile.py" \
     "$root/tests/python/test_bench_cli.py" "$root/tests/python/test_dynamo_backend.py" \
+    "$root/tests/python/test_graph_set.py" \
     -k 'cuda or googlenet or cpu_by_name or on_the_gpu' >"$out/pytest.log" 2>&1; then
     note "pytest (Python GPU tests)" ok "$(tail -1 "$out/pytest.log")"
   else
@@ -446,6 +447,20 @@ step_compile() {  # hint
     note "torch.compile (eager, inductor, opara)" FAILED "see torch_compile.txt"
   fi
   cat "$out/torch_compile.txt"
+}
+
+# Serving (issue 24): eager, one compiled graph and a graph set under concurrent callers on
+# googlenet, and the set's memory pool shared against a pool per bucket (bench/serve_load.py).
+step_serve() {  # hint ext
+  in_time "serving load (graph set)" "$1" 90 || return 0
+  local args=(--model googlenet --device "$device" --json "$out/serve_load.json")
+  [ "$dry_run" = 1 ] && args=(--model branchy --device "$device" --requests 20 --concurrency 2 --json "$out/serve_load.json")
+  if OPARA_LIBRARY="$2" limited "$OPARA_PYTHON" "$root/bench/serve_load.py" "${args[@]}" >"$out/serve_load.txt" 2>&1; then
+    note "serving load (graph set)" ok
+  else
+    note "serving load (graph set)" FAILED "see serve_load.txt"
+  fi
+  cat "$out/serve_load.txt"
 }
 
 # The final table: every run's modes, then the checks (a line per step that did not pass) and the goals.
@@ -707,6 +722,7 @@ cold() {
     step_runs "cold headline" 1 "$all_modes" "" 0 "${headline_models[@]}"
   fi
   if has compile; then step_compile "cold compile" "$carry/lib/libopara_ext.so"; fi
+  if has serve; then step_serve "cold serve" "$carry/lib/libopara_ext.so"; fi
   if has profiles; then
     step_profiles "cold profiles" "${headline_models[@]}"
     # opara again, with the demands measured (the headline's come from the static estimate).
@@ -816,6 +832,7 @@ full() {
     # At batch 1 a profiled model's opara mode takes its demands from the profile.
     step_runs bench 1 "$all_modes" "" 2 "${table_models[@]}"
     step_compile bench "$build/lib/libopara_ext.so"
+    step_serve bench "$build/lib/libopara_ext.so"
     if in_time "exporting the models at batch 8" bench; then
       opara_export_models --batch 8 "${table_models[@]}"
       step_runs bench 8 "$all_modes" "" 0 "${table_models[@]}"
