@@ -86,7 +86,8 @@ pack() {
   # The sources must not be newer than the binaries (with --no-build nothing rebuilt them).
   local newer
   newer="$(cd "$OPARA_ROOT" && find CMakeLists.txt cmake csrc include bench tests/CMakeLists.txt tests/cpp -type f \
-    -newer "$build/bin/opara_tests" | head -5)"
+    \( -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' -o -name '*.txt' \
+    -o -name '*.cmake' -o -name '*.in' \) -newer "$build/bin/opara_tests" | head -5)"
   if [ -n "$newer" ] && [ "$stale_ok" = 0 ]; then
     die "sources changed since $build/bin/opara_tests was built (${newer//$'\n'/, }): build first, or pack with --stale-ok"
   fi
