@@ -335,23 +335,37 @@ GraphSet compile_graph_set(const GraphForBatch& graph_for, const std::vector<at:
     }
   }
 
-  // Rows must not mix: the largest bucket's first row, run beside two different sets of other rows.
+  // Rows must not mix: the first example row, run on the smallest bucket (alone when it holds one
+  // row) and on the largest beside copies of itself and beside other rows, gives one result.
   const std::int64_t largest = state->batch_sizes.back();
   if (largest >= 2) {
-    const std::vector<at::Tensor> copies = with_rows(with_rows(example_inputs, state->batched, 1), state->batched,
-                                                     largest);  // every row the first example's
-    std::vector<at::Tensor> others = copies;
-    for (int index : state->batched_inputs) others[index] = other_rows(copies[index]);
-    std::vector<at::Tensor> alone = state->buckets.back().run(copies);
-    for (at::Tensor& output : alone) output = output.clone();  // outputs may be views the next run overwrites
-    const std::vector<at::Tensor> beside = state->buckets.back().run(others);
-    for (std::size_t k = 0; k < alone.size(); ++k) {
-      if (!first_rows_agree(alone[k], beside[k])) {
+    const std::vector<at::Tensor> first_row = with_rows(example_inputs, state->batched, 1);
+    const auto run_first = [&](std::size_t bucket, bool other_rows_beside) {
+      std::vector<at::Tensor> inputs = with_rows(first_row, state->batched, state->batch_sizes[bucket]);
+      if (other_rows_beside) {
+        for (int index : state->batched_inputs) inputs[index] = other_rows(inputs[index]);
+      }
+      std::vector<at::Tensor> outputs = state->buckets[bucket].run(inputs);
+      for (at::Tensor& output : outputs) output = output.clone();  // views the next run would overwrite
+      return outputs;
+    };
+    const std::size_t last = state->batch_sizes.size() - 1;
+    const std::vector<at::Tensor> smallest = run_first(0, false);
+    const std::vector<at::Tensor> copies = run_first(last, false);
+    const std::vector<at::Tensor> others = run_first(last, true);
+    for (std::size_t k = 0; k < copies.size(); ++k) {
+      if (!first_rows_agree(copies[k], others[k])) {
         throw Error(
             fmt::format("{}: the outputs mix rows: output {}'s first row changed when only the other rows "
                         "did, so padding would change real results. A graph set needs rows that are "
                         "independent (eval mode, no statistics or sums over the batch)",
                         state->source, k));
+      }
+      if (last > 0 && !first_rows_agree(smallest[k], copies[k])) {
+        throw Error(
+            fmt::format("{}: output {}'s first row differs between batch sizes {} and {}: the model "
+                        "depends on the batch size, so padding would change real results",
+                        state->source, k, state->batch_sizes.front(), largest));
       }
     }
   }

@@ -38,6 +38,12 @@ def forward(self, x):
     return x - x.mean(0, keepdim=True)
 )";
 
+// Each row divided by the number of rows: right for each size alone, wrong once padded.
+constexpr const char* kDividesByTheBatch = R"(
+def forward(self, x):
+    return x / x.size(0)
+)";
+
 // One output summed over the batch: not batched.
 constexpr const char* kBatchTotal = R"(
 def forward(self, x):
@@ -82,7 +88,8 @@ void expect_like_the_model(const GraphSet& set, const std::string& path, const a
   ASSERT_EQ(outputs.size(), expected.size());
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     EXPECT_EQ(outputs[k].sizes(), expected[k].sizes()) << x.size(0) << " rows, output " << k;
-    EXPECT_TRUE(at::allclose(outputs[k], expected[k], 1e-5, 1e-6)) << x.size(0) << " rows, output " << k;
+    // Padded, a bucket multiplies more rows than eager: BLAS may block it otherwise, in the last bits.
+    EXPECT_TRUE(at::allclose(outputs[k], expected[k], 1e-4, 1e-5)) << x.size(0) << " rows, output " << k;
   }
 }
 
@@ -130,6 +137,8 @@ TEST(GraphSet, BadRequestsNameTheInputAndTheShapeExpected) {
 TEST(GraphSet, ModelsThatMixRowsOrReturnBatchTotalsAreRefused) {
   EXPECT_THAT(compile_error(saved("mixes_rows", kMixesRows), {at::randn({2, 8})}, buckets({1, 4})),
               HasSubstr("the outputs mix rows: output 0's first row changed"));
+  EXPECT_THAT(compile_error(saved("divides_by_the_batch", kDividesByTheBatch), {at::randn({2, 8})}, buckets({1, 4})),
+              HasSubstr("output 0's first row differs between batch sizes 1 and 4"));
   EXPECT_THAT(compile_error(saved("batch_total", kBatchTotal), {at::randn({2, 8})}, buckets({1, 4})),
               HasSubstr("at batch size 1: output 1 has shape [] for 1 rows: it is not batched"));
   GraphSetOptions none = buckets({});
@@ -160,7 +169,7 @@ TEST(GraphSet, ThreadsCallingOneSetEachGetTheirOwnAnswers) {
         const at::Tensor x = at::full({rows, 16}, 0.01 * (t * kCalls + call)) + at::arange(16).to(at::kFloat) * 1e-3;
         const at::Tensor expected = at::tanh(at::matmul(x, scale)) * at::sigmoid(x).sum(1, true);
         const std::vector<at::Tensor> outputs = set.run({x, scale});
-        if (!at::allclose(outputs.at(0), expected, 1e-5, 1e-6)) ++wrong;
+        if (!at::allclose(outputs.at(0), expected, 1e-4, 1e-5)) ++wrong;
         ++done;
       }
     });
