@@ -84,7 +84,10 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
     plans[k] = make_plan(segments_[k].graph, plan_options, segment_costs(segments_[k], costs));
     most_streams = std::max(most_streams, plans[k]->stream_count);
   }
-  const auto graph_streams = std::make_shared<StreamLease>(device_.index(), static_cast<std::size_t>(most_streams) + 1);
+  // With a pool shared with other models (a GraphSet's buckets), their streams too.
+  const std::size_t stream_count = static_cast<std::size_t>(most_streams) + 1;
+  const auto graph_streams = shared ? lease_for_pool(device_.index(), options.memory_pool, stream_count)
+                                    : std::make_shared<StreamLease>(device_.index(), stream_count);
   for (std::size_t k = 0; k < segments_.size(); ++k) {
     const Segment& segment = segments_[k];
     std::vector<c10::IValue> inputs;

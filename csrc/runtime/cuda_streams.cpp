@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -68,6 +69,19 @@ void CudaEvent::block(const c10::cuda::CUDAStream& stream) const {
 
 void CudaEvent::synchronize() const {
   C10_CUDA_CHECK(cudaEventSynchronize(event_));
+}
+
+std::shared_ptr<StreamLease> lease_for_pool(c10::DeviceIndex device,
+                                            std::pair<unsigned long long, unsigned long long> pool, std::size_t count) {
+  static std::mutex mutex;
+  static std::map<std::pair<unsigned long long, unsigned long long>, std::weak_ptr<StreamLease>> leases;
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = leases.begin(); it != leases.end();) it = it->second.expired() ? leases.erase(it) : std::next(it);
+  std::weak_ptr<StreamLease>& slot = leases[pool];
+  if (auto lease = slot.lock(); lease && lease->size() >= count) return lease;
+  auto lease = std::make_shared<StreamLease>(device, count);
+  slot = lease;
+  return lease;
 }
 
 std::size_t warm_idle_streams(c10::DeviceIndex device, std::size_t count) {

@@ -4,6 +4,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "opara/export.h"
@@ -53,6 +55,14 @@ class CudaEvent {
  private:
   cudaEvent_t event_ = nullptr;
 };
+
+// The streams of the models that capture into one shared memory pool (a GraphSet's buckets): the
+// caching allocator reuses a block one capture freed only on the stream that allocated it, so the
+// models share their streams too. The lease of `pool` when it has at least `count` streams, else a
+// new, larger one that later models of the pool share. Models of one pool never run at once (their
+// pool forbids it), so sharing the streams' cuBLAS workspaces is safe.
+std::shared_ptr<StreamLease> lease_for_pool(c10::DeviceIndex device,
+                                            std::pair<unsigned long long, unsigned long long> pool, std::size_t count);
 
 // Makes `count` of the idle streams the next leases get (creating any missing) carry a cuBLAS
 // and cuBLASLt workspace, by one small matrix product each, and returns them idle. A workspace is

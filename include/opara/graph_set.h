@@ -26,9 +26,10 @@ struct GraphSetOptions {
   // the first input's (declare them when another input's first dimension only happens to). The
   // others are passed whole to every run.
   std::optional<std::vector<int>> batched_inputs;
-  // CUDA: the buckets capture into one memory pool, each reusing what the others' captures freed,
-  // and their runs are serialised (one at a time, in stream order); false: a pool each, and runs
-  // of different buckets may overlap. Without effect with MemoryProtection::kSmallerPool (a pool each).
+  // CUDA: the buckets capture into one memory pool on shared streams, each reusing what the
+  // others' captures freed, and their runs are serialised (one at a time, in stream order); false:
+  // a pool each, and runs of different buckets may overlap. Without effect with
+  // MemoryProtection::kSmallerPool (a pool each).
   bool share_pool = true;
 };
 

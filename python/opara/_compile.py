@@ -77,9 +77,8 @@ def _structured(outputs: list[torch.Tensor], out_spec: Any) -> Any:
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-class CompiledModel:
-    """A model compiled for one input signature (the example inputs' count, shapes, dtypes and
-    device). Call it like the model; inputs of another signature raise an error naming the input."""
+class _Runs:
+    """An extension handle called like the model: flat tensors in, the model's output structure out."""
 
     def __init__(self, handle: Any, source: str, exported_with: str, out_spec: Any = None):
         self._handle = handle
@@ -89,6 +88,11 @@ class CompiledModel:
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
         return _structured(self._handle.run(_tensor_list(inputs, "input")), self._out_spec)
+
+
+class CompiledModel(_Runs):
+    """A model compiled for one input signature (the example inputs' count, shapes, dtypes and
+    device). Call it like the model; inputs of another signature raise an error naming the input."""
 
     @property
     def device(self) -> torch.device:
@@ -199,21 +203,12 @@ def plan(
     return json.loads(torch.ops.opara.plan(str(Path(path)), inputs, _options_text(options)))
 
 
-class GraphSet:
+class GraphSet(_Runs):
     """One compiled graph per batch size (opara.compile(..., batch_sizes=[...])). A call with n rows
     runs on the smallest bucket of at least n rows, its batched inputs padded by repeating the last
     row and the outputs cut back to n rows; more rows than the largest bucket run in pieces. Safe to
     call from several threads at once. A request of the wrong rank, trailing shape or dtype raises
     an error naming the input and the shape expected."""
-
-    def __init__(self, handle: Any, source: str, exported_with: str, out_spec: Any = None):
-        self._handle = handle
-        self._out_spec = out_spec
-        self.source = source
-        self.exported_with = exported_with
-
-    def __call__(self, *inputs: torch.Tensor) -> Any:
-        return _structured(self._handle.run(_tensor_list(inputs, "input")), self._out_spec)
 
     def check(self, *inputs: torch.Tensor) -> int:
         """Checks a call's inputs as a call does, without running it: a service refuses a bad

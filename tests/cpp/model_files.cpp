@@ -1,5 +1,7 @@
 #include "model_files.h"
 
+#include <torch/csrc/jit/api/module.h>
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -47,6 +49,14 @@ std::string scratch_path(const std::string& file_name) {
   const auto folder = std::filesystem::temp_directory_path() / "opara_tests";
   std::filesystem::create_directories(folder);
   return (folder / file_name).string();
+}
+
+std::string saved_module(const std::string& name, const char* source) {
+  const std::string path = scratch_path(name + ".pt");
+  torch::jit::Module module(name);
+  module.define(source);
+  module.save(path);
+  return path;
 }
 
 }  // namespace opara::testing

@@ -36,6 +36,9 @@ std::string fixture_path(const std::string& file_name);
 // A scratch folder for files a test writes.
 std::string scratch_path(const std::string& file_name);
 
+// A TorchScript module of one forward() written in `source`, saved as <scratch>/<name>.pt.
+std::string saved_module(const std::string& name, const char* source);
+
 }  // namespace opara::testing
 
 // Skips the test when no CUDA GPU is visible: the GPU tests run for real only where one is.

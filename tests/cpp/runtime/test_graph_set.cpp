@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/jit/api/module.h>
 
 #include <atomic>
 #include <string>
@@ -50,14 +49,6 @@ def forward(self, x):
     return torch.relu(x), x.sum()
 )";
 
-std::string saved(const std::string& name, const char* source) {
-  const std::string path = testing::scratch_path(name + ".pt");
-  torch::jit::Module module(name);
-  module.define(source);
-  module.save(path);
-  return path;
-}
-
 Options cpu_options() {
   Options options;
   options.device = c10::kCPU;
@@ -94,7 +85,7 @@ void expect_like_the_model(const GraphSet& set, const std::string& path, const a
 }
 
 TEST(GraphSet, EveryBatchSizeGivesTheModelsOutputs) {
-  const std::string path = saved("rowwise", kRowwise);
+  const std::string path = testing::saved_module("rowwise", kRowwise);
   const at::Tensor scale = at::randn({16, 16});
   const GraphSet set = compile_graph_set(path, {at::randn({3, 16}), scale}, buckets({8, 2, 4, 2}), cpu_options());
   EXPECT_EQ(set.batch_sizes(), (std::vector<std::int64_t>{2, 4, 8}));
@@ -111,7 +102,7 @@ TEST(GraphSet, EveryBatchSizeGivesTheModelsOutputs) {
 }
 
 TEST(GraphSet, BadRequestsNameTheInputAndTheShapeExpected) {
-  const std::string path = saved("rowwise", kRowwise);
+  const std::string path = testing::saved_module("rowwise", kRowwise);
   const at::Tensor scale = at::randn({16, 16});
   const GraphSet set = compile_graph_set(path, {at::randn({2, 16}), scale}, buckets({2, 4}), cpu_options());
   const auto error_of = [&](const std::vector<at::Tensor>& inputs) -> std::string {
@@ -135,25 +126,29 @@ TEST(GraphSet, BadRequestsNameTheInputAndTheShapeExpected) {
 }
 
 TEST(GraphSet, ModelsThatMixRowsOrReturnBatchTotalsAreRefused) {
-  EXPECT_THAT(compile_error(saved("mixes_rows", kMixesRows), {at::randn({2, 8})}, buckets({1, 4})),
+  EXPECT_THAT(compile_error(testing::saved_module("mixes_rows", kMixesRows), {at::randn({2, 8})}, buckets({1, 4})),
               HasSubstr("the outputs mix rows: output 0's first row changed"));
-  EXPECT_THAT(compile_error(saved("divides_by_the_batch", kDividesByTheBatch), {at::randn({2, 8})}, buckets({1, 4})),
+  EXPECT_THAT(compile_error(testing::saved_module("divides_by_the_batch", kDividesByTheBatch), {at::randn({2, 8})},
+                            buckets({1, 4})),
               HasSubstr("output 0's first row differs between batch sizes 1 and 4"));
-  EXPECT_THAT(compile_error(saved("batch_total", kBatchTotal), {at::randn({2, 8})}, buckets({1, 4})),
+  EXPECT_THAT(compile_error(testing::saved_module("batch_total", kBatchTotal), {at::randn({2, 8})}, buckets({1, 4})),
               HasSubstr("at batch size 1: output 1 has shape [] for 1 rows: it is not batched"));
   GraphSetOptions none = buckets({});
-  EXPECT_THAT(compile_error(saved("rowwise", kRowwise), {at::randn({2, 16}), at::randn({16, 16})}, none),
-              HasSubstr("needs at least one batch size"));
+  EXPECT_THAT(
+      compile_error(testing::saved_module("rowwise", kRowwise), {at::randn({2, 16}), at::randn({16, 16})}, none),
+      HasSubstr("needs at least one batch size"));
   GraphSetOptions wrong = buckets({2});
   wrong.batched_inputs = std::vector<int>{5};
-  EXPECT_THAT(compile_error(saved("rowwise", kRowwise), {at::randn({2, 16}), at::randn({16, 16})}, wrong),
-              HasSubstr("batched input 5 does not exist"));
-  EXPECT_THAT(compile_error(saved("rowwise", kRowwise), {at::randn({2, 16}), at::randn({16, 16})}, buckets({0, 2})),
+  EXPECT_THAT(
+      compile_error(testing::saved_module("rowwise", kRowwise), {at::randn({2, 16}), at::randn({16, 16})}, wrong),
+      HasSubstr("batched input 5 does not exist"));
+  EXPECT_THAT(compile_error(testing::saved_module("rowwise", kRowwise), {at::randn({2, 16}), at::randn({16, 16})},
+                            buckets({0, 2})),
               HasSubstr("batch size 0 is not a positive number of rows"));
 }
 
 TEST(GraphSet, ThreadsCallingOneSetEachGetTheirOwnAnswers) {
-  const std::string path = saved("rowwise", kRowwise);
+  const std::string path = testing::saved_module("rowwise", kRowwise);
   const at::Tensor scale = at::randn({16, 16});
   const GraphSet set = compile_graph_set(path, {at::randn({2, 16}), scale}, buckets({1, 2, 4, 8}), cpu_options());
   constexpr int kThreads = 6;
@@ -182,7 +177,7 @@ TEST(GraphSet, ThreadsCallingOneSetEachGetTheirOwnAnswers) {
 
 TEST(GraphSet, OnTheGpuTheBucketsShareAPoolAndGiveTheModelsOutputs) {
   OPARA_REQUIRE_GPU();
-  const std::string path = saved("rowwise", kRowwise);
+  const std::string path = testing::saved_module("rowwise", kRowwise);
   const at::Tensor scale = at::randn({256, 256}).cuda();
   Options options;
   options.device = c10::Device(c10::kCUDA, 0);

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/jit/api/module.h>
 
 #include <string>
 
@@ -28,10 +27,7 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 TEST(SharedPool, TheGraphAfterAHostStepReusesTheBlocksOfTheGraphBefore) {
   OPARA_REQUIRE_GPU();
-  const std::string path = testing::scratch_path("two_big_graphs.pt");
-  torch::jit::Module module("TwoBigGraphs");
-  module.define(kTwoBigGraphs);
-  module.save(path);
+  const std::string path = testing::saved_module("TwoBigGraphs", kTwoBigGraphs);
   const at::Tensor x = at::rand({16, 1024});  // 64 KiB; repeated, 16 MiB
   Options options;
   options.device = c10::Device(c10::kCUDA, 0);

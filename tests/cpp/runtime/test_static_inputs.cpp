@@ -8,7 +8,6 @@
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <torch/csrc/jit/api/module.h>
 #include <torch/cuda.h>
 
 #include <string>
@@ -33,14 +32,6 @@ def forward(self, x, weight):
     return torch.mm(x, weight)
 )";
 
-std::string saved(const std::string& name, const char* source) {
-  const std::string path = testing::scratch_path(name + ".pt");
-  torch::jit::Module module(name);
-  module.define(source);
-  module.save(path);
-  return path;
-}
-
 at::Tensor expected(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   return at::relu(at::addmm(bias, x, weight)) + at::sigmoid(at::mm(x, weight));
 }
@@ -63,7 +54,7 @@ Options static_options(c10::Device device, std::vector<int> static_inputs) {
 }
 
 void expect_weights_read_where_they_are(c10::Device device) {
-  const std::string path = saved("weights_as_inputs", kWeightsAsInputs);
+  const std::string path = testing::saved_module("weights_as_inputs", kWeightsAsInputs);
   const auto on = at::TensorOptions().device(device);
   const at::Tensor x = at::randn({4, 16}, on);
   const at::Tensor weight = at::randn({16, 8}, on);
@@ -90,10 +81,11 @@ TEST(StaticInputs, AWeightIsReadWhereItIsOnTheCpu) {
 TEST(StaticInputs, OnesThatDoNotExistOrAreWrittenAreRefused) {
   const at::Tensor x = at::randn({4, 16});
   const at::Tensor weight = at::randn({16, 8});
-  EXPECT_THAT(compile_error(saved("weights_as_inputs", kWeightsAsInputs), {x, weight, at::randn({8})},
+  EXPECT_THAT(compile_error(testing::saved_module("weights_as_inputs", kWeightsAsInputs), {x, weight, at::randn({8})},
                             static_options(c10::kCPU, {3})),
               HasSubstr("static input 3 does not exist; the model takes 3 inputs"));
-  EXPECT_THAT(compile_error(saved("writes_its_weight", kWritesItsWeight), {x, weight}, static_options(c10::kCPU, {1})),
+  EXPECT_THAT(compile_error(testing::saved_module("writes_its_weight", kWritesItsWeight), {x, weight},
+                            static_options(c10::kCPU, {1})),
               HasSubstr("static input 1 ('weight.1') is written in place by the model"));
 }
 
@@ -103,7 +95,7 @@ TEST(StaticInputs, OnTheGpuAWeightIsReadWhereItIsAndNotCopied) {
   expect_weights_read_where_they_are(cuda);
   // 1 GiB of weight and little else: a copy of it would show in what compiling allocates (which
   // also holds a cuBLAS workspace per stream, 32 MiB each on Hopper).
-  const std::string path = saved("weights_as_inputs", kWeightsAsInputs);
+  const std::string path = testing::saved_module("weights_as_inputs", kWeightsAsInputs);
   const auto on = at::TensorOptions().device(cuda);
   const at::Tensor x = at::randn({2, 16384}, on);
   const at::Tensor weight = at::randn({16384, 16384}, on);
