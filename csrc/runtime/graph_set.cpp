@@ -80,6 +80,7 @@ struct GraphSet::State {
   std::vector<c10::Device> devices;
   c10::Device device = c10::kCPU;
   bool shared_pool = false;
+  bool view_outputs = false;  // Options::Outputs::kView: a run's outputs are its static buffers
   // With a shared pool: one bucket run at a time, each on its stream after the last one's work.
   std::mutex shared_run;
   std::optional<CudaEvent> last_run;
@@ -167,7 +168,11 @@ std::vector<at::Tensor> GraphSet::run(const std::vector<at::Tensor>& inputs) con
       piece.push_back(state.batched[i] ? with_rows(inputs[i].narrow(0, start, count), size) : inputs[i]);
     }
     std::vector<at::Tensor> outputs = state.run_bucket(bucket, piece);
-    for (at::Tensor& output : outputs) output = output.narrow(0, 0, count);
+    for (at::Tensor& output : outputs) {
+      output = output.narrow(0, 0, count);
+      // The next piece may run on the same bucket and overwrite the buffers these view.
+      if (state.view_outputs && rows > largest) output = output.clone();
+    }
     pieces.push_back(std::move(outputs));
   }
   {
@@ -295,6 +300,7 @@ GraphSet compile_graph_set(const GraphForBatch& graph_for, const std::vector<at:
     }
   }
   state->device = options.device ? *options.device : example_inputs[state->batched_inputs[0]].device();
+  state->view_outputs = options.outputs == Options::Outputs::kView;
   Options bucket_options = options;
   state->shared_pool =
       set_options.share_pool && state->device.is_cuda() && options.memory != MemoryProtection::kSmallerPool;

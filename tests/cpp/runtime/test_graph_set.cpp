@@ -101,6 +101,25 @@ TEST(GraphSet, EveryBatchSizeGivesTheModelsOutputs) {
   EXPECT_FALSE(stats.shared_pool);
 }
 
+// On CUDA with outputs that are views of a bucket's static buffers (on the CPU every run's outputs
+// are its own), a call run in pieces on one bucket still returns each piece's own rows: the next
+// piece's replay overwrites the buffers.
+TEST(GraphSet, OnTheGpuPiecesOfOneCallKeepTheirRowsWithViewOutputs) {
+  OPARA_REQUIRE_GPU();
+  const std::string path = testing::saved_module("rowwise", kRowwise);
+  const at::Tensor scale = at::randn({16, 16});
+  Options options;
+  options.device = c10::Device(c10::kCUDA, 0);
+  options.outputs = Options::Outputs::kView;
+  const GraphSet set = compile_graph_set(path, {at::randn({2, 16}).cuda(), scale.cuda()}, buckets({2, 4}), options);
+  const at::Tensor x = at::randn({12, 16});  // three pieces on the bucket of 4
+  const std::vector<at::Tensor> outputs = set.run({x.cuda(), scale.cuda()});
+  const std::vector<at::Tensor> expected = torchscript_forward(path, {x, scale});
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    EXPECT_TRUE(at::allclose(outputs[k].cpu(), expected[k], 1e-4, 1e-5)) << "output " << k;
+  }
+}
+
 TEST(GraphSet, BadRequestsNameTheInputAndTheShapeExpected) {
   const std::string path = testing::saved_module("rowwise", kRowwise);
   const at::Tensor scale = at::randn({16, 16});
