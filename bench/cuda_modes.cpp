@@ -108,8 +108,9 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
     if (mode == "eager") continue;
     most_streams = std::max(most_streams, make_plan(model.graph, plan_of(mode)).stream_count);
   }
+  // Under smaller-pool both captures, each with its host-step stream, are alive at once.
   const std::size_t captures = request.memory == MemoryProtection::kSmallerPool ? 2 : 1;
-  const std::size_t warmed = captures * (static_cast<std::size_t>(most_streams) + 1) + 1;
+  const std::size_t warmed = captures * (static_cast<std::size_t>(most_streams) + 2);
   const std::size_t workspace_bytes = warm_idle_streams(device.index(), warmed);
   std::vector<ModeResult> results;
   for (const std::string& mode : modes) {

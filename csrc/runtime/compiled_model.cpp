@@ -36,6 +36,9 @@ struct CompiledModel::State {
   CompiledStats stats;
   Plan plan;
   std::unique_ptr<CpuParallelExecutor> cpu;
+  // Options::memory_pool: the pool kept alive for this model's captures, retries included (before
+  // `cuda`, so that it is released after the graphs).
+  std::optional<PoolReference> shared_pool;
   std::unique_ptr<CudaModel> cuda;
   mutable std::mutex mutex;  // one run at a time: runs share the static buffers
 };
@@ -80,6 +83,9 @@ void compile_cuda(CompiledModel::State& state, const ExamplesForARun& examples_f
   const Graph& graph = state.graph;
   const Options& options = state.options;
   const c10::DeviceIndex index = state.device.index();
+  if (options.memory_pool.first != 0 || options.memory_pool.second != 0) {
+    state.shared_pool.emplace(index, options.memory_pool);
+  }
   const std::size_t before = allocated_bytes(index);
   c10::cuda::CUDACachingAllocator::resetPeakStats(index);
   // Comm+SD's estimate runs the GPU side on as many streams as the whole graph's plan opens.
@@ -218,6 +224,10 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   }
   for (int index : options.static_inputs) {
     if (index < 0 || static_cast<std::size_t>(index) >= examples.size()) continue;  // the signature names it
+    // A tensor of our own over the example's memory: the caller may swap the memory under its
+    // tensor (`param.data = other`), and the graphs must not read a freed block (run() then refuses
+    // the swapped tensor: another storage).
+    examples[index] = examples[index].alias();
     const std::string& name = graph.value(graph.inputs()[index]).name;
     if (example_inputs[index].device() != state->device) {
       throw Error(

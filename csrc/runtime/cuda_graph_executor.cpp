@@ -290,7 +290,13 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
                                     : at::cuda::graph_pool_handle();
   {
     c10::cuda::CUDAStreamGuard origin_guard(streams[origin]);
-    capture->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
+    try {
+      capture->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
+    } catch (...) {
+      capture->release_generators();  // capture_begin put them in capture mode before it failed
+      streams.discard();
+      throw;
+    }
     ActionRun run;
     bool ending = false;
     std::optional<CudaBackend> backend;

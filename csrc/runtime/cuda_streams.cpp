@@ -1,6 +1,7 @@
 #include "cuda_streams.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/CachingHostAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -71,6 +72,25 @@ void CudaEvent::synchronize() const {
   C10_CUDA_CHECK(cudaEventSynchronize(event_));
 }
 
+PoolReference::PoolReference(c10::DeviceIndex device, std::pair<unsigned long long, unsigned long long> pool)
+    : device_(device), pool_{pool.first, pool.second} {
+  c10::cuda::CUDACachingAllocator::createOrIncrefPool(device_, pool_);
+  // The host allocator has no incref of its own: beginning and ending an allocation to the pool,
+  // with a filter that takes no stream, leaves one reference.
+  at::HostAllocator* host = at::getHostAllocator(at::kCUDA);
+  host->begin_allocate_to_pool(pool_, [](c10::Stream) { return false; });
+  host->end_allocate_to_pool(pool_);
+}
+
+PoolReference::~PoolReference() {
+  try {
+    c10::cuda::CUDACachingAllocator::releasePool(device_, pool_);
+    at::getHostAllocator(at::kCUDA)->release_pool(pool_);
+  } catch (const std::exception& error) {
+    TORCH_WARN("opara: releasing a shared graph memory pool failed: ", error.what());
+  }
+}
+
 std::shared_ptr<StreamLease> lease_for_pool(c10::DeviceIndex device,
                                             std::pair<unsigned long long, unsigned long long> pool, std::size_t count) {
   static std::mutex mutex;
@@ -78,7 +98,8 @@ std::shared_ptr<StreamLease> lease_for_pool(c10::DeviceIndex device,
   const std::lock_guard<std::mutex> lock(mutex);
   for (auto it = leases.begin(); it != leases.end();) it = it->second.expired() ? leases.erase(it) : std::next(it);
   std::weak_ptr<StreamLease>& slot = leases[pool];
-  if (auto lease = slot.lock(); lease && lease->size() >= count) return lease;
+  // A lease a failed capture discarded is never lent again.
+  if (auto lease = slot.lock(); lease && lease->size() >= count && !lease->discarded()) return lease;
   auto lease = std::make_shared<StreamLease>(device, count);
   slot = lease;
   return lease;

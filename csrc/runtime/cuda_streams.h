@@ -29,6 +29,7 @@ class OPARA_API StreamLease {
   [[nodiscard]] std::size_t size() const { return streams_.size(); }
   // After a failed capture a stream may still be in a capture sequence: destroy, never reuse.
   void discard() { discarded_ = true; }
+  [[nodiscard]] bool discarded() const { return discarded_; }
 
  private:
   c10::DeviceIndex device_;
@@ -54,6 +55,23 @@ class CudaEvent {
 
  private:
   cudaEvent_t event_ = nullptr;
+};
+
+// A reference to a graph memory pool, held while it lives, in the caching allocator and in the
+// pinned host allocator alike: a pool id from at::cuda::graph_pool_handle() holds none, and a
+// pool whose count fell to 0 (a failed capture released it) cannot be captured into again (the
+// allocators assert). Models that share a pool hold one each, so a retry after a failed capture
+// and the next model find the pool alive.
+class PoolReference {
+ public:
+  PoolReference(c10::DeviceIndex device, std::pair<unsigned long long, unsigned long long> pool);
+  ~PoolReference();
+  PoolReference(const PoolReference&) = delete;
+  PoolReference& operator=(const PoolReference&) = delete;
+
+ private:
+  c10::DeviceIndex device_;
+  c10::MempoolId_t pool_;
 };
 
 // The streams of the models that capture into one shared memory pool (a GraphSet's buckets): the

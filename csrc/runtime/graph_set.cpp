@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,6 +13,7 @@
 #include "cuda_streams.h"
 #include "opara/error.h"
 #include "opara/load.h"
+#include "opara/plan.h"
 
 namespace opara {
 namespace {
@@ -80,7 +82,7 @@ struct GraphSet::State {
   std::vector<c10::Device> devices;
   c10::Device device = c10::kCPU;
   bool shared_pool = false;
-  bool view_outputs = false;  // Options::Outputs::kView: a run's outputs are its static buffers
+  std::shared_ptr<StreamLease> streams;  // with a shared pool: the buckets' capture streams
   // With a shared pool: one bucket run at a time, each on its stream after the last one's work.
   std::mutex shared_run;
   std::optional<CudaEvent> last_run;
@@ -100,6 +102,7 @@ std::vector<at::Tensor> GraphSet::State::run_bucket(std::size_t bucket, const st
   std::vector<at::Tensor> outputs;
   if (shared_pool) {
     const std::lock_guard<std::mutex> lock(shared_run);
+    const c10::cuda::CUDAGuard device_guard(device);  // the event is made and recorded on the set's device
     const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device.index());
     if (last_run) last_run->block(stream);
     outputs = buckets[bucket].run(inputs);
@@ -168,11 +171,7 @@ std::vector<at::Tensor> GraphSet::run(const std::vector<at::Tensor>& inputs) con
       piece.push_back(state.batched[i] ? with_rows(inputs[i].narrow(0, start, count), size) : inputs[i]);
     }
     std::vector<at::Tensor> outputs = state.run_bucket(bucket, piece);
-    for (at::Tensor& output : outputs) {
-      output = output.narrow(0, 0, count);
-      // The next piece may run on the same bucket and overwrite the buffers these view.
-      if (state.view_outputs && rows > largest) output = output.clone();
-    }
+    for (at::Tensor& output : outputs) output = output.narrow(0, 0, count);
     pieces.push_back(std::move(outputs));
   }
   {
@@ -300,13 +299,32 @@ GraphSet compile_graph_set(const GraphForBatch& graph_for, const std::vector<at:
     }
   }
   state->device = options.device ? *options.device : example_inputs[state->batched_inputs[0]].device();
-  state->view_outputs = options.outputs == Options::Outputs::kView;
+  if (options.outputs == Options::Outputs::kView) {
+    // Views of one bucket's buffers would be overwritten by the next call on any bucket (shared
+    // pools reuse each other's memory), from any thread, before a caller could read them.
+    throw Error(
+        fmt::format("{}: a graph set returns outputs of the caller's own; Options::outputs = view is "
+                    "not for graph sets",
+                    state->source));
+  }
   Options bucket_options = options;
   state->shared_pool =
       set_options.share_pool && state->device.is_cuda() && options.memory != MemoryProtection::kSmallerPool;
+  std::vector<Graph> graphs;
+  for (std::int64_t size : state->batch_sizes)
+    graphs.push_back(size == state->batch_sizes.front() ? first : graph_for(size));
   if (state->shared_pool) {
     const c10::MempoolId_t pool = at::cuda::graph_pool_handle();
     bucket_options.memory_pool = {pool.first, pool.second};
+    // Streams for the bucket that needs the most, leased before any compiles, so that every bucket
+    // captures on the same ones (a smaller lease would make the larger bucket lease streams apart).
+    int most_streams = 0;
+    for (const Graph& graph : graphs) {
+      most_streams =
+          std::max(most_streams, make_plan(graph, {options.streams, options.order, options.max_streams}).stream_count);
+    }
+    state->streams =
+        lease_for_pool(state->device.index(), bucket_options.memory_pool, static_cast<std::size_t>(most_streams) + 1);
   }
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
     state->shapes.push_back(example_inputs[i].sizes().vec());
@@ -314,14 +332,14 @@ GraphSet compile_graph_set(const GraphForBatch& graph_for, const std::vector<at:
     state->devices.push_back(example_inputs[i].device());
   }
 
-  for (std::int64_t size : state->batch_sizes) {
+  for (std::size_t bucket = 0; bucket < state->batch_sizes.size(); ++bucket) {
+    const std::int64_t size = state->batch_sizes[bucket];
     const std::vector<at::Tensor> examples = with_rows(example_inputs, state->batched, size);
     const auto at_size = [&](const std::exception& error) {
       return Error(fmt::format("{}: at batch size {}: {}", state->source, size, error.what()));
     };
     try {
-      state->buckets.push_back(
-          compile(size == state->batch_sizes.front() ? first : graph_for(size), examples, bucket_options));
+      state->buckets.push_back(compile(graphs[bucket], examples, bucket_options));
       const std::vector<at::Tensor> outputs = state->buckets.back().run(examples);
       for (std::size_t k = 0; k < outputs.size(); ++k) {
         if (outputs[k].dim() == 0 || outputs[k].size(0) != size) {

@@ -64,6 +64,8 @@ class OPARA_API GraphSet {
   [[nodiscard]] const std::vector<std::int64_t>& batch_sizes() const;
   [[nodiscard]] const std::vector<int>& batched_inputs() const;
   [[nodiscard]] GraphSetStats stats() const;
+  // A bucket's compiled model, for its stats and plan: running it directly bypasses the set's
+  // serialisation of buckets that share a pool.
   [[nodiscard]] const CompiledModel& bucket(std::size_t index) const;
 
   struct State;
@@ -79,7 +81,7 @@ using GraphForBatch = std::function<Graph(std::int64_t batch_size)>;
 
 // Compiles a graph for each batch size, on examples cut or padded (the last row repeated) to it,
 // with `options` (on CUDA the buckets share one memory pool unless set_options.share_pool is
-// false). Checks at compile time that the set gives what the model gives: every output must be
+// false; Options::outputs = view is refused: the set's outputs are the caller's own). Checks at compile time that the set gives what the model gives: every output must be
 // batched (its first dimension the bucket's batch size), and the first example row must give one
 // result alone on the smallest bucket (unpadded when it holds one row) and on the largest beside
 // copies of itself and beside other rows: a model whose outputs mix rows (batch statistics, a sum

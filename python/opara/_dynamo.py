@@ -96,11 +96,13 @@ class _Compiled:
     def __init__(self, handle: Any, out_spec: Any, static: list[torch.Tensor]):
         self.handle = handle
         self.out_spec = out_spec
-        self.static = static
+        # Where each static input's memory was: a parameter object may be given new memory
+        # (`param.data = ...`, module.to(...)), and then it is another input.
+        self.static = [(t.data_ptr(), t.stride()) for t in static]
 
     def reads(self, tensors: list[torch.Tensor], static_positions: list[int]) -> bool:
-        return all(tensors[p] is s or (tensors[p].data_ptr() == s.data_ptr() and tensors[p].stride() == s.stride())
-                   for p, s in zip(static_positions, self.static))
+        return all((tensors[p].data_ptr(), tensors[p].stride()) == where
+                   for p, where in zip(static_positions, self.static))
 
 
 class _EagerGraph:

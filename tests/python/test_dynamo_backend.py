@@ -165,6 +165,9 @@ def test_weights_are_read_where_they_are():
         model.layers[1].weight = torch.nn.Parameter(torch.randn(8, 8))  # replaced: compiled again for it
         assert torch.equal(compiled(x), model(x))
         assert opara.dynamo_counters["compiles"] == 2
+        model.layers[1].weight.data = torch.randn(8, 8)  # the same object, new memory: compiled again
+        assert torch.equal(compiled(x), model(x))
+        assert opara.dynamo_counters["compiles"] == 3
 
 
 class Cond(torch.nn.Module):

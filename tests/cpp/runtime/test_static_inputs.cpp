@@ -78,6 +78,23 @@ TEST(StaticInputs, AWeightIsReadWhereItIsOnTheCpu) {
   expect_weights_read_where_they_are(c10::kCPU);
 }
 
+// `param.data = other` gives the caller's tensor new memory: the compiled model kept the memory it
+// compiled against alive, and refuses the tensor now (another storage) rather than read a freed block.
+TEST(StaticInputs, ATensorGivenNewMemoryIsAnotherTensor) {
+  const std::string path = testing::saved_module("weights_as_inputs", kWeightsAsInputs);
+  const at::Tensor x = at::randn({4, 16});
+  at::Tensor weight = at::randn({16, 8});
+  const at::Tensor bias = at::randn({8});
+  const CompiledModel compiled = compile(path, {x, weight, bias}, static_options(c10::kCPU, {1, 2}));
+  weight.set_(at::randn({16, 8}));
+  try {
+    compiled.run({x, weight, bias});
+    ADD_FAILURE() << "a static input given new memory was accepted";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("is static"));
+  }
+}
+
 TEST(StaticInputs, OnesThatDoNotExistOrAreWrittenAreRefused) {
   const at::Tensor x = at::randn({4, 16});
   const at::Tensor weight = at::randn({16, 8});
