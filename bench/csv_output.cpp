@@ -10,7 +10,7 @@
 #include <system_error>
 
 #include "opara/error.h"
-#include "runtime/text_file.h"
+#include "support/text_file.h"
 
 namespace opara::bench {
 namespace {

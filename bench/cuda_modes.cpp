@@ -11,13 +11,13 @@
 #include <functional>
 #include <memory>
 
+#include "exec/eager_executor.h"
+#include "exec/outputs.h"
 #include "modes.h"
-#include "opara/eager_executor.h"
 #include "opara/error.h"
-#include "opara/outputs.h"
 #include "progress.h"
-#include "runtime/cuda_streams.h"
-#include "runtime/percentile.h"
+#include "runtime/cuda/cuda_streams.h"
+#include "support/percentile.h"
 
 namespace opara::bench {
 namespace {

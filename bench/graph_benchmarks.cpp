@@ -12,11 +12,9 @@
 #include <functional>
 #include <map>
 
-#include "opara/costs.h"
-#include "opara/graph_analysis.h"
+#include "graph/graph_analysis.h"
 #include "opara/load.h"
 #include "opara/plan.h"
-#include "opara/schedule.h"
 #include "schedule/kernel_dag.h"
 #include "schedule/stages.h"
 #include "synthetic_graphs.h"

@@ -7,12 +7,12 @@
 #include <memory>
 
 #include "csv_output.h"
+#include "graph/graph_analysis.h"
 #include "json_output.h"
 #include "model_flags.h"
 #include "model_loading.h"
 #include "opara/error.h"
-#include "opara/graph_analysis.h"
-#include "runtime/text_file.h"
+#include "support/text_file.h"
 
 namespace opara::bench {
 namespace {

@@ -1,6 +1,6 @@
 #include "json_output.h"
 
-#include "runtime/text_file.h"
+#include "support/text_file.h"
 
 namespace opara::bench {
 

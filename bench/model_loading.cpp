@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "opara/error.h"
-#include "opara/reference_forward.h"
+#include "tools/reference_forward.h"
 
 namespace opara::bench {
 

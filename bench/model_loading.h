@@ -8,7 +8,7 @@
 
 #include "opara/graph.h"
 #include "opara/load.h"
-#include "opara/model_inputs.h"
+#include "tools/model_inputs.h"
 
 namespace opara::bench {
 

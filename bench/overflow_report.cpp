@@ -7,12 +7,12 @@
 #include <optional>
 #include <sstream>
 
+#include "compile/overflow_choice.h"
 #include "opara/error.h"
 #include "opara/placement.h"
 #include "opara/profile.h"
-#include "runtime/cpu_steps.h"
-#include "runtime/overflow_choice.h"
-#include "runtime/segments.h"
+#include "overflow/cpu_steps.h"
+#include "overflow/segments.h"
 
 namespace opara::bench {
 namespace {

@@ -8,15 +8,15 @@
 #include <nlohmann/json.hpp>
 
 #include "csv_output.h"
+#include "graph/graph_analysis.h"
 #include "json_output.h"
 #include "model_flags.h"
 #include "model_loading.h"
 #include "number_checks.h"
 #include "opara/error.h"
-#include "opara/graph_analysis.h"
 #include "overflow_report.h"
 #include "planning.h"
-#include "runtime/text_file.h"
+#include "support/text_file.h"
 #include "svg_render.h"
 
 namespace opara::bench {

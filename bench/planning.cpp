@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "opara/model_inputs.h"
-#include "runtime/percentile.h"
+#include "support/percentile.h"
+#include "tools/model_inputs.h"
 
 namespace opara::bench {
 

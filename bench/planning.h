@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "model_loading.h"
-#include "opara/model_costs.h"
+#include "opara/model_profiler.h"
 #include "opara/plan.h"
 
 namespace opara::bench {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "opara/error.h"
-#include "runtime/text_file.h"
+#include "support/text_file.h"
 
 extern char** environ;
 

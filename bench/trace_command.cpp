@@ -12,20 +12,20 @@
 #include <optional>
 
 #include "csv_output.h"
+#include "exec/eager_executor.h"
+#include "graph/graph_analysis.h"
 #include "json_output.h"
 #include "model_flags.h"
 #include "model_loading.h"
 #include "modes.h"
 #include "number_checks.h"
 #include "opara/compiled_model.h"
-#include "opara/cpu_parallel_executor.h"
-#include "opara/cupti_profiler.h"
-#include "opara/eager_executor.h"
 #include "opara/error.h"
-#include "opara/graph_analysis.h"
-#include "opara/model_costs.h"
+#include "opara/model_profiler.h"
 #include "planning.h"
+#include "profiler/cupti_profiler.h"
 #include "progress.h"
+#include "runtime/cpu/cpu_parallel_executor.h"
 
 namespace opara::bench {
 namespace {

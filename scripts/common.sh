@@ -19,7 +19,7 @@ opara_build() {
     say "configuring CMake in $OPARA_BUILD"
     cmake -S "$OPARA_ROOT" -B "$OPARA_BUILD" -G Ninja \
       -DCMAKE_BUILD_TYPE="${OPARA_BUILD_TYPE:-Release}" \
-      -DOPARA_PYTHON="$OPARA_PYTHON" >&2
+      -DOPARA_PYTHON="$OPARA_PYTHON" -DOPARA_WERROR=ON >&2
   fi
   say "building (ninja, $(nproc) jobs)"
   cmake --build "$OPARA_BUILD" -j "$(nproc)" ${1:+--target "$@"} >&2

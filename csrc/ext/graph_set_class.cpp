@@ -6,11 +6,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "ext/stats_dict.h"
+#include "ext/text_options.h"
 #include "opara/error.h"
 #include "opara/graph_set.h"
 #include "opara/load.h"
-#include "stats_dict.h"
-#include "text_options.h"
 
 namespace opara::ext {
 namespace {

@@ -3,13 +3,13 @@
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
-#include "../runtime/text_file.h"
+#include "ext/stats_dict.h"
+#include "ext/text_options.h"
 #include "opara/compiled_model.h"
 #include "opara/error.h"
 #include "opara/load.h"
 #include "opara/plan.h"
-#include "stats_dict.h"
-#include "text_options.h"
+#include "support/text_file.h"
 
 namespace opara::ext {
 namespace {

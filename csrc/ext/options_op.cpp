@@ -3,7 +3,7 @@
 // option at once, naming it.
 #include <torch/library.h>
 
-#include "text_options.h"
+#include "ext/text_options.h"
 
 namespace opara::ext {
 namespace {

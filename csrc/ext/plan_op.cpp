@@ -1,10 +1,10 @@
 // torch.ops.opara.plan: a model's schedule as JSON, without compiling it.
 #include <torch/library.h>
 
+#include "ext/text_options.h"
 #include "opara/load.h"
-#include "opara/model_costs.h"
+#include "opara/model_profiler.h"
 #include "opara/plan.h"
-#include "text_options.h"
 
 namespace opara::ext {
 namespace {

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "opara/options_text.h"
+#include "opara/options.h"
 
 namespace opara::ext {
 

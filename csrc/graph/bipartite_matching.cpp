@@ -1,6 +1,6 @@
 // Hopcroft-Karp: breadth-first layering from the free left vertices, then vertex-disjoint
 // shortest augmenting paths by depth-first search, until no augmenting path remains.
-#include "bipartite_matching.h"
+#include "graph/bipartite_matching.h"
 
 #include <limits>
 #include <queue>

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "opara/graph_analysis.h"
+#include "graph/graph_analysis.h"
 
 namespace opara {
 

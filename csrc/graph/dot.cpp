@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "dot_text.h"
-#include "opara/graph_analysis.h"
+#include "graph/dot_text.h"
+#include "graph/graph_analysis.h"
 
 namespace opara {
 

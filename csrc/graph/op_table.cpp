@@ -1,4 +1,4 @@
-#include "op_table.h"
+#include "graph/op_table.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "reachability.h"
+#include "graph/reachability.h"
 
 namespace opara {
 

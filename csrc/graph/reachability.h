@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "opara/export.h"
 #include "opara/graph.h"
 
 namespace opara {
@@ -11,7 +10,7 @@ namespace opara {
 // Exported for the tests and later stages (plan validation). Which nodes each node reaches through one or more edges,
 // as one bitset per node. Quadratic in memory (n^2 / 8 bytes: 1 MB for 3,000 nodes), which every model we target fits
 // comfortably.
-class OPARA_API Reachability {
+class Reachability {
  public:
   explicit Reachability(const Graph& graph);
 

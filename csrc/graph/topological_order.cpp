@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <random>
 
-#include "opara/graph_analysis.h"
+#include "graph/graph_analysis.h"
 
 namespace opara {
 namespace {

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <unordered_map>
 
-#include "dag_reduction.h"
-#include "opara/graph_analysis.h"
+#include "graph/dag_reduction.h"
+#include "graph/graph_analysis.h"
 
 namespace opara {
 

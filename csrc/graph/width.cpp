@@ -4,9 +4,9 @@
 //
 //   a -> b -> d        reachability: a->b, a->c, a->d, b->d, c->d
 //   a -> c -> d        matching {a-b, b-d} covers with chains {a,b,d} and {c}: width 2 ({b, c})
-#include "bipartite_matching.h"
-#include "opara/graph_analysis.h"
-#include "reachability.h"
+#include "graph/bipartite_matching.h"
+#include "graph/graph_analysis.h"
+#include "graph/reachability.h"
 
 namespace opara {
 

@@ -1,7 +1,7 @@
-#include "written_aliases.h"
+#include "graph/written_aliases.h"
 
-#include "alias_classes.h"
-#include "opara/graph_analysis.h"
+#include "graph/alias_classes.h"
+#include "graph/graph_analysis.h"
 
 namespace opara {
 

@@ -1,11 +1,12 @@
-#include "archive.h"
+#include "import/archive.h"
 
 #include <caffe2/serialize/read_adapter_interface.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "import_errors.h"
+#include "exec/first_line.h"
+#include "import/import_errors.h"
 
 namespace opara {
 namespace {

@@ -1,4 +1,4 @@
-#include "container_ops.h"
+#include "import/container_ops.h"
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>

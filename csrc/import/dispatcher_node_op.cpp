@@ -1,4 +1,4 @@
-#include "dispatcher_node_op.h"
+#include "import/dispatcher_node_op.h"
 
 #include <ATen/ATen.h>
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "../runtime/node_op.h"
+#include "exec/node_op.h"
 
 namespace opara {
 

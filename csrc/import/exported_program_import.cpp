@@ -2,7 +2,7 @@
 // data/weights|constants/<name>_*_config.json naming raw storage records. Each FX node's target
 // ("torch.ops.aten.conv2d.default") is found in the dispatcher; its named arguments are matched
 // to the schema, missing ones take the schema's defaults.
-#include "exported_program_import.h"
+#include "import/exported_program_import.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/utils/generated_serialization_types.h>
@@ -12,11 +12,12 @@
 
 #include <unordered_map>
 
-#include "archive.h"
-#include "dispatcher_node_op.h"
-#include "import_errors.h"
-#include "node_properties.h"
-#include "schema_alias_edges.h"
+#include "exec/first_line.h"
+#include "import/archive.h"
+#include "import/dispatcher_node_op.h"
+#include "import/import_errors.h"
+#include "import/node_properties.h"
+#include "import/schema_alias_edges.h"
 
 namespace opara {
 namespace {

@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "archive.h"
-#include "exported_program_import.h"
-#include "import_errors.h"
-#include "torchscript_import.h"
+#include "import/archive.h"
+#include "import/exported_program_import.h"
+#include "import/import_errors.h"
+#include "import/torchscript_import.h"
 
 namespace opara {
 namespace {

@@ -1,8 +1,8 @@
-#include "node_properties.h"
+#include "import/node_properties.h"
 
 #include <fmt/format.h>
 
-#include "../graph/op_table.h"
+#include "graph/op_table.h"
 #include "opara/graph.h"
 
 namespace opara {

@@ -1,8 +1,8 @@
-#include "schema_alias_edges.h"
+#include "import/schema_alias_edges.h"
 
 #include <set>
 
-#include "../graph/alias_classes.h"
+#include "graph/alias_classes.h"
 
 namespace opara {
 

@@ -1,4 +1,4 @@
-#include "script_node_op.h"
+#include "import/script_node_op.h"
 
 #include <ATen/ATen.h>
 

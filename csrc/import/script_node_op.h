@@ -7,7 +7,7 @@
 #include <optional>
 #include <vector>
 
-#include "../runtime/node_op.h"
+#include "exec/node_op.h"
 
 namespace opara {
 

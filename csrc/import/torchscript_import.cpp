@@ -3,7 +3,7 @@
 // freeze_module only turns attributes into constants; torch::jit::freeze would also fold
 // batch norms into convolutions, which changes the numerics, and our reference is the module's
 // own forward, bit for bit.
-#include "torchscript_import.h"
+#include "import/torchscript_import.h"
 
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/constants.h>
@@ -15,10 +15,11 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "container_ops.h"
-#include "import_errors.h"
-#include "node_properties.h"
-#include "script_node_op.h"
+#include "exec/first_line.h"
+#include "import/container_ops.h"
+#include "import/import_errors.h"
+#include "import/node_properties.h"
+#include "import/script_node_op.h"
 
 namespace opara {
 namespace {

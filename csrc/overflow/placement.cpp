@@ -8,7 +8,7 @@
 
 #include "opara/error.h"
 #include "opara/placement.h"
-#include "sides.h"
+#include "overflow/sides.h"
 
 namespace opara {
 

@@ -10,9 +10,9 @@
 #include <sstream>
 #include <utility>
 
-#include "../runtime/text_file.h"
 #include "opara/error.h"
 #include "opara/profile.h"
+#include "support/text_file.h"
 
 namespace opara {
 namespace {

@@ -2,9 +2,10 @@
 // GPU (other SM count, other limits), another model file, or other input shapes (other grids) would
 // order the launches by numbers that describe something else, silently: refuse, saying what
 // differs, unless the caller allows it.
-#include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <iostream>
 
 #include "opara/error.h"
 #include "opara/profile.h"
@@ -52,7 +53,13 @@ void require_profile_matches(const Profile& profile, const ProfileMatch& match, 
   if (differences.empty()) return;
   const std::string listed = fmt::format("{}", fmt::join(differences, "; "));
   if (match.allow_mismatch) {
-    TORCH_WARN(path, ": using a profile made for something else, as allowed: ", listed);
+    const std::string warning =
+        fmt::format("{}: using a profile made for something else, as allowed: {}", path, listed);
+    if (match.warn) {
+      match.warn(warning);
+    } else {
+      std::cerr << "Warning: " << warning << "\n";
+    }
     return;
   }
   throw Error(fmt::format(

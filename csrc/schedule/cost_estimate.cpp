@@ -5,9 +5,9 @@
 #include <optional>
 #include <string_view>
 
-#include "../graph/op_table.h"
-#include "opara/costs.h"
+#include "graph/op_table.h"
 #include "opara/error.h"
+#include "opara/plan.h"
 
 namespace opara {
 namespace {

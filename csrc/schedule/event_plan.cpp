@@ -17,7 +17,7 @@
 #include <memory>
 #include <utility>
 
-#include "stages.h"
+#include "schedule/stages.h"
 
 namespace opara {
 namespace {

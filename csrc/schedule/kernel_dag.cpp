@@ -1,4 +1,4 @@
-#include "kernel_dag.h"
+#include "schedule/kernel_dag.h"
 
 namespace opara {
 

@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "opara/export.h"
 #include "opara/graph.h"
 
 namespace opara {
@@ -24,7 +23,7 @@ struct KernelDag {
   [[nodiscard]] bool is_kernel(NodeId id) const { return launches_kernel[id] != 0; }
 };
 
-OPARA_API KernelDag kernel_dag(const Graph& graph);
+KernelDag kernel_dag(const Graph& graph);
 
 // Position of each node in `order`.
 std::vector<std::int32_t> positions_in(const std::vector<NodeId>& order, std::size_t node_count);

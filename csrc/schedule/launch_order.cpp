@@ -8,9 +8,9 @@
 #include <functional>
 #include <queue>
 
+#include "graph/graph_analysis.h"
 #include "opara/error.h"
-#include "opara/graph_analysis.h"
-#include "stages.h"
+#include "schedule/stages.h"
 
 namespace opara {
 namespace {

@@ -11,9 +11,9 @@
 // the counts agree; which of several equally small covers comes out may differ.
 #include <cstdint>
 
-#include "../graph/bipartite_matching.h"
-#include "../graph/dag_reduction.h"
-#include "stages.h"
+#include "graph/bipartite_matching.h"
+#include "graph/dag_reduction.h"
+#include "schedule/stages.h"
 
 namespace opara {
 namespace {

@@ -11,7 +11,7 @@
 //   q -> s1, p -> s1, p -> s2   (s1 reads q first)
 //   paper:     s1 takes q's stream; s2 is not p's first successor: a third stream
 //   unhanded:  s1 takes q's stream; p has not handed on, so s2 takes p's: two streams
-#include "stages.h"
+#include "schedule/stages.h"
 
 namespace opara {
 

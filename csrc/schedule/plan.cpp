@@ -7,7 +7,7 @@
 
 #include "opara/error.h"
 #include "opara/plan.h"
-#include "stages.h"
+#include "schedule/stages.h"
 
 namespace opara {
 namespace {

@@ -3,9 +3,9 @@
 
 #include <array>
 
-#include "../graph/dot_text.h"
-#include "kernel_dag.h"
+#include "graph/dot_text.h"
 #include "opara/plan.h"
+#include "schedule/kernel_dag.h"
 
 namespace opara {
 namespace {

@@ -1,19 +1,51 @@
 #pragma once
 
-// The planning stages on a prepared KernelDag, so make_plan() builds it once.
+// The stages make_plan() chains, for tests, benchmarks and custom pipelines, and the same stages
+// on a prepared KernelDag, so that make_plan() builds it once.
 
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
-#include "kernel_dag.h"
-#include "opara/export.h"
-#include "opara/schedule.h"
+#include "opara/graph.h"
+#include "opara/plan.h"
+#include "schedule/kernel_dag.h"
 
 namespace opara {
+
+// Launch order under `policy`; `costs` as for make_plan().
+std::vector<NodeId> launch_order(const Graph& graph, OrderPolicy policy, const std::vector<NodeCost>& costs = {});
+
+struct StreamAssignment {
+  std::vector<int> stream_of;  // by node id; kNoStream for nodes that launch no kernel
+  int stream_count = 0;
+};
+
+// Streams under `policy`, visiting nodes in `order` (a topological order; Opara's rules depend on
+// it, Nimble's and single's do not).
+StreamAssignment allocate_streams(const Graph& graph, StreamPolicy policy, const std::vector<NodeId>& order);
+
+// Merges streams until at most `max_streams` remain: a stream joins one whose nodes all come before
+// its own (no parallelism lost) when there is one, otherwise the one where it could start soonest
+// in a simulation of `order` with each node taking its cost (by node, its demand; empty: 1 each).
+// Any merge is safe: one stream runs its nodes in launch order, which is topological.
+void cap_streams(const Graph& graph, StreamAssignment& streams, int max_streams, const std::vector<NodeId>& order,
+                 const std::vector<NodeCost>& costs = {});
+
+struct EventPlan {
+  std::vector<std::vector<NodeId>> waits;  // by node id
+  std::vector<std::uint8_t> records;       // by node id
+  std::size_t unreduced = 0;               // cross-stream dependencies before reduction
+};
+
+// One wait per cross-stream dependency between kernel nodes, then only those that same-stream
+// order and the other waits do not already imply.
+EventPlan plan_events(const Graph& graph, const std::vector<int>& stream_of, const std::vector<NodeId>& order);
 
 StreamAssignment opara_streams(const KernelDag& dag, const std::vector<NodeId>& order, bool unhanded_rule);
 // Nimble's first step alone (a minimum path cover of the transitive reduction, one chain a
 // "stream"), exported for its tests; nimble_streams covers these chains again.
-OPARA_API StreamAssignment nimble_chains(const KernelDag& dag, const std::vector<NodeId>& order);
+StreamAssignment nimble_chains(const KernelDag& dag, const std::vector<NodeId>& order);
 StreamAssignment nimble_streams(const KernelDag& dag, const std::vector<NodeId>& order);
 StreamAssignment allocate_streams(const KernelDag& dag, StreamPolicy policy, const std::vector<NodeId>& order);
 void cap_streams(const Graph& graph, const KernelDag& dag, StreamAssignment& streams, int max_streams,

@@ -1,6 +1,6 @@
 // Stream allocation under each policy, and the public entry points of the stages.
 #include "opara/error.h"
-#include "stages.h"
+#include "schedule/stages.h"
 
 namespace opara {
 

@@ -16,9 +16,9 @@
 #include <memory>
 #include <optional>
 
-#include "../graph/reachability.h"
+#include "graph/reachability.h"
 #include "opara/error.h"
-#include "stages.h"
+#include "schedule/stages.h"
 
 namespace opara {
 namespace {

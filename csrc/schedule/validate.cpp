@@ -15,10 +15,10 @@
 
 #include <algorithm>
 
-#include "kernel_dag.h"
+#include "graph/graph_analysis.h"
 #include "opara/error.h"
-#include "opara/graph_analysis.h"
 #include "opara/plan.h"
+#include "schedule/kernel_dag.h"
 
 namespace opara {
 namespace {

@@ -1,12 +1,15 @@
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
 #include "opara/export.h"
-#include "opara/graph.h"
 
 namespace opara {
+
+// A node's index in its Graph, as opara/graph.h declares it (errors come below graphs).
+using NodeId = std::int32_t;
 
 // A user-facing error: a bad model file, an unsupported construct, a wrong input. The message
 // names the file, the node (kind and source location where known) and what to do about it.

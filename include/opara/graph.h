@@ -13,7 +13,7 @@ using NodeId = std::int32_t;
 using ValueId = std::int32_t;
 inline constexpr NodeId kNoNode = -1;
 
-class NodeOp;  // how a node executes (csrc/runtime/node_op.h); opaque here so this header needs no torch
+class NodeOp;  // how a node executes (csrc/exec/node_op.h); opaque here so this header needs no torch
 
 // Properties a later stage asks about a node; set by the importers from the op's schema and the
 // op table (csrc/graph/op_table.cpp).

@@ -81,12 +81,12 @@ using GraphForBatch = std::function<Graph(std::int64_t batch_size)>;
 
 // Compiles a graph for each batch size, on examples cut or padded (the last row repeated) to it,
 // with `options` (on CUDA the buckets share one memory pool unless set_options.share_pool is
-// false; Options::outputs = view is refused: the set's outputs are the caller's own). Checks at compile time that the set gives what the model gives: every output must be
-// batched (its first dimension the bucket's batch size), and the first example row must give one
-// result alone on the smallest bucket (unpadded when it holds one row) and on the largest beside
-// copies of itself and beside other rows: a model whose outputs mix rows (batch statistics, a sum
-// over the batch) or depend on the batch size is refused, since padding would change real results.
-// Errors name the batch size, the input or output, and what to do.
+// false; Options::outputs = view is refused: the set's outputs are the caller's own). Checks at compile time that the
+// set gives what the model gives: every output must be batched (its first dimension the bucket's batch size), and the
+// first example row must give one result alone on the smallest bucket (unpadded when it holds one row) and on the
+// largest beside copies of itself and beside other rows: a model whose outputs mix rows (batch statistics, a sum over
+// the batch) or depend on the batch size is refused, since padding would change real results. Errors name the batch
+// size, the input or output, and what to do.
 OPARA_API GraphSet compile_graph_set(const GraphForBatch& graph_for, const std::vector<at::Tensor>& example_inputs,
                                      const GraphSetOptions& set_options, const Options& options = {});
 // One model file for every batch size.

@@ -1,25 +1,14 @@
 #pragma once
 
-// The whole public C++ API of opara.
+// The whole public C++ API of opara: load a model into a Graph, plan it, profile it, compile it
+// (Options in, CompiledStats out) and run it; errors are opara::Error.
 #include "opara/compiled_model.h"
-#include "opara/costs.h"
-#include "opara/cpu_parallel_executor.h"
-#include "opara/cpu_tuning.h"
-#include "opara/cuda_graph_executor.h"
-#include "opara/cupti_profiler.h"
-#include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/graph.h"
-#include "opara/graph_analysis.h"
+#include "opara/graph_set.h"
 #include "opara/load.h"
-#include "opara/model_costs.h"
-#include "opara/model_inputs.h"
 #include "opara/model_profiler.h"
-#include "opara/options_text.h"
-#include "opara/outputs.h"
+#include "opara/options.h"
 #include "opara/placement.h"
 #include "opara/plan.h"
 #include "opara/profile.h"
-#include "opara/record_shapes.h"
-#include "opara/reference_forward.h"
-#include "opara/schedule.h"

@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "opara/costs.h"
 #include "opara/export.h"
 #include "opara/graph.h"
+#include "opara/plan.h"
 #include "opara/profile.h"
 
 namespace opara {

@@ -1,7 +1,11 @@
 #pragma once
 
+// Plans: which stream each node runs on, in what order launches go, and the events between streams;
+// and the costs (Alg. 2's resource demands and compute/memory classes) that order them.
+
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -95,5 +99,39 @@ OPARA_API std::string_view to_string(OpClass op_class);
 // Throw opara::Error naming the accepted words.
 OPARA_API StreamPolicy parse_stream_policy(std::string_view text);
 OPARA_API OrderPolicy parse_order_policy(std::string_view text);
+
+// ---- costs ----------------------------------------------------------------------
+
+struct OPARA_API TensorShape {
+  std::vector<std::int64_t> sizes;
+  std::int64_t element_bytes = 0;
+  [[nodiscard]] std::int64_t numel() const;
+  [[nodiscard]] std::int64_t bytes() const { return numel() * element_bytes; }
+};
+
+// What one run on example inputs tells about a node's tensors.
+struct NodeShapes {
+  // The operator's call arguments in schema order, constants (weights) folded back in: the
+  // tensors of each argument (none for a non-tensor, several for a list).
+  std::vector<std::vector<TensorShape>> arguments;
+  std::vector<TensorShape> outputs;
+};
+
+// FLOPs per byte above which an operator counts as compute-bound. 16 sits near the FP32 ridge of
+// recent data-centre GPUs (H100/H200: about 67 TFLOP/s over 3.4-4.8 TB/s).
+inline constexpr double kDefaultRidgePoint = 16.0;
+
+// The static estimate. Bytes: every tensor read or written, weights included (views move none).
+// FLOPs: 2*M*N*K for matrix products and convolutions (K from the input and weight shapes), one
+// per output element otherwise. Class: the op table's (csrc/graph/op_table.cpp), and a
+// compute-class op whose FLOPs per byte fall below `ridge_point` counts as memory-bound.
+// Demand: the roofline cost max(bytes, FLOPs / ridge_point), in bytes.
+// `shapes` empty: classes from the table alone and equal demands.
+OPARA_API std::vector<NodeCost> estimate_costs(const Graph& graph, const std::vector<NodeShapes>& shapes,
+                                               double ridge_point = kDefaultRidgePoint);
+
+// 2*M*N*K for convolutions, matrix products and attention, from the shapes; nullopt for other
+// operators and when the shapes do not give the formula its terms.
+OPARA_API std::optional<double> dense_flops(std::string_view kind, const NodeShapes& shapes);
 
 }  // namespace opara

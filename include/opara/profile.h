@@ -7,6 +7,7 @@
 // GPU; the profiler that fills it is include/opara/model_profiler.h.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -216,12 +217,22 @@ struct ProfileMatch {
   std::optional<DeviceLimits> device;  // name, compute capability and SM count are compared
   std::optional<std::vector<ProfileInput>> inputs;
   bool allow_mismatch = false;  // warn instead of refusing
+  // How the warning is given; empty: on standard error. LibTorch callers pass TORCH_WARN's, which
+  // Python shows as a UserWarning (this header, like the layer that reads profiles, needs no torch).
+  std::function<void(const std::string&)> warn;
 };
 
 // One line per difference ("device: the profile is of ... but ..."); empty when it matches.
 OPARA_API std::vector<std::string> profile_mismatches(const Profile& profile, const ProfileMatch& match);
-// Throws opara::Error naming `path` and each difference, or warns (TORCH_WARN) when
+// Throws opara::Error naming `path` and each difference, or warns (`match.warn`) when
 // `match.allow_mismatch`.
 OPARA_API void require_profile_matches(const Profile& profile, const ProfileMatch& match, const std::string& path);
+
+// Costs from a recorded profile: a full one (opara::Profile, written by the profiler; checked
+// against `match` first, see require_profile_matches) or the minimal form {"nodes": [{"id",
+// "kind", "class": "compute"|"memory", "demand"}...]}, which carries nothing to check. Throws
+// opara::Error naming the file and the node when the profile does not belong to this graph.
+OPARA_API std::vector<NodeCost> costs_from_profile(const Graph& graph, const std::string& path,
+                                                   const ProfileMatch& match = {});
 
 }  // namespace opara

@@ -135,7 +135,7 @@ def compile(
 
     `model` is an nn.Module (exported with torch.export, or traced with TorchScript when export
     fails, with a warning), a ScriptModule, or the path of a .pt / .pt2 file. The keyword options
-    are opara::Options' members (csrc/runtime/options_text.cpp parses them):
+    are opara::Options' members (csrc/options/options_text.cpp parses them):
 
     device: "cuda", "cuda:1" or "cpu"; default: the example inputs' device.
     streams: stream allocation, "opara" (default), "opara-unhanded", "nimble" or "single".

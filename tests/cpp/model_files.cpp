@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "opara/model_inputs.h"
+#include "tools/model_inputs.h"
 
 namespace opara::testing {
 

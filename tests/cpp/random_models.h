@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "exec/node_op.h"
 #include "opara/graph.h"
-#include "runtime/node_op.h"
 
 namespace opara::testing {
 

@@ -4,9 +4,9 @@
 
 #include <set>
 
+#include "graph/graph_analysis.h"
 #include "graph/reachability.h"
 #include "graph_builders.h"
-#include "opara/graph_analysis.h"
 
 namespace opara {
 namespace {

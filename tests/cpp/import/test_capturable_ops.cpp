@@ -9,11 +9,11 @@
 
 #include <string>
 
+#include "exec/eager_executor.h"
+#include "exec/outputs.h"
 #include "model_files.h"
 #include "opara/compiled_model.h"
-#include "opara/eager_executor.h"
 #include "opara/load.h"
-#include "opara/outputs.h"
 
 namespace opara {
 namespace {

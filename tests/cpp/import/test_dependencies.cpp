@@ -3,13 +3,13 @@
 // bit for bit. Without the ordering edges some order goes wrong, so the check can fail.
 #include <gtest/gtest.h>
 
+#include "exec/eager_executor.h"
+#include "exec/outputs.h"
+#include "graph/graph_analysis.h"
 #include "graph/reachability.h"
 #include "model_files.h"
-#include "opara/eager_executor.h"
-#include "opara/graph_analysis.h"
 #include "opara/load.h"
-#include "opara/model_inputs.h"
-#include "opara/outputs.h"
+#include "tools/model_inputs.h"
 
 namespace opara {
 namespace {

@@ -7,11 +7,11 @@
 #include <iterator>
 #include <string>
 
+#include "exec/eager_executor.h"
+#include "exec/outputs.h"
 #include "model_files.h"
-#include "opara/eager_executor.h"
 #include "opara/error.h"
 #include "opara/load.h"
-#include "opara/outputs.h"
 
 namespace opara {
 namespace {

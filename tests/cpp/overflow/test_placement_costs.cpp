@@ -9,7 +9,7 @@
 #include "graph_builders.h"
 #include "opara/error.h"
 #include "opara/placement.h"
-#include "overflow/placement_fixtures.h"
+#include "placement_fixtures.h"
 
 namespace opara {
 namespace {

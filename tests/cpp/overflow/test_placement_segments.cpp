@@ -8,8 +8,8 @@
 #include <random>
 
 #include "opara/placement.h"
-#include "overflow/placement_fixtures.h"
-#include "runtime/segments.h"
+#include "overflow/segments.h"
+#include "placement_fixtures.h"
 
 namespace opara {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "opara/error.h"
 #include "opara/profile.h"
-#include "profile/profile_fixtures.h"
+#include "profile_fixtures.h"
 
 namespace opara {
 namespace {

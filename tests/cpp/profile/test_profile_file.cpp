@@ -15,12 +15,12 @@
 #include "graph_builders.h"
 #include "model_files.h"
 #include "opara/compiled_model.h"
-#include "opara/costs.h"
 #include "opara/error.h"
 #include "opara/load.h"
+#include "opara/plan.h"
 #include "opara/profile.h"
-#include "opara/schedule.h"
-#include "profile/profile_fixtures.h"
+#include "profile_fixtures.h"
+#include "schedule/stages.h"
 
 namespace opara {
 namespace {

@@ -5,11 +5,11 @@
 
 #include <random>
 
+#include "graph/graph_analysis.h"
 #include "graph_builders.h"
 #include "opara/error.h"
-#include "opara/graph_analysis.h"
 #include "opara/plan.h"
-#include "opara/schedule.h"
+#include "schedule/stages.h"
 
 namespace opara {
 namespace {

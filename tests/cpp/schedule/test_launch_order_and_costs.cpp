@@ -6,15 +6,16 @@
 #include <fstream>
 #include <map>
 
+#include "exec/record_shapes.h"
+#include "graph/graph_analysis.h"
 #include "graph_builders.h"
 #include "model_files.h"
-#include "opara/costs.h"
 #include "opara/error.h"
-#include "opara/graph_analysis.h"
 #include "opara/load.h"
-#include "opara/model_inputs.h"
-#include "opara/record_shapes.h"
-#include "opara/schedule.h"
+#include "opara/plan.h"
+#include "opara/profile.h"
+#include "schedule/stages.h"
+#include "tools/model_inputs.h"
 
 namespace opara {
 namespace {

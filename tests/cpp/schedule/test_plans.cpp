@@ -5,10 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "graph/graph_analysis.h"
 #include "graph_builders.h"
 #include "model_files.h"
 #include "opara/error.h"
-#include "opara/graph_analysis.h"
 #include "opara/load.h"
 #include "opara/plan.h"
 #include "plan_fixtures.h"

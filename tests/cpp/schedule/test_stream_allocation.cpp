@@ -6,11 +6,10 @@
 #include <map>
 #include <set>
 
+#include "graph/graph_analysis.h"
 #include "graph/reachability.h"
 #include "graph_builders.h"
 #include "opara/error.h"
-#include "opara/graph_analysis.h"
-#include "opara/schedule.h"
 #include "schedule/kernel_dag.h"
 #include "schedule/stages.h"
 

@@ -1,0 +1,310 @@
+#include "opara/compiled_model.h"
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+
+#include "compile/overflow_choice.h"
+#include "exec/eager_executor.h"
+#include "exec/input_signature.h"
+#include "exec/outputs.h"
+#include "graph/graph_analysis.h"
+#include "opara/error.h"
+#include "opara/load.h"
+#include "opara/model_profiler.h"
+#include "overflow/cpu_steps.h"
+#include "profiler/device_limits.h"
+#include "runtime/cpu/cpu_parallel_executor.h"
+#include "runtime/cuda/cuda_model.h"
+#include "support/elapsed.h"
+#include "tuning/cpu_tuning.h"
+
+namespace opara {
+
+struct CompiledModel::State {
+  Graph graph;
+  Options options;
+  c10::Device device = c10::kCPU;
+  std::optional<InputSignature> signature;
+  std::vector<bool> host;
+  CompiledStats stats;
+  Plan plan;
+  std::unique_ptr<CpuParallelExecutor> cpu;
+  // Options::memory_pool: the pool kept alive for this model's captures, retries included (before
+  // `cuda`, so that it is released after the graphs).
+  std::optional<PoolReference> shared_pool;
+  std::unique_ptr<CudaModel> cuda;
+  mutable std::mutex mutex;  // one run at a time: runs share the static buffers
+};
+
+namespace {
+
+// Nodes the op table says cannot be captured, kept only when they read a tensor on the GPU: an
+// aten::Int of a CPU scalar (a size made a tensor) synchronises with nothing. One eager run on
+// the device tells.
+std::vector<bool> host_nodes_on_device(const Graph& graph, const std::vector<at::Tensor>& examples,
+                                       c10::Device device) {
+  std::vector<bool> host = uncapturable_nodes(graph);
+  if (std::none_of(host.begin(), host.end(), [](bool h) { return h; })) return host;
+  std::vector<bool> reads_device(graph.size(), false);
+  EagerExecutor executor(graph, device);
+  executor.set_observer([&](NodeId id, const std::vector<c10::IValue>& inputs, const std::vector<c10::IValue>&) {
+    for (const at::Tensor& tensor : flatten_tensors(inputs)) reads_device[id] = reads_device[id] || tensor.is_cuda();
+  });
+  executor.run(std::vector<c10::IValue>(examples.begin(), examples.end()));
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) host[id] = host[id] && reads_device[id];
+  return host;
+}
+
+// Copies of the examples for each compile-time run when the model writes its inputs in place: the
+// caller's tensors stay as they are, and no run starts from another run's writes.
+using ExamplesForARun = std::function<std::vector<at::Tensor>()>;
+
+// MemoryProtection::kSmallerPool's choice: keep-alive only when its pool is smaller, since
+// record-stream frees each tensor earlier (a tie keeps that).
+MemoryProtection smaller_pool(std::size_t record_stream_bytes, std::size_t keep_alive_bytes) {
+  return keep_alive_bytes < record_stream_bytes ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
+}
+
+void compile_cuda(CompiledModel::State& state, const ExamplesForARun& examples_for_a_run,
+                  const std::vector<NodeCost>& costs) {
+  if (!torch::cuda::is_available()) {
+    throw Error(
+        fmt::format("{}: compiling for {} needs a CUDA GPU, and none is visible here; compile for the CPU "
+                    "(Options::device = cpu) instead",
+                    state.graph.source_path, state.device.str()));
+  }
+  const Graph& graph = state.graph;
+  const Options& options = state.options;
+  const c10::DeviceIndex index = state.device.index();
+  if (options.memory_pool.first != 0 || options.memory_pool.second != 0) {
+    state.shared_pool.emplace(index, options.memory_pool);
+  }
+  const std::size_t before = allocated_bytes(index);
+  c10::cuda::CUDACachingAllocator::resetPeakStats(index);
+  // Comm+SD's estimate runs the GPU side on as many streams as the whole graph's plan opens.
+  const int gpu_streams =
+      options.overflow == OverflowPolicy::kCommSd
+          ? make_plan(graph, {options.streams, options.order, options.max_streams}, costs).stream_count
+          : 0;
+  const OverflowChoice choice = choose_placement(graph, examples_for_a_run(), options, gpu_streams);
+  std::vector<bool> uncapturable = host_nodes_on_device(graph, examples_for_a_run(), state.device);
+  const std::vector<at::Tensor> examples = examples_for_a_run();  // CudaModel copies them into buffers of its own
+  // A node that fails capture becomes a host node and the model is compiled again.
+  const auto capture = [&](MemoryProtection memory) {
+    Options attempt = options;
+    attempt.memory = memory;
+    for (;;) {
+      std::vector<Placement> placement = runnable_placement(graph, choice.placement, uncapturable);
+      try {
+        const bool overlap = options.overflow != OverflowPolicy::kNone;
+        auto model = std::make_unique<CudaModel>(graph, state.device, placement, overlap, costs, examples, attempt);
+        return std::make_pair(std::move(model), std::move(placement));
+      } catch (const CaptureError& error) {
+        if (options.on_uncapturable == Options::OnUncapturable::kError || uncapturable[error.node()]) throw;
+        uncapturable[error.node()] = true;
+      }
+    }
+  };
+  std::vector<Placement> placement;
+  if (options.memory == MemoryProtection::kSmallerPool &&
+      (options.memory_pool.first != 0 || options.memory_pool.second != 0)) {
+    throw Error(
+        fmt::format("{}: memory=smaller-pool keeps one of two captures and releases the other's pool, which "
+                    "a shared memory_pool cannot do; choose record-stream or keep-alive",
+                    graph.source_path));
+  }
+  if (options.memory != MemoryProtection::kSmallerPool) {
+    std::tie(state.cuda, placement) = capture(options.memory);
+    state.stats.memory = options.memory;
+  } else {
+    auto record_stream = capture(MemoryProtection::kRecordStream);
+    auto keep_alive = capture(MemoryProtection::kKeepAlive);
+    CompiledStats record_stats, keep_stats;
+    record_stream.first->add_stats(record_stats);
+    keep_alive.first->add_stats(keep_stats);
+    state.stats.pool_bytes_record_stream = record_stats.pool_bytes;
+    state.stats.pool_bytes_keep_alive = keep_stats.pool_bytes;
+    state.stats.memory = smaller_pool(record_stats.pool_bytes, keep_stats.pool_bytes);
+    std::tie(state.cuda, placement) =
+        std::move(state.stats.memory == MemoryProtection::kKeepAlive ? keep_alive : record_stream);
+    record_stream.first.reset();
+    keep_alive.first.reset();
+    // The caching allocator keeps a released graph pool's memory until it empties its cache.
+    c10::cuda::CUDACachingAllocator::emptyCache();
+  }
+  state.host = host_mask(placement);
+  const std::size_t peak = peak_allocated_bytes(index);
+  state.stats.peak_bytes = peak > before ? peak - before : 0;
+  state.stats.predicted_none_us = choice.predicted_none_us.value_or(0);
+  state.stats.predicted_us = choice.predicted_us.value_or(0);
+  if (choice.costs) {
+    state.stats.predicted_us =
+        estimate_makespan(graph, placement, *choice.costs, choice.comm_sd.gpu_streams, choice.comm_sd.host_threads);
+  }
+  state.plan = state.cuda->plan();
+  state.cuda->add_stats(state.stats);
+}
+
+void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs,
+                 const std::vector<at::Tensor>& examples) {
+  const Options& options = state.options;
+  const std::vector<c10::IValue> inputs(examples.begin(), examples.end());
+  const PlanOptions plan_options{options.streams, options.order, options.max_streams};
+  state.host.assign(state.graph.size(), false);
+  CpuExecutorOptions cpu_options;
+  cpu_options.intra_op_threads = options.intra_op_threads;
+  cpu_options.pin_workers = options.pin_workers;
+  cpu_options.split_min_us = options.split_min_us;
+  // As opara-bench does: among ready streams, the one on the critical path in measured host time
+  // runs first (only the order of independent nodes changes, never a result).
+  const bool branches = make_plan(state.graph, {options.streams, options.order, 0}, costs).stream_count > 1;
+  if (branches) cpu_options.priorities = critical_path_priorities(state.graph, inputs);
+  // A plan of one stream has one schedule worth running: eager's, on the caller's threads.
+  const bool tune = options.cpu_tuning_ms > 0 && options.max_streams == 0 && options.intra_op_threads == 0 &&
+                    branches && usable_cores() > 1;
+  if (tune) {
+    CpuTuningOptions tuning;
+    tuning.budget_ms = options.cpu_tuning_ms;
+    CpuTuning tuned = tune_cpu_executor(state.graph, plan_options, costs, inputs, cpu_options, tuning);
+    state.cpu = std::move(tuned.executor);
+    state.stats.plan_us = tuned.plan_us;
+    state.stats.tuning_ms = tuned.tuning_ms;
+  } else {
+    const auto started = std::chrono::steady_clock::now();
+    Plan plan = make_plan(state.graph, plan_options, costs);
+    state.stats.plan_us = milliseconds_since(started) * 1000;
+    state.cpu = std::make_unique<CpuParallelExecutor>(state.graph, std::move(plan), cpu_options);
+  }
+  state.plan = state.cpu->plan();
+  state.stats.streams = state.plan.stream_count;
+  state.stats.events = state.plan.wait_count();
+  state.stats.intra_op_threads = state.cpu->intra_op_threads();
+  state.stats.segments = 1;
+}
+
+}  // namespace
+
+CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example_inputs, const Options& options) {
+  const auto started = std::chrono::steady_clock::now();
+  auto state = std::make_shared<CompiledModel::State>();
+  state->graph = graph;
+  state->options = options;
+  if (options.device) {
+    state->device = *options.device;
+  } else if (!example_inputs.empty() && example_inputs.front().defined()) {
+    state->device = example_inputs.front().device();
+  }
+  if (state->device.is_cuda() && !state->device.has_index()) {
+    state->device = c10::Device(c10::kCUDA, torch::cuda::is_available() ? c10::cuda::current_device() : 0);
+  }
+  if (!state->device.is_cpu() && !state->device.is_cuda()) {
+    throw Error(fmt::format("{}: opara runs models on the CPU or a CUDA GPU, not on {}", graph.source_path,
+                            state->device.str()));
+  }
+  if (state->device.is_cuda() && !torch::cuda::is_available()) {
+    throw Error(
+        fmt::format("{}: compiling for {} needs a CUDA GPU, and none is visible here; compile for the CPU "
+                    "(Options::device = cpu) instead",
+                    graph.source_path, state->device.str()));
+  }
+  state->stats.device = state->device.str();
+  // The examples on the model's device define the signature run() checks.
+  InputSignature{graph, example_inputs};  // count and definedness, before anything moves
+  const std::vector<bool> written = inputs_written_in_place(graph);
+  std::vector<at::Tensor> examples;
+  for (std::size_t i = 0; i < example_inputs.size(); ++i) {
+    examples.push_back(example_inputs[i].to(state->device, /*non_blocking=*/false, /*copy=*/written[i]));
+  }
+  for (int index : options.static_inputs) {
+    if (index < 0 || static_cast<std::size_t>(index) >= examples.size()) continue;  // the signature names it
+    // A tensor of our own over the example's memory: the caller may swap the memory under its
+    // tensor (`param.data = other`), and the graphs must not read a freed block (run() then refuses
+    // the swapped tensor: another storage).
+    examples[index] = examples[index].alias();
+    const std::string& name = graph.value(graph.inputs()[index]).name;
+    if (example_inputs[index].device() != state->device) {
+      throw Error(
+          fmt::format("{}: static input {} ('{}') is on {}, the model runs on {}: a static input is read "
+                      "where it is, so move it (the module) to {} before compiling",
+                      graph.source_path, index, name, example_inputs[index].device().str(), state->device.str(),
+                      state->device.str()));
+    }
+    if (written[index]) {
+      throw Error(
+          fmt::format("{}: static input {} ('{}') is written in place by the model; a static input is read, "
+                      "never written: pass it as an ordinary input",
+                      graph.source_path, index, name));
+    }
+  }
+  state->signature.emplace(graph, examples, options.static_inputs);
+  const ExamplesForARun examples_for_a_run = [&] {
+    std::vector<at::Tensor> copies = examples;
+    for (std::size_t i = 0; i < copies.size(); ++i) {
+      if (written[i]) copies[i] = copies[i].clone();
+    }
+    return copies;
+  };
+
+  CostOptions cost_options;
+  cost_options.profile = options.profile;
+  cost_options.ridge_point = options.ridge_point;
+  cost_options.allow_profile_mismatch = options.allow_profile_mismatch;
+  cost_options.device = state->device;
+  const ModelCosts costs = model_costs(graph, examples_for_a_run(), cost_options);
+  if (state->device.is_cuda()) {
+    compile_cuda(*state, examples_for_a_run, costs.costs);
+  } else {
+    // Every node runs on the CPU already; the names a manual placement gives must still exist.
+    if (options.overflow == OverflowPolicy::kManual) choose_placement(graph, examples_for_a_run(), options, 0);
+    compile_cpu(*state, costs.costs, examples_for_a_run());
+  }
+  state->plan.cost_source = costs.source;
+  state->stats.compile_ms = milliseconds_since(started);
+  return CompiledModel(std::move(state));
+}
+
+CompiledModel compile(const std::string& path, const std::vector<at::Tensor>& example_inputs, const Options& options) {
+  return compile(load(path), example_inputs, options);
+}
+
+std::vector<at::Tensor> CompiledModel::run(const std::vector<at::Tensor>& inputs) const {
+  State& state = *state_;
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.signature->check(inputs);
+  std::vector<at::Tensor> outputs;
+  if (state.cpu) {
+    outputs = flatten_tensors(state.cpu->run(std::vector<c10::IValue>(inputs.begin(), inputs.end())));
+  } else {
+    outputs = state.cuda->run(inputs, state.options.outputs == Options::Outputs::kClone);
+    state.stats.eager_fallbacks = state.cuda->eager_fallbacks();
+    state.stats.host_ms = state.cuda->host_busy_ms();
+  }
+  ++state.stats.runs;
+  return outputs;
+}
+
+const Plan& CompiledModel::plan() const {
+  return state_->plan;
+}
+
+CompiledStats CompiledModel::stats() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->stats;
+}
+
+const Graph& CompiledModel::graph() const {
+  return state_->graph;
+}
+
+const std::vector<bool>& CompiledModel::host_nodes() const {
+  return state_->host;
+}
+
+}  // namespace opara

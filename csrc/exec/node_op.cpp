@@ -1,0 +1,69 @@
+#include "exec/node_op.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "exec/first_line.h"
+#include "exec/outputs.h"
+#include "opara/error.h"
+
+namespace opara {
+
+void run_node(const Graph& graph, NodeId id, const NodeOp& op, std::vector<c10::IValue>& stack) {
+  try {
+    op.run(stack);
+  } catch (const std::exception& error) {
+    throw NodeError(fmt::format("{}: {} failed: {}", graph.source_path, graph.describe(id), first_line(error)), id);
+  }
+  const std::size_t expected = graph.node(id).outputs.size();
+  TORCH_INTERNAL_ASSERT(stack.size() == expected, "opara bug: ", graph.describe(id), " produced ", stack.size(),
+                        " values, the graph expects ", expected);
+}
+
+bool holds_cuda_tensors(const c10::IValue& value) {
+  const std::vector<at::Tensor> held = flatten_tensors({value});
+  return std::any_of(held.begin(), held.end(), [](const at::Tensor& tensor) { return tensor.is_cuda(); });
+}
+
+c10::IValue map_leaves(const c10::IValue& value, const std::function<c10::IValue(const c10::IValue&)>& leaf) {
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor& tensor : value.toTensorVector()) list.push_back(leaf(tensor).toTensor());
+    return list;
+  }
+  if (value.isList()) {
+    auto list = value.toList();
+    c10::impl::GenericList mapped(list.elementType());
+    for (const c10::IValue& element : list) mapped.push_back(map_leaves(element, leaf));
+    return mapped;
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> elements;
+    for (const c10::IValue& element : value.toTupleRef().elements()) elements.push_back(map_leaves(element, leaf));
+    return c10::ivalue::Tuple::create(std::move(elements));
+  }
+  return leaf(value);
+}
+
+c10::IValue move_tensors(const c10::IValue& value, c10::Device device) {
+  return map_leaves(value, [device](const c10::IValue& leaf) -> c10::IValue {
+    if (leaf.isTensor()) {
+      // Wrapped numbers (Python scalars made tensors) stay CPU scalars: moving would drop the flag
+      // that keeps them from taking part in type promotion as real tensors.
+      const at::Tensor& tensor = leaf.toTensor();
+      // An undefined tensor (attention weights not computed) has no device to leave.
+      if (!tensor.defined() || tensor.unsafeGetTensorImpl()->is_wrapped_number()) return leaf;
+      return c10::IValue(tensor.to(device));
+    }
+    // Tracing and export record the example's device ("cpu") in factory calls (arange, zeros,
+    // ones): on another device they must create tensors there, or the next op mixes devices.
+    if (leaf.isDevice() && leaf.toDevice().is_cpu()) return device;
+    return leaf;
+  });
+}
+
+}  // namespace opara

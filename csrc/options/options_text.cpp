@@ -1,0 +1,183 @@
+#include "opara/options.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <functional>
+#include <sstream>
+#include <string_view>
+#include <utility>
+
+#include "opara/error.h"
+
+namespace opara {
+namespace {
+
+[[noreturn]] void bad_value(std::string_view key, std::string_view value, std::string_view expected) {
+  throw Error(fmt::format("option {}='{}': expected {}", key, value, expected));
+}
+
+int parse_int(std::string_view key, std::string_view value, int minimum) {
+  int number = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), number);
+  if (error != std::errc{} || end != value.data() + value.size() || number < minimum) {
+    bad_value(key, value, fmt::format("a whole number of at least {}", minimum));
+  }
+  return number;
+}
+
+// A decimal number above 0, or from 0 on with `allow_zero`; NaN and trailing text are refused.
+double parse_number(std::string_view key, const std::string& value, bool allow_zero) {
+  std::size_t used = 0;
+  double number = -1;
+  try {
+    number = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const bool in_range = allow_zero ? number >= 0 : number > 0;
+  if (used == 0 || used != value.size() || !in_range) {
+    bad_value(key, value, allow_zero ? "a number of at least 0" : "a number above 0");
+  }
+  return number;
+}
+
+// "12,aten::relu" -> {"12", "aten::relu"}; empty pieces are dropped.
+std::vector<std::string> split_names(const std::string& value) {
+  std::vector<std::string> names;
+  std::stringstream stream(value);
+  for (std::string name; std::getline(stream, name, ',');) {
+    if (!name.empty()) names.push_back(name);
+  }
+  return names;
+}
+
+template <typename Choice, std::size_t N>
+Choice parse_choice(std::string_view key, std::string_view value,
+                    const std::array<std::pair<std::string_view, Choice>, N>& choices) {
+  std::vector<std::string_view> names;
+  for (const auto& [name, choice] : choices) {
+    if (name == value) return choice;
+    names.push_back(name);
+  }
+  bad_value(key, value, fmt::format("one of {}", fmt::join(names, ", ")));
+}
+
+bool parse_bool(std::string_view key, std::string_view value) {
+  return parse_choice(key, value, std::array<std::pair<std::string_view, bool>, 2>{{{"true", true}, {"false", false}}});
+}
+
+c10::Device parse_device(std::string_view key, const std::string& value) {
+  try {
+    return c10::Device(value);
+  } catch (const std::exception&) {
+    bad_value(key, value, "a device such as cpu, cuda or cuda:1");
+  }
+}
+
+// The policy parsers name what they parse; this adds which option it came from.
+template <typename Parse>
+auto with_key(std::string_view key, Parse parse) {
+  try {
+    return parse();
+  } catch (const Error& error) {
+    throw Error(fmt::format("option {}: {}", key, error.what()));
+  }
+}
+
+using Setter = std::function<void(Options&, const std::string&)>;
+
+// In documentation order; each entry parses one member.
+const std::vector<std::pair<std::string, Setter>>& setters() {
+  static const std::vector<std::pair<std::string, Setter>> table = {
+      {"device", [](Options& o, const std::string& v) { o.device = parse_device("device", v); }},
+      {"streams",
+       [](Options& o, const std::string& v) {
+         o.streams = with_key("streams", [&] { return parse_stream_policy(v); });
+       }},
+      {"order",
+       [](Options& o, const std::string& v) { o.order = with_key("order", [&] { return parse_order_policy(v); }); }},
+      {"max_streams", [](Options& o, const std::string& v) { o.max_streams = parse_int("max_streams", v, 0); }},
+      {"profile", [](Options& o, const std::string& v) { o.profile = v; }},
+      {"allow_profile_mismatch",
+       [](Options& o, const std::string& v) { o.allow_profile_mismatch = parse_bool("allow_profile_mismatch", v); }},
+      {"ridge_point",
+       [](Options& o, const std::string& v) { o.ridge_point = parse_number("ridge_point", v, /*allow_zero=*/false); }},
+      {"outputs",
+       [](Options& o, const std::string& v) {
+         o.outputs = parse_choice("outputs", v,
+                                  std::array<std::pair<std::string_view, Options::Outputs>, 2>{{
+                                      {"clone", Options::Outputs::kClone},
+                                      {"view", Options::Outputs::kView},
+                                  }});
+       }},
+      {"memory",
+       [](Options& o, const std::string& v) {
+         o.memory = parse_choice("memory", v,
+                                 std::array<std::pair<std::string_view, MemoryProtection>, 3>{{
+                                     {"record-stream", MemoryProtection::kRecordStream},
+                                     {"keep-alive", MemoryProtection::kKeepAlive},
+                                     {"smaller-pool", MemoryProtection::kSmallerPool},
+                                 }});
+       }},
+      {"on_uncapturable",
+       [](Options& o, const std::string& v) {
+         o.on_uncapturable = parse_choice("on_uncapturable", v,
+                                          std::array<std::pair<std::string_view, Options::OnUncapturable>, 2>{{
+                                              {"split", Options::OnUncapturable::kSplit},
+                                              {"error", Options::OnUncapturable::kError},
+                                          }});
+       }},
+      {"warmup_runs", [](Options& o, const std::string& v) { o.warmup_runs = parse_int("warmup_runs", v, 2); }},
+      {"intra_op_threads",
+       [](Options& o, const std::string& v) { o.intra_op_threads = parse_int("intra_op_threads", v, 0); }},
+      {"pin_workers", [](Options& o, const std::string& v) { o.pin_workers = parse_bool("pin_workers", v); }},
+      {"overflow",
+       [](Options& o, const std::string& v) {
+         o.overflow = with_key("overflow", [&] { return parse_overflow_policy(v); });
+       }},
+      {"split_min_us",
+       [](Options& o, const std::string& v) { o.split_min_us = parse_number("split_min_us", v, /*allow_zero=*/true); }},
+      {"cpu_tuning_ms",
+       [](Options& o, const std::string& v) {
+         o.cpu_tuning_ms = parse_number("cpu_tuning_ms", v, /*allow_zero=*/true);
+       }},
+      {"alpha_us",
+       [](Options& o, const std::string& v) { o.alpha_us = parse_number("alpha_us", v, /*allow_zero=*/true); }},
+      {"cpu_nodes", [](Options& o, const std::string& v) { o.cpu_nodes = split_names(v); }},
+      {"static_inputs",
+       [](Options& o, const std::string& v) {
+         o.static_inputs.clear();
+         for (const std::string& index : split_names(v))
+           o.static_inputs.push_back(parse_int("static_inputs", index, 0));
+       }},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::vector<std::string> option_keys() {
+  std::vector<std::string> keys;
+  for (const auto& [key, setter] : setters()) keys.push_back(key);
+  return keys;
+}
+
+Options options_from_text(const std::map<std::string, std::string>& text) {
+  Options options;
+  for (const auto& [key, value] : text) {
+    const auto& table = setters();
+    const auto entry =
+        std::find_if(table.begin(), table.end(), [&key = key](const auto& setter) { return setter.first == key; });
+    if (entry == table.end()) {
+      throw Error(fmt::format("unknown option '{}'; the options are: {}", key, fmt::join(option_keys(), ", ")));
+    }
+    entry->second(options, value);
+  }
+  return options;
+}
+
+}  // namespace opara

@@ -1,0 +1,43 @@
+#include "opara/model_profiler.h"
+
+#include <c10/util/Exception.h>
+
+#include <filesystem>
+
+#include "exec/record_shapes.h"
+#include "opara/profile.h"
+#include "profiler/device_limits.h"
+
+namespace opara {
+namespace {
+
+// What a profile must have been made for to plan this model on these examples.
+ProfileMatch profile_match(const Graph& graph, const std::vector<at::Tensor>& examples, const CostOptions& options) {
+  ProfileMatch match;
+  match.allow_mismatch = options.allow_profile_mismatch;
+  match.warn = [](const std::string& warning) { TORCH_WARN(warning); };
+  if (std::filesystem::is_regular_file(graph.source_path)) match.model_hash = hash_model_file(graph.source_path);
+  if (!examples.empty()) {
+    std::vector<ProfileInput> inputs;
+    for (const at::Tensor& example : examples) {
+      inputs.push_back(ProfileInput{example.sizes().vec(), c10::toString(example.scalar_type())});
+    }
+    match.inputs = std::move(inputs);
+  }
+  if (options.device && options.device->is_cuda()) match.device = device_limits(options.device->index());
+  return match;
+}
+
+}  // namespace
+
+ModelCosts model_costs(const Graph& graph, const std::vector<at::Tensor>& examples, const CostOptions& options) {
+  if (!options.profile.empty()) {
+    return {costs_from_profile(graph, options.profile, profile_match(graph, examples, options)), "profile"};
+  }
+  if (examples.empty()) return {estimate_costs(graph, {}, options.ridge_point), "none"};
+  std::vector<c10::IValue> cpu_inputs;
+  for (const at::Tensor& example : examples) cpu_inputs.emplace_back(example.cpu());
+  return {estimate_costs(graph, record_shapes(graph, cpu_inputs), options.ridge_point), "shapes"};
+}
+
+}  // namespace opara

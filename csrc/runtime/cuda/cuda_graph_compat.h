@@ -1,0 +1,34 @@
+#pragma once
+
+// The one place opara reaches into LibTorch's internals: at::cuda::CUDAGraph's protected members.
+// They are not API and may change in any torch release; this is written against torch 2.11
+// (ATen/cuda/CUDAGraph.h). With another version, check that CUDAGraph still has `capture_ended_`
+// and `captured_generator_states_` (generator -> offset increment) and that a generator's
+// `capturing_` is still how capture mode is kept, then widen the check below.
+
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR != 2 || TORCH_VERSION_MINOR != 11
+#error \
+    "csrc/runtime/cuda/cuda_graph_compat.h reads CUDAGraph internals of torch 2.11: check them for this torch (see the comment above)"
+#endif
+
+namespace opara {
+
+// CUDAGraph keeps whether its capture ended, and which random generators it put in capture mode,
+// to itself; abandon_capture needs both.
+class InspectableGraph final : public at::cuda::CUDAGraph {
+ public:
+  using at::cuda::CUDAGraph::CUDAGraph;
+  [[nodiscard]] bool capture_ended() const { return capture_ended_; }
+  // capture_begin put every CUDA generator it registered in capture mode, and only a successful
+  // capture_end takes them out: after a failed capture the next eager random op would throw
+  // ("Offset increment outside graph capture") until some later capture succeeded.
+  void release_generators() noexcept {
+    for (auto& [generator, increment] : captured_generator_states_) generator->capturing_ = false;
+  }
+};
+
+}  // namespace opara

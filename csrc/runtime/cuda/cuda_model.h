@@ -1,0 +1,74 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "exec/eager_executor.h"
+#include "opara/options.h"
+#include "opara/placement.h"
+#include "overflow/segments.h"
+#include "runtime/cuda/cuda_graph_executor.h"
+#include "runtime/cuda/cuda_streams.h"
+#include "runtime/cuda/host_step.h"
+
+namespace opara {
+
+// A model on one CUDA device as graph segments, each a captured parallel CUDA graph, with host
+// steps between them; all graphs share one memory pool and replay in capture order. Every value
+// a later segment reads lives at a fixed address (a slot): graph outputs in the pool, host-step
+// results copied into buffers of their own. When a host step's result no longer fits what the
+// later graphs were captured with (another shape, another scalar), the rest of that run goes
+// eagerly, node by node, and the run still gives the right outputs.
+//
+// With `overlap`, host steps run on a stream of their own and the graph work a step does not
+// depend on is launched after the step's inputs are queued for it (HostOverlap::kSplit), so the
+// GPU works while the host does; a step holding a kCpu node runs all its nodes on the CPU
+// (HostStep). Without, host steps run eagerly on the device, in order with the graphs.
+class CudaModel {
+ public:
+  // Throws CaptureError for a node that fails capture: the caller makes it a host node and
+  // compiles again.
+  CudaModel(const Graph& graph, c10::Device device, const std::vector<Placement>& placement, bool overlap,
+            const std::vector<NodeCost>& costs, const std::vector<at::Tensor>& example_inputs, const Options& options);
+  // Waits for the last run: its buffers go back to the allocator.
+  ~CudaModel();
+  CudaModel(const CudaModel&) = delete;
+  CudaModel& operator=(const CudaModel&) = delete;
+
+  // On the current stream; the caller serialises runs. The outputs, flattened, are the model's
+  // own buffers unless `clone_outputs`: then copies, made before the next run may start.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs, bool clone_outputs);
+
+  [[nodiscard]] const Plan& plan() const { return whole_plan_; }
+  // Fills the CUDA fields of `stats`.
+  void add_stats(CompiledStats& stats) const;
+  [[nodiscard]] std::size_t eager_fallbacks() const { return eager_fallbacks_; }
+  // Milliseconds the host steps took, all runs together.
+  [[nodiscard]] double host_busy_ms() const;
+
+ private:
+  std::vector<c10::IValue> run_rest_eagerly(std::size_t first_segment, std::vector<c10::IValue> values,
+                                            const std::vector<c10::IValue>& host_outputs);
+
+  const Graph& graph_;
+  c10::Device device_;
+  std::vector<Segment> segments_;
+  std::vector<std::unique_ptr<CudaGraphExecutor>> graphs_;  // by segment; null for host steps
+  std::vector<std::unique_ptr<HostStep>> host_steps_;       // by segment; null for graphs
+  std::vector<std::unique_ptr<EagerExecutor>> eager_;       // by segment: fallbacks, made on demand
+  std::vector<c10::IValue> slots_;                          // by whole-graph value
+  std::vector<at::Tensor> static_inputs_;
+  // By whole-graph value: an input of a captured segment (a CPU tensor there is baked in).
+  std::vector<bool> read_by_a_graph_;
+  std::vector<bool> written_inputs_;  // by input: the model writes it in place (copied back after each run)
+  std::vector<bool> read_in_place_;   // by input: Options::static_inputs, read from the caller's tensor
+  std::optional<CudaEvent> last_run_;
+  std::unique_ptr<StreamLease> step_lease_;  // the host steps' stream, with overlap
+  Plan whole_plan_;
+  std::size_t eager_fallbacks_ = 0;
+};
+
+}  // namespace opara

@@ -1,0 +1,149 @@
+#pragma once
+
+// What compile() takes (Options, by concern: planning, costs, CPU, CUDA, overflow) and what it
+// reports (CompiledStats); Options from text for the interfaces that carry them as strings: the
+// torch.classes extension (a Dict(str, str)), the Python package's keyword arguments and
+// configuration files.
+
+#include <c10/core/Device.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "opara/export.h"
+#include "opara/placement.h"
+#include "opara/plan.h"
+
+namespace opara {
+
+// How a tensor read on another stream than the one that made it is kept from being reused by a
+// later allocation while the graph is captured.
+enum class MemoryProtection : std::uint8_t {
+  kRecordStream,  // freed after its last reader, record_stream on every other stream that read it
+  kKeepAlive,     // every intermediate is kept until the capture ends
+  // compile() only: captures with each of the two above and keeps the graph whose memory pool is
+  // smaller (record_stream frees earlier but holds a block until every reader's stream is done;
+  // keep-alive lets the allocator plan the whole capture), the two side by side while compiling.
+  kSmallerPool,
+};
+
+struct Options {
+  // Where the model runs: a CUDA device (parallel CUDA graphs) or the CPU (host threads play the
+  // streams). Unset: the device of the example inputs.
+  std::optional<c10::Device> device;
+  StreamPolicy streams = StreamPolicy::kOpara;
+  OrderPolicy order = OrderPolicy::kOpara;
+  int max_streams = 0;  // 0: no cap (on the CPU: tuned, see cpu_tuning_ms)
+  // A recorded profile for the launch order's demands; empty: estimated from shapes recorded on
+  // the example inputs (one eager run on the CPU). A full profile must have been made for this
+  // model file, the example inputs' shapes and, on CUDA, this GPU; otherwise compile() throws,
+  // naming what differs, unless `allow_profile_mismatch` (then it warns).
+  std::string profile;
+  bool allow_profile_mismatch = false;
+  double ridge_point = kDefaultRidgePoint;
+
+  enum class Outputs : std::uint8_t {
+    kClone,  // run() returns tensors of the caller's own
+    kView,   // run() returns views of the static output buffers: valid until the next run()
+  };
+  Outputs outputs = Outputs::kClone;
+
+  // CUDA only. kSmallerPool captures twice (compile time and, while compiling, memory double:
+  // stats().peak_bytes counts both) and keeps the graph whose pool is smaller, returning the
+  // other's to the driver: stats() says which and both pools.
+  MemoryProtection memory = MemoryProtection::kRecordStream;
+  enum class OnUncapturable : std::uint8_t {
+    kSplit,  // the node runs as a host step between graph segments
+    kError,  // compile() throws, naming the node
+  };
+  OnUncapturable on_uncapturable = OnUncapturable::kSplit;
+  int warmup_runs = 2;
+
+  // CPU only: intra-op threads per worker (0: cores / streams, or tuned), and whether workers that fill the
+  // usable CPUs with one intra-op thread each are pinned one to each (CpuExecutorOptions::pin_workers).
+  int intra_op_threads = 0;
+  bool pin_workers = true;
+  // CPU only: a long pooling or activation node is split among idle workers when its last whole
+  // run took at least this long (CpuExecutorOptions::split_min_us); 0: never split.
+  double split_min_us = 50;
+  // CPU only: with max_streams and intra_op_threads both 0 and a plan of several streams,
+  // compile() times the candidate schedules on the examples (eager's: one stream on the caller's
+  // intra-op threads; streams of one thread each, capped or not: opara/cpu_tuning.h) for about
+  // this long, three warm-up runs of each on top, and keeps eager's unless another is clearly
+  // faster, so that a model whose branches do not pay for their workers runs as fast as eager. A
+  // slow model takes longer: at least 3 rounds of each candidate's settling and one run. 0: no
+  // tuning, every stream the plan opens, cores / streams intra-op threads.
+  double cpu_tuning_ms = 1000;
+
+  // CUDA only: CPU overflow. kNone: every node on the GPU but those that cannot be captured, which
+  // run eagerly between graph segments. kCommSd (needs a full `profile`) and kManual send nodes to
+  // the CPU: host steps copy their inputs to pinned memory, run them on host threads and copy the
+  // results back, on a stream of their own, while the GPU runs the graph work they do not depend
+  // on. On the CPU every node runs on the CPU already: the policy is checked and changes nothing.
+  OverflowPolicy overflow = OverflowPolicy::kNone;
+  double alpha_us = kDefaultAlphaUs;   // Comm+SD's threshold
+  std::vector<std::string> cpu_nodes;  // kManual: node ids or kinds, or one .json file {"cpu": [...]}
+
+  // Inputs read where they are (a module's parameters and buffers, passed as inputs): run() must
+  // be given the very example tensors again, and on CUDA the graphs read their memory directly,
+  // with no copy per run, so an in-place change (load_state_dict, an optimiser step) is seen by
+  // the next run. Another tensor in their place (another address, shape, dtype or device) is an
+  // error naming the input: compile again. They must already be on the model's device, and a
+  // model that writes one in place is refused. By input index.
+  std::vector<int> static_inputs;
+
+  // CUDA only: a graph memory pool (at::cuda::graph_pool_handle()) shared with other compiled
+  // models, so that each reuses what the others' captures freed; {0, 0}: a pool of the model's own.
+  // Models that share a pool must never run at the same time (a GraphSet serialises its buckets).
+  // Not with kSmallerPool, which releases one of its two captures' pools.
+  std::pair<unsigned long long, unsigned long long> memory_pool{0, 0};
+};
+
+struct CompiledStats {
+  std::string device;
+  int streams = 0;                  // the most streams of any graph segment
+  std::size_t events = 0;           // cross-stream waits, all segments
+  std::size_t captured_nodes = 0;   // nodes captured in CUDA graphs
+  std::size_t graph_nodes = 0;      // nodes of the CUDA graphs (kernels, copies, memsets)
+  std::size_t segments = 0;         // graph segments and host steps
+  std::size_t host_nodes = 0;       // nodes run in host steps
+  std::size_t cpu_nodes = 0;        // of those, nodes run on the CPU (host steps holding a kCpu node)
+  std::size_t bytes_to_host = 0;    // bytes each run copies device-to-host for the CPU nodes
+  std::size_t bytes_to_device = 0;  // and back
+  double host_ms = 0;               // host steps' time on the host, all runs together
+  // Comm+SD's estimates of one run (0: not estimated): everything on the GPU, and the placement.
+  double predicted_none_us = 0;
+  double predicted_us = 0;
+  double compile_ms = 0;       // planning, warm-up and capture
+  double plan_us = 0;          // planning alone
+  int intra_op_threads = 0;    // CPU: each worker's
+  double tuning_ms = 0;        // CPU: choosing the schedule (Options::cpu_tuning_ms), planning included
+  double capture_ms = 0;       // capture and instantiation, all segments
+  std::size_t pool_bytes = 0;  // CUDA: the graphs' memory pool
+  // CUDA: the protection the graphs were captured with (under kSmallerPool, the one kept) and,
+  // under kSmallerPool, the pool each one took.
+  MemoryProtection memory = MemoryProtection::kRecordStream;
+  std::size_t pool_bytes_record_stream = 0;
+  std::size_t pool_bytes_keep_alive = 0;
+  // CUDA: most bytes allocated at once while compiling, weights and buffers included. Measuring it
+  // resets the device's peak statistics (torch.cuda.reset_peak_memory_stats): a peak measured
+  // around compile() by the caller starts there.
+  std::size_t peak_bytes = 0;
+  std::size_t runs = 0;             // calls of run()
+  std::size_t eager_fallbacks = 0;  // runs where a host step's result no longer fitted the captured graphs
+};
+
+// Keys are Options' member names ("streams", "max_streams", ...); values as the command line
+// spells them ("nimble", "4", "keep-alive", "cuda:0"). Throws opara::Error naming the key and
+// the values it accepts for an unknown key or a bad value.
+OPARA_API Options options_from_text(const std::map<std::string, std::string>& text);
+
+// The keys options_from_text accepts, in documentation order.
+OPARA_API std::vector<std::string> option_keys();
+
+}  // namespace opara

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Checks that each layer of csrc/ includes only itself and the layers it uses.
+
+    check_layers.py BUILD/layers.txt REPO
+
+layers.txt is written by CMake's opara_layer() calls, one line per layer:
+"name|folder|used,layers|public,headers". A layer may include its own headers, the headers of the
+layers it uses and of theirs (link dependencies are transitive), and the public headers
+(include/opara/) those layers own. Every violation is printed with its file and line; the exit
+code is 1 when there is one.
+"""
+
+import re
+import sys
+from pathlib import Path
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def main() -> int:
+    table, repo = Path(sys.argv[1]), Path(sys.argv[2])
+    layers = {}
+    for line in table.read_text().splitlines():
+        if line.strip():
+            name, folder, uses, headers = line.split("|")
+            layers[name] = (folder, [u for u in uses.split(",") if u], [h for h in headers.split(",") if h])
+    folder_of = {name: folder for name, (folder, _, _) in layers.items()}
+    owner_of_header = {header: name for name, (_, _, headers) in layers.items() for header in headers}
+
+    def reachable(name: str) -> set:
+        seen, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            if current not in seen:
+                seen.add(current)
+                todo.extend(layers[current][1])
+        return seen
+
+    def layer_of_path(path: str):
+        # The longest layer folder that holds `path` (runtime/cuda before runtime).
+        best = None
+        for name, folder in folder_of.items():
+            if path.startswith(folder + "/") and (best is None or len(folder) > len(folder_of[best])):
+                best = name
+        return best
+
+    problems = []
+    for name, (folder, _, _) in layers.items():
+        allowed = reachable(name)
+        for source in sorted((repo / "csrc" / folder).glob("*")):
+            if source.suffix not in (".h", ".cpp"):
+                continue
+            for number, text in enumerate(source.read_text().splitlines(), 1):
+                match = INCLUDE.match(text)
+                if not match:
+                    continue
+                included = match.group(1)
+                if included.startswith("opara/"):
+                    target = owner_of_header.get(included[len("opara/"):])
+                    if target is None:
+                        problems.append(f"{source.relative_to(repo)}:{number}: {included} is no public header a layer owns")
+                        continue
+                else:
+                    target = layer_of_path(included)
+                    if target is None:
+                        problems.append(f"{source.relative_to(repo)}:{number}: {included} is in no layer")
+                        continue
+                if target not in allowed:
+                    problems.append(
+                        f"{source.relative_to(repo)}:{number}: layer {name} includes {included} of layer {target}, "
+                        f"which it does not use (uses: {', '.join(sorted(allowed - {name})) or 'nothing'}); "
+                        "add the dependency in CMakeLists.txt if it is no cycle, or move the code"
+                    )
+    # Public headers include only public headers of the layers their owner uses.
+    for header, name in owner_of_header.items():
+        allowed = reachable(name)
+        path = repo / "include" / "opara" / header
+        for number, text in enumerate(path.read_text().splitlines(), 1):
+            match = INCLUDE.match(text)
+            if not match:
+                continue
+            included = match.group(1)
+            target = owner_of_header.get(included[len("opara/"):]) if included.startswith("opara/") else None
+            if target is None or target not in allowed:
+                problems.append(f"include/opara/{header}:{number}: public header of layer {name} includes {included}")
+    unowned = {p.name for p in (repo / "include" / "opara").glob("*.h")} - set(owner_of_header)
+    for header in sorted(unowned):
+        problems.append(f"include/opara/{header}: no layer owns this public header (HEADERS in CMakeLists.txt)")
+    for problem in problems:
+        print(problem)
+    print(f"{len(layers)} layers, {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+// The reference executor reproduces each model's own forward bit for bit on the CPU, in both
+// formats, frees intermediates as it goes, and names the node that fails.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <torch/cuda.h>
+
+#include "exec/eager_executor.h"
+#include "exec/outputs.h"
+#include "model_files.h"
+#include "opara/error.h"
+#include "opara/load.h"
+#include "tools/model_inputs.h"
+#include "tools/reference_forward.h"
+
+namespace opara {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Case {
+  std::string model;
+  std::string extension;
+  friend std::ostream& operator<<(std::ostream& out, const Case& c) { return out << c.model << "." << c.extension; }
+};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (const auto* models : {&testing::all_models(), &testing::half_precision_models()}) {
+    for (const std::string& model : *models) {
+      cases.push_back({model, "pt"});
+      cases.push_back({model, "pt2"});
+    }
+  }
+  return cases;
+}
+
+class MatchesForward : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MatchesForward, OutputsAreBitwiseTheModelsOwn) {
+  const Case& c = GetParam();
+  OPARA_REQUIRE_MODEL(c.model);
+  const std::string path = testing::model_path(c.model, c.extension);
+  const auto [tensors, inputs, expected] = testing::format_reference(c.model, c.extension);
+  EagerExecutor executor(load(path));
+  const auto outputs = flatten_tensors(executor.run(inputs));
+  // The exporter's record of the format's own forward (the exported program's module for .pt2).
+  EXPECT_TRUE(bitwise_equal(outputs, expected)) << "max |diff| " << max_abs_difference(outputs, expected);
+  if (c.extension == "pt") {
+    // And the TorchScript module's forward run here, in this process.
+    EXPECT_TRUE(bitwise_equal(outputs, torchscript_forward(path, tensors)));
+  }
+  EXPECT_GT(executor.peak_live_values(), 0u);
+  EXPECT_LT(executor.peak_live_values(), executor.graph().values().size());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModels, MatchesForward, ::testing::ValuesIn(all_cases()),
+                         [](const auto& info) { return info.param.model + "_" + info.param.extension; });
+
+TEST(EagerExecutor, ChainKeepsFewIntermediatesAlive) {
+  OPARA_REQUIRE_MODEL("chain");
+  const Reference reference = load_reference(testing::model_path("chain", "ref.pt"));
+  EagerExecutor executor(load(testing::model_path("chain", "pt2")));
+  executor.run({reference.inputs[0]});
+  // A chain frees each value as soon as the next op has read it.
+  EXPECT_LE(executor.peak_live_values(), 3u);
+}
+
+TEST(EagerExecutor, RepeatedRunsAgree) {
+  OPARA_REQUIRE_MODEL("inplace");
+  const Reference reference = load_reference(testing::model_path("inplace", "ref.pt"));
+  EagerExecutor executor(load(testing::model_path("inplace", "pt")));
+  const auto first = flatten_tensors(executor.run({reference.inputs[0]}));
+  const auto second = flatten_tensors(executor.run({reference.inputs[0]}));
+  EXPECT_TRUE(bitwise_equal(first, second));
+  EXPECT_TRUE(bitwise_equal(first, reference.outputs_pt));
+}
+
+TEST(EagerExecutor, WrongInputCountNamesTheInputs) {
+  OPARA_REQUIRE_MODEL("bert_base");
+  EagerExecutor executor(load(testing::model_path("bert_base", "pt2")));
+  try {
+    executor.run({at::zeros({1, 32}, at::kLong)});
+    FAIL() << "no error for a missing input";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("takes 2 inputs (input_ids, attention_mask), 1 were given"));
+  }
+}
+
+TEST(EagerExecutor, AFailingNodeIsNamed) {
+  OPARA_REQUIRE_MODEL("inplace");
+  for (const char* extension : {"pt", "pt2"}) {
+    EagerExecutor executor(load(testing::model_path("inplace", extension)));
+    try {
+      executor.run({at::zeros({1, 5, 16, 16})});  // 5 channels where the first conv takes 3
+      FAIL() << "no error for a wrong input shape";
+    } catch (const Error& error) {
+      EXPECT_THAT(error.what(), HasSubstr("node 0 (aten::"));
+      EXPECT_THAT(error.what(), HasSubstr("inplace_b1"));
+    }
+  }
+}
+
+// The same executor on the GPU: kernels differ from the CPU's, so outputs are compared with a
+// tolerance (TF32 is off by default in LibTorch for matmuls, so float32 stays close).
+TEST(EagerExecutorCuda, MatchesTheReferenceWithinTolerance) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU visible: the CUDA eager path is not run here";
+  for (const char* model : {"inplace", "branchy", "googlenet", "bert_base"}) {
+    OPARA_REQUIRE_MODEL(model);
+    const Reference reference = load_reference(testing::model_path(model, "ref.pt"));
+    const std::vector<c10::IValue> inputs(reference.inputs.begin(), reference.inputs.end());
+    for (const char* extension : {"pt", "pt2"}) {
+      EagerExecutor executor(load(testing::model_path(model, extension)), c10::Device(c10::kCUDA, 0));
+      const auto outputs = flatten_tensors(executor.run(inputs));
+      ASSERT_FALSE(outputs.empty());
+      EXPECT_TRUE(outputs[0].is_cuda()) << model << "." << extension;
+      const auto& expected = std::string(extension) == "pt" ? reference.outputs_pt : reference.outputs_pt2;
+      EXPECT_LT(max_abs_difference(outputs, expected), 1e-3) << model << "." << extension;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace opara

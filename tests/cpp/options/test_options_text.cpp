@@ -1,0 +1,97 @@
+// Options from text: what the extension's Dict(str, str) and the Python keywords turn into.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "opara/error.h"
+#include "opara/options.h"
+
+namespace opara {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string error_of(const std::map<std::string, std::string>& text) {
+  try {
+    options_from_text(text);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+TEST(OptionsText, NoKeysGiveTheDefaults) {
+  const Options options = options_from_text({});
+  const Options defaults;
+  EXPECT_FALSE(options.device.has_value());
+  EXPECT_EQ(options.streams, defaults.streams);
+  EXPECT_EQ(options.order, defaults.order);
+  EXPECT_EQ(options.max_streams, defaults.max_streams);
+  EXPECT_EQ(options.memory, defaults.memory);
+  EXPECT_EQ(options.warmup_runs, defaults.warmup_runs);
+  EXPECT_DOUBLE_EQ(options.cpu_tuning_ms, defaults.cpu_tuning_ms);
+}
+
+TEST(OptionsText, EveryKeySetsItsMember) {
+  const Options options = options_from_text({
+      {"device", "cuda:1"},         {"streams", "nimble"}, {"order", "topological"},
+      {"max_streams", "4"},         {"profile", "p.json"}, {"allow_profile_mismatch", "true"},
+      {"ridge_point", "8.5"},       {"outputs", "view"},   {"memory", "keep-alive"},
+      {"on_uncapturable", "error"}, {"warmup_runs", "3"},  {"intra_op_threads", "3"},
+      {"pin_workers", "false"},     {"split_min_us", "0"}, {"cpu_tuning_ms", "0"},
+      {"overflow", "manual"},       {"alpha_us", "0"},     {"cpu_nodes", "12,aten::relu,"},
+      {"static_inputs", "0,2"},
+  });
+  ASSERT_TRUE(options.device.has_value());
+  EXPECT_EQ(*options.device, c10::Device(c10::kCUDA, 1));
+  EXPECT_EQ(options.streams, StreamPolicy::kNimble);
+  EXPECT_EQ(options.order, OrderPolicy::kTopological);
+  EXPECT_EQ(options.max_streams, 4);
+  EXPECT_EQ(options.profile, "p.json");
+  EXPECT_TRUE(options.allow_profile_mismatch);
+  EXPECT_DOUBLE_EQ(options.ridge_point, 8.5);
+  EXPECT_EQ(options.outputs, Options::Outputs::kView);
+  EXPECT_EQ(options.memory, MemoryProtection::kKeepAlive);
+  EXPECT_EQ(options_from_text({{"memory", "smaller-pool"}}).memory, MemoryProtection::kSmallerPool);
+  EXPECT_EQ(options.on_uncapturable, Options::OnUncapturable::kError);
+  EXPECT_EQ(options.warmup_runs, 3);
+  EXPECT_EQ(options.intra_op_threads, 3);
+  EXPECT_FALSE(options.pin_workers);
+  EXPECT_DOUBLE_EQ(options.split_min_us, 0);
+  EXPECT_DOUBLE_EQ(options.cpu_tuning_ms, 0);
+  EXPECT_EQ(options.overflow, OverflowPolicy::kManual);
+  EXPECT_DOUBLE_EQ(options.alpha_us, 0);
+  EXPECT_EQ(options.cpu_nodes, (std::vector<std::string>{"12", "aten::relu"}));
+  EXPECT_EQ(options.static_inputs, (std::vector<int>{0, 2}));
+  EXPECT_EQ(option_keys().size(), 19u) << "a key was added: test it here";
+}
+
+TEST(OptionsText, AnUnknownKeyListsTheKnownOnes) {
+  const std::string message = error_of({{"stream", "opara"}});
+  EXPECT_THAT(message, HasSubstr("unknown option 'stream'"));
+  for (const std::string& key : option_keys()) EXPECT_THAT(message, HasSubstr(key));
+}
+
+TEST(OptionsText, BadValuesNameTheKeyAndWhatItTakes) {
+  EXPECT_THAT(error_of({{"streams", "many"}}), HasSubstr("option streams: unknown stream allocator 'many'"));
+  EXPECT_THAT(error_of({{"order", "random"}}), HasSubstr("option order"));
+  EXPECT_THAT(error_of({{"max_streams", "-1"}}), HasSubstr("option max_streams='-1'"));
+  EXPECT_THAT(error_of({{"max_streams", "4x"}}), HasSubstr("a whole number"));
+  EXPECT_THAT(error_of({{"warmup_runs", "1"}}), HasSubstr("a whole number of at least 2"));
+  EXPECT_THAT(error_of({{"max_streams", ""}}), HasSubstr("a whole number"));
+  EXPECT_THAT(error_of({{"ridge_point", "0"}}), HasSubstr("a number above 0"));
+  EXPECT_THAT(error_of({{"ridge_point", "nan"}}), HasSubstr("a number above 0"));
+  EXPECT_THAT(error_of({{"memory", "record_stream"}}), HasSubstr("one of record-stream, keep-alive, smaller-pool"));
+  EXPECT_THAT(error_of({{"outputs", "copy"}}), HasSubstr("one of clone, view"));
+  EXPECT_THAT(error_of({{"on_uncapturable", "skip"}}), HasSubstr("one of split, error"));
+  EXPECT_THAT(error_of({{"device", "gpu"}}), HasSubstr("option device='gpu'"));
+  EXPECT_THAT(error_of({{"allow_profile_mismatch", "yes"}}), HasSubstr("one of true, false"));
+  EXPECT_THAT(error_of({{"pin_workers", "1"}}), HasSubstr("option pin_workers='1': expected one of true, false"));
+  EXPECT_THAT(error_of({{"overflow", "sd"}}), HasSubstr("option overflow: unknown overflow policy 'sd'"));
+  EXPECT_THAT(error_of({{"alpha_us", "-5"}}), HasSubstr("option alpha_us='-5': expected a number of at least 0"));
+  EXPECT_THAT(error_of({{"static_inputs", "0,x"}}), HasSubstr("option static_inputs='x'"));
+  EXPECT_THAT(error_of({{"static_inputs", "-1"}}), HasSubstr("a whole number of at least 0"));
+  EXPECT_THAT(error_of({{"split_min_us", "fast"}}), HasSubstr("option split_min_us='fast'"));
+}
+
+}  // namespace
+}  // namespace opara
