@@ -133,7 +133,7 @@ CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCost
   return setup;
 }
 
-// The library's tuner (opara/cpu_tuning.h) with its own run counts and no time budget: each
+// The library's tuner (csrc/tuning/cpu_tuning.h) with its own run counts and no time budget: each
 // candidate gets 50 timed runs.
 CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, const ModelCosts& costs,
                          const std::vector<c10::IValue>& arguments, const CpuExecutorOptions& executor_options) {

@@ -73,7 +73,7 @@ struct Options {
   double split_min_us = 50;
   // CPU only: with max_streams and intra_op_threads both 0 and a plan of several streams,
   // compile() times the candidate schedules on the examples (eager's: one stream on the caller's
-  // intra-op threads; streams of one thread each, capped or not: opara/cpu_tuning.h) for about
+  // intra-op threads; streams of one thread each, capped or not: csrc/tuning/cpu_tuning.h) for about
   // this long, three warm-up runs of each on top, and keeps eager's unless another is clearly
   // faster, so that a model whose branches do not pay for their workers runs as fast as eager. A
   // slow model takes longer: at least 3 rounds of each candidate's settling and one run. 0: no
