@@ -17,6 +17,7 @@
 #include "opara/compiled_model.h"
 #include "opara/error.h"
 #include "opara/load.h"
+#include "opara/model_profiler.h"
 #include "opara/plan.h"
 #include "opara/profile.h"
 #include "profile_fixtures.h"
@@ -218,10 +219,26 @@ TEST(ProfileFile, AMismatchAllowedIsUsedWithAWarning) {
   ProfileMatch match = fixture_match();
   match.model_hash = "fnv1a64:1111111111111111";
   match.allow_mismatch = true;
-  WarningCollector warnings;
-  const c10::WarningUtils::WarningHandlerGuard guard(&warnings);
+  std::vector<std::string> warnings;
+  match.warn = [&warnings](const std::string& warning) { warnings.push_back(warning); };
   const std::vector<NodeCost> costs = costs_from_profile(graph, fixture(), match);
   EXPECT_EQ(launch_order(graph, OrderPolicy::kOpara, costs), (std::vector<NodeId>{3, 1, 2, 0, 4}));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("model: the profile is of a model file"));
+}
+
+TEST(ProfileFile, AMismatchAllowedThroughModelCostsIsATorchWarning) {
+  // model_costs (what compile() and opara.plan use) hands the warning to TORCH_WARN, which Python
+  // shows as a UserWarning. The fixture is a profile of another model file: allowed, it warns,
+  // and then its node kinds are refused.
+  if (!testing::model_exported("branchy")) GTEST_SKIP() << "opara-test-skip: branchy is not exported";
+  const Graph graph = load(testing::model_path("branchy", "pt"));
+  WarningCollector warnings;
+  const c10::WarningUtils::WarningHandlerGuard guard(&warnings);
+  CostOptions options;
+  options.profile = fixture();
+  options.allow_profile_mismatch = true;
+  EXPECT_THROW(model_costs(graph, {}, options), Error);
   ASSERT_EQ(warnings.messages.size(), 1u);
   EXPECT_THAT(warnings.messages[0], HasSubstr("model: the profile is of a model file"));
 }
