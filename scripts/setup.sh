@@ -8,7 +8,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 DEBIAN_PACKAGES=(cmake ninja-build ccache g++ python3-venv libfmt-dev libcli11-dev libgtest-dev
-  libgmock-dev libbenchmark-dev nlohmann-json3-dev clang-format)
+  libgmock-dev libbenchmark-dev nlohmann-json3-dev clang-format clang-tidy)
 
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do

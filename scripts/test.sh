@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every test: set up, check formatting, build once (ccache, warnings as errors), export the test
+# Every test: set up, check formatting, clang-tidy on the torch-free layers, build once (ccache, warnings as errors), export the test
 # models if missing, then ctest (GoogleTest, the layer check, the installed package), the
 # torch-free layers again under ASan and UBSan, and pytest. GPU tests skip themselves without a GPU.
 set -euo pipefail
@@ -7,6 +7,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 "$OPARA_ROOT/scripts/setup.sh"
 "$OPARA_ROOT/scripts/check_format.sh"
+"$OPARA_ROOT/scripts/tidy.sh"
 opara_build
 opara_export_models "${OPARA_ALL_MODELS[@]}"
 # Half precision: what the tests run in bfloat16 and float16 (float16 convolutions are slow on a CPU).
