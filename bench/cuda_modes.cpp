@@ -96,7 +96,7 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
   // opara+overflow plans as opara does.
   const auto plan_of = [&](const std::string& mode) {
     PlanOptions plan = mode_spec(mode == kOverflowMode ? "opara" : mode).plan;
-    plan.max_streams = request.max_streams.value_or(0);
+    plan.max_streams = request.options.plan.max_streams;
     return plan;
   };
   // cuBLAS makes a workspace per (handle, stream) on first use and keeps it (32 MiB on Hopper):
@@ -109,7 +109,7 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
     most_streams = std::max(most_streams, make_plan(model.graph, plan_of(mode)).stream_count);
   }
   // Under smaller-pool both captures, each with its host-step stream, are alive at once.
-  const std::size_t captures = request.memory == MemoryProtection::kSmallerPool ? 2 : 1;
+  const std::size_t captures = request.options.cuda.memory == MemoryProtection::kSmallerPool ? 2 : 1;
   const std::size_t warmed = captures * (static_cast<std::size_t>(most_streams) + 2);
   const std::size_t workspace_bytes = warm_idle_streams(device.index(), warmed);
   std::vector<ModeResult> results;
@@ -129,21 +129,10 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
         return flatten_tensors(eager->run(std::vector<c10::IValue>(in.begin(), in.end())));
       };
     } else {
-      Options options;
+      Options options = request.options;
       options.device = device;
-      const PlanOptions plan = plan_of(mode);
-      options.streams = plan.streams;
-      options.order = plan.order;
-      options.max_streams = plan.max_streams;
-      options.profile = request.profile;
-      options.allow_profile_mismatch = request.allow_profile_mismatch;
-      options.ridge_point = request.ridge_point;
-      options.memory = request.memory;
-      if (mode == kOverflowMode) {
-        options.overflow = request.overflow;
-        options.alpha_us = request.alpha_us;
-        options.cpu_nodes = request.cpu_nodes;
-      }
+      options.plan = plan_of(mode);
+      if (mode != kOverflowMode) options.overflow = {};
       // Views of the static outputs, as torch.cuda.graph gives: read once the timing is done,
       // a clone each run would time a copy eager does not make. The input copy into the static
       // buffers is timed: every CompiledModel::run makes it.
@@ -161,33 +150,18 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
     c10::cuda::device_synchronize();
     result.peak_bytes = peak() > before ? peak() - before : 0;
     if (compiled) {
+      // CompiledModel::stats(), as to_json names them; the CPU's tuning is not the GPU's, and
+      // peak_bytes is the mode's own (compile and runs), measured above.
       const CompiledStats stats = compiled->stats();
-      result.entry["streams"] = stats.streams;
+      const nlohmann::json stats_json = nlohmann::json::parse(to_json(stats));  // items() only refers to it
+      for (const auto& [key, value] : stats_json.items()) {
+        if (key != "device" && key != "tuning" && key != "peak_bytes") result.entry[key] = value;
+      }
       result.entry["stream_policy"] = to_string(compiled->plan().stream_policy);
       result.entry["order_policy"] = to_string(compiled->plan().order_policy);
-      result.entry["events"] = stats.events;
-      result.entry["segments"] = stats.segments;
-      result.entry["host_nodes"] = stats.host_nodes;
-      result.entry["captured_nodes"] = stats.captured_nodes;
-      result.entry["graph_nodes"] = stats.graph_nodes;
-      result.entry["compile_ms"] = stats.compile_ms;
-      result.entry["capture_ms"] = stats.capture_ms;
-      result.entry["pool_bytes"] = stats.pool_bytes;
-      result.entry["memory"] = stats.memory == MemoryProtection::kKeepAlive ? "keep-alive" : "record-stream";
-      if (request.memory == MemoryProtection::kSmallerPool) {
-        result.entry["pool_bytes_record_stream"] = stats.pool_bytes_record_stream;
-        result.entry["pool_bytes_keep_alive"] = stats.pool_bytes_keep_alive;
-      }
-      result.entry["eager_fallbacks"] = stats.eager_fallbacks;
       if (mode == kOverflowMode) {
-        const double runs = static_cast<double>(std::max<std::size_t>(stats.runs, 1));
-        result.entry["overflow"] = to_string(request.overflow);
-        result.entry["cpu_nodes"] = stats.cpu_nodes;
-        result.entry["bytes_to_host"] = stats.bytes_to_host;
-        result.entry["bytes_to_device"] = stats.bytes_to_device;
-        result.entry["host_ms_per_run"] = stats.host_ms / runs;
-        result.entry["predicted_none_us"] = stats.predicted_none_us;
-        result.entry["predicted_us"] = stats.predicted_us;
+        result.entry["overflow"] = to_string(request.options.overflow.policy);
+        result.entry["host_ms_per_run"] = stats.host_ms / static_cast<double>(std::max<std::size_t>(stats.runs, 1));
       }
     }
   }
@@ -242,7 +216,7 @@ nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& re
     entries.push_back(entry);
   }
   for (const nlohmann::json& entry : entries) {
-    if (!entry.contains("cpu_nodes")) continue;
+    if (entry.at("mode") != kOverflowMode) continue;
     fmt::print(table,
                "\n{} ({}): {} of {} nodes on the CPU, {} in host steps; {} KiB to the host and {} KiB back per "
                "run, {:.3f} ms on the host per run",

@@ -19,15 +19,9 @@ struct CudaRunRequest {
   std::vector<at::Tensor> inputs;  // on the CPU; moved to the GPU here
   int iters = 1000;
   int warmup = 10;
-  std::optional<int> max_streams;
-  std::string profile;
-  bool allow_profile_mismatch = false;
-  double ridge_point = kDefaultRidgePoint;
-  MemoryProtection memory = MemoryProtection::kRecordStream;
-  // opara+overflow
-  OverflowPolicy overflow = OverflowPolicy::kCommSd;
-  double alpha_us = kDefaultAlphaUs;
-  std::vector<std::string> cpu_nodes;
+  // What every graph mode compiles with: each mode sets its streams and order (the cap in
+  // options.plan.max_streams stays), and only opara+overflow keeps options.overflow.
+  Options options;
 };
 
 // Times each mode on the GPU with CUDA events around each run (median, p10, p90), one mode after

@@ -69,10 +69,10 @@ nlohmann::json overflow_report(const LoadedModel& model, const std::vector<at::T
     json["moves_tried"] = report.moves_tried;
     json["moves_kept"] = report.moves_kept;
   } else {
-    Options options;
-    options.overflow = policy;
+    OverflowOptions options;
+    options.policy = policy;
     options.cpu_nodes = settings.cpu_nodes;
-    placement = choose_placement(graph, inputs, options, comm_sd.gpu_streams).placement;
+    placement = choose_placement(graph, inputs, options, settings.profile, comm_sd.gpu_streams).placement;
   }
 
   // What compile() runs: CPU nodes whose copies would break a written alias group go back.

@@ -27,7 +27,6 @@
 #include "opara/error.h"
 #include "opara/options.h"
 #include "opara/placement.h"
-#include "planning.h"
 #include "progress.h"
 #include "runtime/cpu/cpu_parallel_executor.h"
 #include "support/percentile.h"
@@ -68,13 +67,12 @@ struct RunOptions {
   std::string csv;
   std::string input_shape;
   std::optional<std::uint64_t> seed;
-  std::optional<int> max_streams;                           // unset: tuned on the CPU
-  int threads = 0;                                          // intra-op threads per worker; 0: cores / streams
-  double split_min_us = CpuExecutorOptions{}.split_min_us;  // planned modes on the CPU; 0: never split
-  CostOptions costs;                                        // --profile, --ridge, --allow-profile-mismatch
-  std::string overflow = "comm_sd";                         // opara+overflow: none | comm_sd | manual
-  double alpha_us = kDefaultAlphaUs;
-  std::vector<std::string> cpu_nodes;
+  std::optional<int> max_streams;    // unset: tuned on the CPU; set: that cap, untuned
+  std::string overflow = "comm_sd";  // opara+overflow: none | comm_sd | manual
+  // What every planned mode compiles with (--threads, --split-min-us, --tuning-ms, --profile,
+  // --ridge, --allow-profile-mismatch, --alpha-us, --cpu-nodes); each mode sets its streams and
+  // order, the cap, the device, the memory protection and the overflow policy.
+  Options compile;
 };
 
 // --json: the whole report; --csv: a row per mode, the run's model and device in each.
@@ -90,59 +88,21 @@ void write_reports(const nlohmann::json& report, const RunOptions& options) {
   write_csv(rows, {"model", "device", "mode", "median_ms", "speedup_vs_sequential", "speedup_vs_eager"}, options.csv);
 }
 
-using Runner = std::function<std::vector<c10::IValue>(const std::vector<c10::IValue>&)>;
+using Runner = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
 
-std::vector<double> time_runs(const Runner& runner, const std::vector<c10::IValue>& arguments, int iters,
+std::vector<double> time_runs(const Runner& runner, const std::vector<at::Tensor>& inputs, int iters,
                               const c10::Device& device, std::vector<at::Tensor>* outputs = nullptr,
                               Progress* progress = nullptr) {
   std::vector<double> samples;
   for (int i = 0; i < iters; ++i) {
     if (progress) progress->advance();
     const auto started = std::chrono::steady_clock::now();
-    auto result = flatten_tensors(runner(arguments));
+    auto result = runner(inputs);
     if (device.is_cuda()) torch::cuda::synchronize();
     samples.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
     if (outputs) *outputs = std::move(result);
   }
   return samples;
-}
-
-// A planned mode ready to run on the CPU, and how it was set up.
-struct CpuSetup {
-  std::shared_ptr<CpuParallelExecutor> executor;
-  double plan_us = 0;
-  std::optional<CpuTuning> tuning;  // what the tuner timed, when tuned (its executor moved to `executor`)
-};
-
-// What --threads and --split-min-us ask of the CPU workers, with the critical-path priorities.
-CpuExecutorOptions cpu_executor_options(const RunOptions& options, const std::vector<double>& priorities) {
-  CpuExecutorOptions executor_options;
-  executor_options.intra_op_threads = options.threads;
-  executor_options.priorities = priorities;
-  executor_options.split_min_us = options.split_min_us;
-  return executor_options;
-}
-
-CpuSetup cpu_setup(const Graph& graph, PlanOptions plan_options, const ModelCosts& costs, int cap,
-                   const CpuExecutorOptions& executor_options) {
-  plan_options.max_streams = cap;
-  TimedPlan timed = timed_plan(graph, plan_options, costs, 1);
-  CpuSetup setup;
-  setup.plan_us = timed.plan_us;
-  setup.executor = std::make_shared<CpuParallelExecutor>(graph, std::move(timed.plan), executor_options);
-  return setup;
-}
-
-// The library's tuner (csrc/tuning/cpu_tuning.h) with its own run counts and no time budget: each
-// candidate gets 50 timed runs.
-CpuSetup tuned_cpu_setup(const Graph& graph, const PlanOptions& plan_options, const ModelCosts& costs,
-                         const std::vector<c10::IValue>& arguments, const CpuExecutorOptions& executor_options) {
-  CpuTuning tuned = tune_cpu_executor(graph, plan_options, costs.costs, arguments, executor_options);
-  CpuSetup setup;
-  setup.executor = std::move(tuned.executor);
-  setup.plan_us = tuned.plan_us;
-  setup.tuning = std::move(tuned);
-  return setup;
 }
 
 void run_modes(const RunOptions& options) {
@@ -163,7 +123,6 @@ void run_modes(const RunOptions& options) {
   const RunInputs inputs = prepare_inputs(model, options.input_shape, options.seed, options.batch);
   const int iters = options.iters.value_or(device.is_cuda() ? 1000 : 20);
   const int warmup = options.warmup.value_or(device.is_cuda() ? 10 : 3);
-  const std::vector<c10::IValue> arguments(inputs.inputs.begin(), inputs.inputs.end());
   fmt::print(table, "model   {} ({} nodes, {}, imported in {:.1f} ms)\n", model.path, model.graph.size(), model.dtype,
              model.import_ms);
   fmt::print(table, "device  {}\ninputs  {}\n", device.is_cuda() ? device.str() : cpu_description(), inputs.origin);
@@ -173,14 +132,11 @@ void run_modes(const RunOptions& options) {
     request.inputs = inputs.inputs;
     request.iters = iters;
     request.warmup = warmup;
-    request.max_streams = options.max_streams;
-    request.profile = options.costs.profile;
-    request.allow_profile_mismatch = options.costs.allow_profile_mismatch;
-    request.ridge_point = options.costs.ridge_point;
-    request.memory = options_from_text({{"memory", options.memory}}).memory;  // one table of the names
-    request.overflow = parse_overflow_policy(options.overflow);
-    request.alpha_us = options.alpha_us;
-    request.cpu_nodes = options.cpu_nodes;
+    request.options = options.compile;
+    request.options.plan.max_streams = options.max_streams.value_or(0);
+    request.options.cuda.memory =
+        options_from_text({{"memory", options.memory}}).cuda.memory;  // one table of the names
+    request.options.overflow.policy = parse_overflow_policy(options.overflow);
     nlohmann::json report = {
         {"model", model.path}, {"dtype", model.dtype}, {"device", device_description()}, {"import_ms", model.import_ms},
         {"iters", iters},      {"warmup", warmup},     {"inputs", inputs.origin},        {"memory", options.memory}};
@@ -211,13 +167,11 @@ void run_modes(const RunOptions& options) {
     nlohmann::json entry;
     std::string schedule = "node by node, one thread pool";
     std::shared_ptr<EagerExecutor> eager;
-    CpuSetup setup;
+    std::optional<CompiledModel> compiled;
     std::vector<double> samples;
     std::vector<at::Tensor> outputs;
   };
   std::vector<ModeRun> runs;
-  std::optional<ModelCosts> costs;
-  std::vector<double> priorities;
   for (const std::string& mode_name : options.modes) {
     const ModeSpec& mode = mode_spec(mode_name);
     ModeRun& run = runs.emplace_back();
@@ -225,60 +179,57 @@ void run_modes(const RunOptions& options) {
     run.entry = {{"mode", mode_name}};
     if (!mode.planned) {
       run.eager = std::make_shared<EagerExecutor>(model.graph, device);
-      run.runner = [eager = run.eager](const std::vector<c10::IValue>& in) { return eager->run(in); };
+      run.runner = [eager = run.eager](const std::vector<at::Tensor>& in) {
+        return flatten_tensors(eager->run(std::vector<c10::IValue>(in.begin(), in.end())));
+      };
       continue;
     }
-    if (!costs) costs = model_costs(model.graph, inputs.inputs, options.costs);
-    const bool tune = !options.max_streams && mode.plan.streams != StreamPolicy::kSingle;
-    if (priorities.empty()) priorities = critical_path_priorities(model.graph, arguments);
-    {
-      const Progress tuning(fmt::format("{} {}", tune ? "tuning" : "planning", mode_name), 1);
-      const CpuExecutorOptions executor_options = cpu_executor_options(options, priorities);
-      run.setup = tune ? tuned_cpu_setup(model.graph, mode.plan, *costs, arguments, executor_options)
-                       : cpu_setup(model.graph, mode.plan, *costs, options.max_streams.value_or(0), executor_options);
+    // As a user compiles for the CPU: compile() plans, and tunes the cap and threads unless
+    // --max-streams or --threads fixes them.
+    Options compile_options = options.compile;
+    compile_options.device = device;
+    compile_options.plan = mode.plan;
+    if (options.max_streams) {
+      compile_options.plan.max_streams = *options.max_streams;
+      compile_options.cpu.tuning_ms = 0;
     }
-    const Plan& plan = run.setup.executor->plan();
-    const Plan uncapped = make_plan(model.graph, PlanOptions{mode.plan.streams, mode.plan.order, 0}, costs->costs);
-    const bool searched =
-        run.setup.tuning && run.setup.tuning->candidates[run.setup.tuning->chosen].searched_priorities;
+    {
+      const Progress compiling(fmt::format("compiling {}", mode_name), 1);
+      run.compiled = compile(model.graph, inputs.inputs, compile_options);
+    }
+    const CompiledStats stats = run.compiled->stats();
+    const Plan& plan = run.compiled->plan();
+    PlanOptions uncapped_options = mode.plan;
+    uncapped_options.max_streams = 0;
+    const Plan uncapped = make_plan(model.graph, uncapped_options);  // the stream count needs no costs
+    const bool tuned = !stats.tuning.empty();
+    const bool searched = tuned && stats.tuning[stats.tuning_chosen].searched_priorities;
     run.schedule = fmt::format("{} of {} streams x {} threads, {} events{}", plan.stream_count, uncapped.stream_count,
-                               run.setup.executor->intra_op_threads(), plan.wait_count(),
-                               !tune      ? ""
+                               stats.intra_op_threads, plan.wait_count(),
+                               !tuned     ? ""
                                : searched ? " (cap tuned, priorities searched)"
                                           : " (cap tuned)");
-    run.runner = [executor = run.setup.executor](const std::vector<c10::IValue>& in) { return executor->run(in); };
+    run.runner = [model = *run.compiled](const std::vector<at::Tensor>& in) { return model.run(in); };
+    const nlohmann::json stats_json = nlohmann::json::parse(to_json(stats));
     run.entry["streams"] = plan.stream_count;
     run.entry["streams_uncapped"] = uncapped.stream_count;
     run.entry["events"] = plan.wait_count();
-    run.entry["intra_op_threads"] = run.setup.executor->intra_op_threads();
-    run.entry["plan_us"] = run.setup.plan_us;
-    run.entry["cost_source"] = costs->source;
+    run.entry["intra_op_threads"] = stats.intra_op_threads;
+    run.entry["plan_us"] = stats.plan_us;
+    run.entry["cost_source"] = plan.cost_source;
     run.entry["stream_policy"] = to_string(plan.stream_policy);
     run.entry["order_policy"] = to_string(plan.order_policy);
-    run.entry["tuned"] = tune;
+    run.entry["tuned"] = tuned;
     run.entry["priorities"] = searched ? "searched" : "critical-path";
-    if (run.setup.tuning) {
-      const CpuTuning& tuning = *run.setup.tuning;
-      for (std::size_t k = 0; k < tuning.candidates.size(); ++k) {
-        const CpuTuningCandidate& candidate = tuning.candidates[k];
-        run.entry["tuning"].push_back({{"max_streams", candidate.shape.max_streams},
-                                       {"intra_op_threads", candidate.shape.intra_op_threads},
-                                       {"streams", candidate.streams},
-                                       {"median_ms", candidate.median_ms},
-                                       {"speedup", candidate.speedup},
-                                       {"searched_priorities", candidate.searched_priorities},
-                                       {"replay_speedup", candidate.replay_speedup},
-                                       {"chosen", k == tuning.chosen}});
-      }
-    }
+    if (tuned) run.entry["tuning"] = stats_json.at("tuning");
   }
   for (int i = 0; i < warmup; ++i) {
-    for (ModeRun& run : runs) time_runs(run.runner, arguments, 1, device, &run.outputs);
+    for (ModeRun& run : runs) time_runs(run.runner, inputs.inputs, 1, device, &run.outputs);
   }
   std::vector<BlockTimer> timers;
   for (ModeRun& run : runs) {
-    timers.push_back([&run, &arguments, &device](int count) {
-      return time_runs(run.runner, arguments, count, device, &run.outputs);
+    timers.push_back([&run, &inputs, &device](int count) {
+      return time_runs(run.runner, inputs.inputs, count, device, &run.outputs);
     });
   }
   RoundTimes times;
@@ -327,17 +278,19 @@ void run_modes(const RunOptions& options) {
     // ATen splits a reduction by the intra-op thread count, so a worker with fewer threads than
     // the reference had may differ in the last bits; it must then equal eager at its own count.
     std::optional<bool> identical_same_threads;
-    const auto& executor = run.setup.executor;
-    if (identical && !*identical && executor && executor->intra_op_threads() != at::get_num_threads()) {
+    const int worker_threads = run.compiled ? run.compiled->stats().intra_op_threads : 0;
+    if (identical && !*identical && run.compiled && worker_threads != at::get_num_threads()) {
       const int previous = at::get_num_threads();
-      at::set_num_threads(executor->intra_op_threads());
+      at::set_num_threads(worker_threads);
       EagerExecutor same_threads(model.graph, device);
-      identical_same_threads = bitwise_equal(run.outputs, flatten_tensors(same_threads.run(arguments)));
+      identical_same_threads = bitwise_equal(
+          run.outputs,
+          flatten_tensors(same_threads.run(std::vector<c10::IValue>(inputs.inputs.begin(), inputs.inputs.end()))));
       at::set_num_threads(previous);
       footnote = fmt::format(
           "* equal bit for bit to eager run with the same {} intra-op thread(s): ATen splits reductions by the "
           "thread count, and the reference ran with {}",
-          executor->intra_op_threads(), previous);
+          worker_threads, previous);
     }
     const double median = percentile(run.samples, 0.5);
     const double p90 = percentile(run.samples, 0.9);
@@ -426,19 +379,24 @@ void add_run_command(CLI::App& app) {
   run->add_option("--max-streams", options->max_streams,
                   "planned modes: merge streams past this many (0: no cap); default: tuned on the CPU")
       ->check(kNonNegative);
-  run->add_option("--threads", options->threads,
-                  "planned modes on the CPU: intra-op threads per worker (0: cores / streams)")
+  run->add_option("--threads", options->compile.cpu.intra_op_threads,
+                  "planned modes on the CPU: intra-op threads per worker (0: cores / streams, or tuned)")
       ->check(kNonNegative)
       ->check(number_at_most(usable_cores(), "the cores here"));
-  run->add_option("--split-min-us", options->split_min_us,
+  run->add_option("--split-min-us", options->compile.cpu.split_min_us,
                   "planned modes on the CPU: split a pooling or activation node among idle workers when it took at "
                   "least this long (0: never)")
       ->check(kNonNegative);
-  run->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
+  run->add_option("--tuning-ms", options->compile.cpu.tuning_ms,
+                  "planned modes on the CPU, with neither --max-streams nor --threads: about how long compile() "
+                  "times the candidate schedules (default 1000; 0: every stream the plan opens, untimed)")
+      ->check(kNonNegative);
+  run->add_option("--profile", options->compile.costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
-  run->add_flag("--allow-profile-mismatch", options->costs.allow_profile_mismatch,
+  run->add_flag("--allow-profile-mismatch", options->compile.costs.allow_profile_mismatch,
                 "use a profile made for another model file, GPU or input shapes, with a warning");
-  run->add_option("--ridge", options->costs.ridge_point, "FLOPs per byte above which an op counts as compute-bound")
+  run->add_option("--ridge", options->compile.costs.ridge_point,
+                  "FLOPs per byte above which an op counts as compute-bound")
       ->check(kPositive);
   CLI::Option* overflow =
       run->add_option("--overflow", options->overflow,
@@ -446,10 +404,10 @@ void add_run_command(CLI::App& app) {
                       "default), manual (--cpu-nodes) or none")
           ->check(CLI::IsMember({"none", "comm_sd", "manual"}));
   CLI::Option* alpha =
-      run->add_option("--alpha-us", options->alpha_us,
+      run->add_option("--alpha-us", options->compile.overflow.alpha_us,
                       "Comm+SD: how much slower (us) a node may get on the CPU and still move (default 100)")
           ->check(kNonNegative);
-  run->add_option("--cpu-nodes", options->cpu_nodes,
+  run->add_option("--cpu-nodes", options->compile.overflow.cpu_nodes,
                   "manual: node ids or kinds for the CPU, comma-separated, or a .json file {\"cpu\": [...]}")
       ->delimiter(',');
   run->callback([options, overflow, alpha, rounds] {
@@ -460,19 +418,20 @@ void add_run_command(CLI::App& app) {
     }
     const bool overflow_mode =
         std::find(options->modes.begin(), options->modes.end(), kOverflowMode) != options->modes.end();
-    if (!overflow_mode && (overflow->count() > 0 || alpha->count() > 0 || !options->cpu_nodes.empty())) {
+    if (!overflow_mode &&
+        (overflow->count() > 0 || alpha->count() > 0 || !options->compile.overflow.cpu_nodes.empty())) {
       throw CLI::ValidationError("--overflow/--alpha-us/--cpu-nodes", "only go with --modes ...,opara+overflow");
     }
-    if (overflow_mode && options->overflow == "comm_sd" && options->costs.profile.empty()) {
+    if (overflow_mode && options->overflow == "comm_sd" && options->compile.costs.profile.empty()) {
       throw CLI::ValidationError("opara+overflow",
                                  "--overflow comm_sd (the default) needs --profile P: a full profile (opara-bench "
                                  "profile --model M --out P) has the GPU and CPU times Comm+SD compares; or name "
                                  "the nodes with --overflow manual --cpu-nodes");
     }
-    if (options->overflow == "manual" && options->cpu_nodes.empty()) {
+    if (options->overflow == "manual" && options->compile.overflow.cpu_nodes.empty()) {
       throw CLI::ValidationError("--overflow manual", "needs --cpu-nodes: the node ids or kinds to run on the CPU");
     }
-    if (options->overflow != "manual" && !options->cpu_nodes.empty()) {
+    if (options->overflow != "manual" && !options->compile.overflow.cpu_nodes.empty()) {
       throw CLI::ValidationError("--cpu-nodes", "only goes with --overflow manual");
     }
     run_modes(*options);

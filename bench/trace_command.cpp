@@ -163,9 +163,8 @@ TracedMode trace_on_gpu(const Graph& graph, const ModeSpec& mode, const std::vec
   } else {
     Options compile_options;
     compile_options.device = device;
-    compile_options.streams = mode.plan.streams;
-    compile_options.order = mode.plan.order;
-    compile_options.max_streams = options.max_streams.value_or(0);
+    compile_options.plan = mode.plan;
+    compile_options.plan.max_streams = options.max_streams.value_or(0);
     run = [compiled = compile(graph, inputs, compile_options), inputs] { compiled.run(inputs); };
   }
   for (int i = 0; i < options.warmup; ++i) run();

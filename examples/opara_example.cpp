@@ -152,8 +152,8 @@ int run(const Arguments& arguments) {
   } else {
     opara::Options sequential;
     sequential.device = c10::Device(c10::kCPU);
-    sequential.streams = opara::StreamPolicy::kSingle;
-    sequential.cpu_tuning_ms = 0;
+    sequential.plan.streams = opara::StreamPolicy::kSingle;
+    sequential.cpu.tuning_ms = 0;
     std::vector<at::Tensor> cpu_inputs;
     for (const at::Tensor& input : inputs) cpu_inputs.push_back(input.cpu());
     reference = [compiled = opara::compile(graph, cpu_inputs, sequential), cpu_inputs] {

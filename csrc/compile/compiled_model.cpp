@@ -36,7 +36,7 @@ struct CompiledModel::State {
   CompiledStats stats;
   Plan plan;
   std::unique_ptr<CpuParallelExecutor> cpu;
-  // Options::memory_pool: the pool kept alive for this model's captures, retries included (before
+  // CudaOptions::memory_pool: the pool kept alive for this model's captures, retries included (before
   // `cuda`, so that it is released after the graphs).
   std::optional<PoolReference> shared_pool;
   std::unique_ptr<CudaModel> cuda;
@@ -83,46 +83,45 @@ void compile_cuda(CompiledModel::State& state, const ExamplesForARun& examples_f
   const Graph& graph = state.graph;
   const Options& options = state.options;
   const c10::DeviceIndex index = state.device.index();
-  if (options.memory_pool.first != 0 || options.memory_pool.second != 0) {
-    state.shared_pool.emplace(index, options.memory_pool);
-  }
+  const CudaOptions& cuda = options.cuda;
+  const bool shared_pool = cuda.memory_pool.first != 0 || cuda.memory_pool.second != 0;
+  if (shared_pool) state.shared_pool.emplace(index, cuda.memory_pool);
   const std::size_t before = allocated_bytes(index);
   c10::cuda::CUDACachingAllocator::resetPeakStats(index);
   // Comm+SD's estimate runs the GPU side on as many streams as the whole graph's plan opens.
   const int gpu_streams =
-      options.overflow == OverflowPolicy::kCommSd
-          ? make_plan(graph, {options.streams, options.order, options.max_streams}, costs).stream_count
-          : 0;
-  const OverflowChoice choice = choose_placement(graph, examples_for_a_run(), options, gpu_streams);
+      options.overflow.policy == OverflowPolicy::kCommSd ? make_plan(graph, options.plan, costs).stream_count : 0;
+  const OverflowChoice choice =
+      choose_placement(graph, examples_for_a_run(), options.overflow, options.costs.profile, gpu_streams);
   std::vector<bool> uncapturable = host_nodes_on_device(graph, examples_for_a_run(), state.device);
   const std::vector<at::Tensor> examples = examples_for_a_run();  // CudaModel copies them into buffers of its own
   // A node that fails capture becomes a host node and the model is compiled again.
   const auto capture = [&](MemoryProtection memory) {
-    Options attempt = options;
+    CudaOptions attempt = cuda;
     attempt.memory = memory;
     for (;;) {
       std::vector<Placement> placement = runnable_placement(graph, choice.placement, uncapturable);
       try {
-        const bool overlap = options.overflow != OverflowPolicy::kNone;
-        auto model = std::make_unique<CudaModel>(graph, state.device, placement, overlap, costs, examples, attempt);
+        const bool overlap = options.overflow.policy != OverflowPolicy::kNone;
+        auto model = std::make_unique<CudaModel>(graph, state.device, placement, overlap, costs, examples,
+                                                 options.static_inputs, options.plan, attempt);
         return std::make_pair(std::move(model), std::move(placement));
       } catch (const CaptureError& error) {
-        if (options.on_uncapturable == Options::OnUncapturable::kError || uncapturable[error.node()]) throw;
+        if (cuda.on_uncapturable == CudaOptions::OnUncapturable::kError || uncapturable[error.node()]) throw;
         uncapturable[error.node()] = true;
       }
     }
   };
   std::vector<Placement> placement;
-  if (options.memory == MemoryProtection::kSmallerPool &&
-      (options.memory_pool.first != 0 || options.memory_pool.second != 0)) {
+  if (cuda.memory == MemoryProtection::kSmallerPool && shared_pool) {
     throw Error(
         fmt::format("{}: memory=smaller-pool keeps one of two captures and releases the other's pool, which "
                     "a shared memory_pool cannot do; choose record-stream or keep-alive",
                     graph.source_path));
   }
-  if (options.memory != MemoryProtection::kSmallerPool) {
-    std::tie(state.cuda, placement) = capture(options.memory);
-    state.stats.memory = options.memory;
+  if (cuda.memory != MemoryProtection::kSmallerPool) {
+    std::tie(state.cuda, placement) = capture(cuda.memory);
+    state.stats.memory = cuda.memory;
   } else {
     auto record_stream = capture(MemoryProtection::kRecordStream);
     auto keep_alive = capture(MemoryProtection::kKeepAlive);
@@ -156,29 +155,30 @@ void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs
                  const std::vector<at::Tensor>& examples) {
   const Options& options = state.options;
   const std::vector<c10::IValue> inputs(examples.begin(), examples.end());
-  const PlanOptions plan_options{options.streams, options.order, options.max_streams};
   state.host.assign(state.graph.size(), false);
   CpuExecutorOptions cpu_options;
-  cpu_options.intra_op_threads = options.intra_op_threads;
-  cpu_options.pin_workers = options.pin_workers;
-  cpu_options.split_min_us = options.split_min_us;
-  // As opara-bench does: among ready streams, the one on the critical path in measured host time
-  // runs first (only the order of independent nodes changes, never a result).
-  const bool branches = make_plan(state.graph, {options.streams, options.order, 0}, costs).stream_count > 1;
+  static_cast<CpuOptions&>(cpu_options) = options.cpu;
+  // Among ready streams, the one on the critical path in measured host time runs first (only the
+  // order of independent nodes changes, never a result).
+  PlanOptions uncapped = options.plan;
+  uncapped.max_streams = 0;
+  const bool branches = make_plan(state.graph, uncapped, costs).stream_count > 1;
   if (branches) cpu_options.priorities = critical_path_priorities(state.graph, inputs);
   // A plan of one stream has one schedule worth running: eager's, on the caller's threads.
-  const bool tune = options.cpu_tuning_ms > 0 && options.max_streams == 0 && options.intra_op_threads == 0 &&
+  const bool tune = options.cpu.tuning_ms > 0 && options.plan.max_streams == 0 && options.cpu.intra_op_threads == 0 &&
                     branches && usable_cores() > 1;
   if (tune) {
     CpuTuningOptions tuning;
-    tuning.budget_ms = options.cpu_tuning_ms;
-    CpuTuning tuned = tune_cpu_executor(state.graph, plan_options, costs, inputs, cpu_options, tuning);
+    tuning.budget_ms = options.cpu.tuning_ms;
+    CpuTuning tuned = tune_cpu_executor(state.graph, options.plan, costs, inputs, cpu_options, tuning);
     state.cpu = std::move(tuned.executor);
     state.stats.plan_us = tuned.plan_us;
     state.stats.tuning_ms = tuned.tuning_ms;
+    state.stats.tuning = std::move(tuned.candidates);
+    state.stats.tuning_chosen = tuned.chosen;
   } else {
     const auto started = std::chrono::steady_clock::now();
-    Plan plan = make_plan(state.graph, plan_options, costs);
+    Plan plan = make_plan(state.graph, options.plan, costs);
     state.stats.plan_us = milliseconds_since(started) * 1000;
     state.cpu = std::make_unique<CpuParallelExecutor>(state.graph, std::move(plan), cpu_options);
   }
@@ -252,17 +252,14 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
     return copies;
   };
 
-  CostOptions cost_options;
-  cost_options.profile = options.profile;
-  cost_options.ridge_point = options.ridge_point;
-  cost_options.allow_profile_mismatch = options.allow_profile_mismatch;
-  cost_options.device = state->device;
-  const ModelCosts costs = model_costs(graph, examples_for_a_run(), cost_options);
+  const ModelCosts costs = model_costs(graph, examples_for_a_run(), options.costs, state->device);
   if (state->device.is_cuda()) {
     compile_cuda(*state, examples_for_a_run, costs.costs);
   } else {
     // Every node runs on the CPU already; the names a manual placement gives must still exist.
-    if (options.overflow == OverflowPolicy::kManual) choose_placement(graph, examples_for_a_run(), options, 0);
+    if (options.overflow.policy == OverflowPolicy::kManual) {
+      choose_placement(graph, examples_for_a_run(), options.overflow, options.costs.profile, 0);
+    }
     compile_cpu(*state, costs.costs, examples_for_a_run());
   }
   state->plan.cost_source = costs.source;

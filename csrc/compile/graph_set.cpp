@@ -309,22 +309,21 @@ GraphSet compile_graph_set(const GraphForBatch& graph_for, const std::vector<at:
   }
   Options bucket_options = options;
   state->shared_pool =
-      set_options.share_pool && state->device.is_cuda() && options.memory != MemoryProtection::kSmallerPool;
+      set_options.share_pool && state->device.is_cuda() && options.cuda.memory != MemoryProtection::kSmallerPool;
   std::vector<Graph> graphs;
   for (std::int64_t size : state->batch_sizes)
     graphs.push_back(size == state->batch_sizes.front() ? first : graph_for(size));
   if (state->shared_pool) {
     const c10::MempoolId_t pool = at::cuda::graph_pool_handle();
-    bucket_options.memory_pool = {pool.first, pool.second};
+    bucket_options.cuda.memory_pool = {pool.first, pool.second};
     // Streams for the bucket that needs the most, leased before any compiles, so that every bucket
     // captures on the same ones (a smaller lease would make the larger bucket lease streams apart).
     int most_streams = 0;
     for (const Graph& graph : graphs) {
-      most_streams =
-          std::max(most_streams, make_plan(graph, {options.streams, options.order, options.max_streams}).stream_count);
+      most_streams = std::max(most_streams, make_plan(graph, options.plan).stream_count);
     }
-    state->streams =
-        lease_for_pool(state->device.index(), bucket_options.memory_pool, static_cast<std::size_t>(most_streams) + 1);
+    state->streams = lease_for_pool(state->device.index(), bucket_options.cuda.memory_pool,
+                                    static_cast<std::size_t>(most_streams) + 1);
   }
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
     state->shapes.push_back(example_inputs[i].sizes().vec());

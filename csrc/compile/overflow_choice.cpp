@@ -20,8 +20,8 @@ bool ends_with(const std::string& text, std::string_view suffix) {
 std::vector<Placement> manual_choice(const Graph& graph, const std::vector<std::string>& names) {
   if (names.empty()) {
     throw Error(
-        fmt::format("{}: Options::overflow = manual names no node; list node ids or kinds in "
-                    "Options::cpu_nodes (\"12\", \"aten::lstm_cell\"), or a .json file {{\"cpu\": [...]}}",
+        fmt::format("{}: overflow = manual names no node; list node ids or kinds in cpu_nodes "
+                    "(Options::overflow.cpu_nodes: \"12\", \"aten::lstm_cell\"), or a .json file {{\"cpu\": [...]}}",
                     graph.source_path));
   }
   if (names.size() == 1 && ends_with(names.front(), ".json")) return manual_placement_file(graph, names.front());
@@ -56,21 +56,21 @@ PlacementCosts profile_placement_costs(const Graph& graph, const std::vector<at:
   return placement_costs(graph, loaded, shapes, alpha_us);
 }
 
-OverflowChoice choose_placement(const Graph& graph, const std::vector<at::Tensor>& examples, const Options& options,
-                                int gpu_streams) {
+OverflowChoice choose_placement(const Graph& graph, const std::vector<at::Tensor>& examples,
+                                const OverflowOptions& options, const std::string& profile, int gpu_streams) {
   OverflowChoice choice;
-  switch (options.overflow) {
+  switch (options.policy) {
     case OverflowPolicy::kNone: choice.placement = gpu_placement(graph); break;
     case OverflowPolicy::kManual: choice.placement = manual_choice(graph, options.cpu_nodes); break;
     case OverflowPolicy::kCommSd: {
-      if (options.profile.empty()) {
+      if (profile.empty()) {
         throw Error(
-            fmt::format("{}: Options::overflow = comm_sd compares each node's GPU and CPU times, which come "
-                        "from a full profile: set Options::profile (opara-bench profile --model M --out P "
+            fmt::format("{}: overflow = comm_sd compares each node's GPU and CPU times, which come from a full "
+                        "profile: set profile (Options::costs.profile; opara-bench profile --model M --out P "
                         "records one), or name the CPU nodes with overflow = manual",
                         graph.source_path));
       }
-      choice.costs = profile_placement_costs(graph, examples, options.profile, options.alpha_us);
+      choice.costs = profile_placement_costs(graph, examples, profile, options.alpha_us);
       choice.comm_sd.gpu_streams = std::max(1, gpu_streams);
       const PlacementReport report = comm_sd_placement(graph, *choice.costs, choice.comm_sd);
       choice.placement = report.placement;

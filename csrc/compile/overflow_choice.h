@@ -1,6 +1,6 @@
 #pragma once
 
-// Which nodes of a model compile() runs on the CPU, by Options::overflow: none, the nodes the
+// Which nodes of a model compile() runs on the CPU, by OverflowOptions::policy: none, the nodes the
 // user names, or SIR+ Comm+SD on the times of a full profile.
 
 #include <ATen/core/Tensor.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "opara/compiled_model.h"
+#include "opara/options.h"
 #include "opara/placement.h"
 
 namespace opara {
@@ -25,9 +25,9 @@ struct OverflowChoice {
   CommSdOptions comm_sd;
 };
 
-// kNone: gpu_placement. kManual: Options::cpu_nodes, node ids and kinds, or a single .json file
-// (manual_placement_file). kCommSd: comm_sd_placement on placement_costs of the full profile in
-// Options::profile (per-value bytes from shapes recorded on `examples`, on the CPU), confirmed by
+// kNone: gpu_placement. kManual: options.cpu_nodes, node ids and kinds, or a single .json file
+// (manual_placement_file). kCommSd: comm_sd_placement on placement_costs of the full profile at
+// `profile` (per-value bytes from shapes recorded on `examples`, on the CPU), confirmed by
 // the estimate with `gpu_streams` streams. Throws opara::Error naming the file and what to do when
 // manual names no node or an unknown one, or comm_sd has no profile or one without times.
 // Comm+SD's costs from the full profile at `profile`: times from it, per-value bytes from shapes
@@ -36,7 +36,7 @@ struct OverflowChoice {
 PlacementCosts profile_placement_costs(const Graph& graph, const std::vector<at::Tensor>& examples,
                                        const std::string& profile, double alpha_us);
 
-OverflowChoice choose_placement(const Graph& graph, const std::vector<at::Tensor>& examples, const Options& options,
-                                int gpu_streams);
+OverflowChoice choose_placement(const Graph& graph, const std::vector<at::Tensor>& examples,
+                                const OverflowOptions& options, const std::string& profile, int gpu_streams);
 
 }  // namespace opara

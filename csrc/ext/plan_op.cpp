@@ -14,12 +14,8 @@ std::string plan_model(const std::string& path, const std::optional<std::vector<
                        const std::optional<c10::Dict<std::string, std::string>>& options_dict) {
   const Options options = options_from_dict(options_dict);
   const Graph graph = load(path);
-  CostOptions cost_options;
-  cost_options.profile = options.profile;
-  cost_options.ridge_point = options.ridge_point;
-  cost_options.allow_profile_mismatch = options.allow_profile_mismatch;
-  const ModelCosts costs = model_costs(graph, example_inputs.value_or(std::vector<at::Tensor>{}), cost_options);
-  Plan plan = make_plan(graph, {options.streams, options.order, options.max_streams}, costs.costs);
+  const ModelCosts costs = model_costs(graph, example_inputs.value_or(std::vector<at::Tensor>{}), options.costs);
+  Plan plan = make_plan(graph, options.plan, costs.costs);
   plan.cost_source = costs.source;
   return to_json(plan);
 }

@@ -8,6 +8,9 @@
 
 namespace opara {
 
+// By value id: true when the model returns it.
+std::vector<bool> model_output_mask(const Graph& graph);
+
 // Kahn's algorithm, smallest node id first among the ready ones: for an imported graph this is
 // the program order. Every graph is acyclic by construction, so this never fails.
 std::vector<NodeId> topological_order(const Graph& graph);

@@ -88,6 +88,13 @@ auto with_key(std::string_view key, Parse parse) {
   }
 }
 
+// MemoryProtection by name, both ways.
+constexpr std::array<std::pair<std::string_view, MemoryProtection>, 3> kMemoryProtections{{
+    {"record-stream", MemoryProtection::kRecordStream},
+    {"keep-alive", MemoryProtection::kKeepAlive},
+    {"smaller-pool", MemoryProtection::kSmallerPool},
+}};
+
 using Setter = std::function<void(Options&, const std::string&)>;
 
 // In documentation order; each entry parses one member.
@@ -96,16 +103,20 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"device", [](Options& o, const std::string& v) { o.device = parse_device("device", v); }},
       {"streams",
        [](Options& o, const std::string& v) {
-         o.streams = with_key("streams", [&] { return parse_stream_policy(v); });
+         o.plan.streams = with_key("streams", [&] { return parse_stream_policy(v); });
        }},
-      {"order",
-       [](Options& o, const std::string& v) { o.order = with_key("order", [&] { return parse_order_policy(v); }); }},
-      {"max_streams", [](Options& o, const std::string& v) { o.max_streams = parse_int("max_streams", v, 0); }},
-      {"profile", [](Options& o, const std::string& v) { o.profile = v; }},
+      {"order", [](Options& o,
+                   const std::string& v) { o.plan.order = with_key("order", [&] { return parse_order_policy(v); }); }},
+      {"max_streams", [](Options& o, const std::string& v) { o.plan.max_streams = parse_int("max_streams", v, 0); }},
+      {"profile", [](Options& o, const std::string& v) { o.costs.profile = v; }},
       {"allow_profile_mismatch",
-       [](Options& o, const std::string& v) { o.allow_profile_mismatch = parse_bool("allow_profile_mismatch", v); }},
+       [](Options& o, const std::string& v) {
+         o.costs.allow_profile_mismatch = parse_bool("allow_profile_mismatch", v);
+       }},
       {"ridge_point",
-       [](Options& o, const std::string& v) { o.ridge_point = parse_number("ridge_point", v, /*allow_zero=*/false); }},
+       [](Options& o, const std::string& v) {
+         o.costs.ridge_point = parse_number("ridge_point", v, /*allow_zero=*/false);
+       }},
       {"outputs",
        [](Options& o, const std::string& v) {
          o.outputs = parse_choice("outputs", v,
@@ -115,39 +126,36 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
                                   }});
        }},
       {"memory",
-       [](Options& o, const std::string& v) {
-         o.memory = parse_choice("memory", v,
-                                 std::array<std::pair<std::string_view, MemoryProtection>, 3>{{
-                                     {"record-stream", MemoryProtection::kRecordStream},
-                                     {"keep-alive", MemoryProtection::kKeepAlive},
-                                     {"smaller-pool", MemoryProtection::kSmallerPool},
-                                 }});
-       }},
+       [](Options& o, const std::string& v) { o.cuda.memory = parse_choice("memory", v, kMemoryProtections); }},
       {"on_uncapturable",
        [](Options& o, const std::string& v) {
-         o.on_uncapturable = parse_choice("on_uncapturable", v,
-                                          std::array<std::pair<std::string_view, Options::OnUncapturable>, 2>{{
-                                              {"split", Options::OnUncapturable::kSplit},
-                                              {"error", Options::OnUncapturable::kError},
-                                          }});
+         o.cuda.on_uncapturable = parse_choice("on_uncapturable", v,
+                                               std::array<std::pair<std::string_view, CudaOptions::OnUncapturable>, 2>{{
+                                                   {"split", CudaOptions::OnUncapturable::kSplit},
+                                                   {"error", CudaOptions::OnUncapturable::kError},
+                                               }});
        }},
-      {"warmup_runs", [](Options& o, const std::string& v) { o.warmup_runs = parse_int("warmup_runs", v, 2); }},
+      {"warmup_runs", [](Options& o, const std::string& v) { o.cuda.warmup_runs = parse_int("warmup_runs", v, 2); }},
       {"intra_op_threads",
-       [](Options& o, const std::string& v) { o.intra_op_threads = parse_int("intra_op_threads", v, 0); }},
-      {"pin_workers", [](Options& o, const std::string& v) { o.pin_workers = parse_bool("pin_workers", v); }},
+       [](Options& o, const std::string& v) { o.cpu.intra_op_threads = parse_int("intra_op_threads", v, 0); }},
+      {"pin_workers", [](Options& o, const std::string& v) { o.cpu.pin_workers = parse_bool("pin_workers", v); }},
       {"overflow",
        [](Options& o, const std::string& v) {
-         o.overflow = with_key("overflow", [&] { return parse_overflow_policy(v); });
+         o.overflow.policy = with_key("overflow", [&] { return parse_overflow_policy(v); });
        }},
       {"split_min_us",
-       [](Options& o, const std::string& v) { o.split_min_us = parse_number("split_min_us", v, /*allow_zero=*/true); }},
+       [](Options& o, const std::string& v) {
+         o.cpu.split_min_us = parse_number("split_min_us", v, /*allow_zero=*/true);
+       }},
       {"cpu_tuning_ms",
        [](Options& o, const std::string& v) {
-         o.cpu_tuning_ms = parse_number("cpu_tuning_ms", v, /*allow_zero=*/true);
+         o.cpu.tuning_ms = parse_number("cpu_tuning_ms", v, /*allow_zero=*/true);
        }},
       {"alpha_us",
-       [](Options& o, const std::string& v) { o.alpha_us = parse_number("alpha_us", v, /*allow_zero=*/true); }},
-      {"cpu_nodes", [](Options& o, const std::string& v) { o.cpu_nodes = split_names(v); }},
+       [](Options& o, const std::string& v) {
+         o.overflow.alpha_us = parse_number("alpha_us", v, /*allow_zero=*/true);
+       }},
+      {"cpu_nodes", [](Options& o, const std::string& v) { o.overflow.cpu_nodes = split_names(v); }},
       {"static_inputs",
        [](Options& o, const std::string& v) {
          o.static_inputs.clear();
@@ -159,6 +167,13 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
 }
 
 }  // namespace
+
+std::string_view to_string(MemoryProtection memory) {
+  for (const auto& [name, protection] : kMemoryProtections) {
+    if (protection == memory) return name;
+  }
+  return "unknown";
+}
 
 std::vector<std::string> option_keys() {
   std::vector<std::string> keys;

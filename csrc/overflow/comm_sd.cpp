@@ -36,7 +36,7 @@ namespace {
 class CommSd {
  public:
   CommSd(const Graph& graph, const PlacementCosts& costs, const CommSdOptions& options)
-      : graph_(graph), costs_(costs), options_(options), is_output_(overflow::model_output_mask(graph)) {}
+      : graph_(graph), costs_(costs), options_(options), is_output_(model_output_mask(graph)) {}
 
   PlacementReport run() {
     PlacementReport report;

@@ -93,12 +93,6 @@ std::vector<Placement> placement_with_cpu_nodes(const Graph& graph, const std::v
 
 namespace overflow {
 
-std::vector<bool> model_output_mask(const Graph& graph) {
-  std::vector<bool> is_output(graph.values().size(), false);
-  for (ValueId output : graph.outputs()) is_output[output] = true;
-  return is_output;
-}
-
 Placement follow_producer(const Graph& graph, const std::vector<Placement>& placement, const Node& node) {
   if (node.inputs.empty()) return Placement::kGpu;
   const NodeId producer = graph.value(node.inputs.front()).producer;

@@ -28,6 +28,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "graph/graph_analysis.h"
 #include "opara/error.h"
 
 namespace opara {
@@ -35,21 +36,11 @@ namespace {
 
 constexpr int kNoSegment = -1;
 
-std::string_view kind_name(SegmentKind kind) {
-  return kind == SegmentKind::kGraph ? "graph" : "host";
-}
-
 // "value %7 (output of node 3 (aten::relu))" or "model input x".
 std::string describe_value(const Graph& graph, ValueId id) {
   const Value& value = graph.value(id);
   if (value.producer == kNoNode) return fmt::format("model input {}", value.name);
   return fmt::format("value {} (output of {})", value.name, graph.describe(value.producer));
-}
-
-std::vector<bool> model_outputs(const Graph& graph) {
-  std::vector<bool> is_output(graph.values().size(), false);
-  for (ValueId output : graph.outputs()) is_output[output] = true;
-  return is_output;
 }
 
 // Phase of each node by the rule at the top of the file, numbered densely from 0.
@@ -173,6 +164,10 @@ Graph segment_graph(const Graph& graph, const Segment& segment, const std::vecto
 
 }  // namespace
 
+std::string_view to_string(SegmentKind kind) {
+  return kind == SegmentKind::kGraph ? "graph" : "host";
+}
+
 std::vector<Segment> split_segments(const Graph& graph, const std::vector<bool>& host, HostOverlap overlap) {
   if (host.size() != graph.size()) {
     throw Error(fmt::format("{}: the host mask has {} entries for a graph of {} nodes", graph.source_path, host.size(),
@@ -194,7 +189,7 @@ std::vector<Segment> split_segments(const Graph& graph, const std::vector<bool>&
       order_edges[segment_of[edge.from]].push_back(edge);
     }
   }
-  const std::vector<bool> is_output = model_outputs(graph);
+  const std::vector<bool> is_output = model_output_mask(graph);
   for (int index = 0; index < count; ++index) {
     Segment& segment = segments[index];
     segment.kind = host[segment.nodes.front()] ? SegmentKind::kHost : SegmentKind::kGraph;
@@ -230,7 +225,7 @@ std::vector<int> check_cover(const Graph& graph, const std::vector<Segment>& seg
     }
     if (s > 0 && segment.kind == segments[s - 1].kind && !overlapped) {
       problems.push_back(fmt::format("segments {} and {} are both {} segments: kinds must alternate", s - 1, s,
-                                     kind_name(segment.kind)));
+                                     to_string(segment.kind)));
     }
     for (std::size_t k = 0; k < segment.nodes.size(); ++k) {
       const NodeId id = segment.nodes[k];
@@ -303,7 +298,7 @@ void compare_values(const Graph& graph, std::size_t s, const char* what, const s
 // Inputs and outputs of every segment, and where each input comes from; every model output made.
 void check_values(const Graph& graph, const std::vector<Segment>& segments, const std::vector<int>& segment_of,
                   Problems& problems) {
-  const std::vector<bool> is_output = model_outputs(graph);
+  const std::vector<bool> is_output = model_output_mask(graph);
   std::vector<std::vector<std::size_t>> output_by(graph.values().size());  // segments listing it as output
   for (std::size_t s = 0; s < segments.size(); ++s) {
     const Segment& segment = segments[s];

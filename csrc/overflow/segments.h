@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "opara/graph.h"
@@ -55,6 +56,9 @@ enum class HostOverlap : std::uint8_t {
 // second). Throws opara::Error if host.size() != graph.size().
 std::vector<Segment> split_segments(const Graph& graph, const std::vector<bool>& host,
                                     HostOverlap overlap = HostOverlap::kNone);
+
+// "graph" or "host".
+std::string_view to_string(SegmentKind kind);
 
 // The nodes flagged kNotCapturable (aten::item, nonzero, ...), as a mask for split_segments.
 std::vector<bool> uncapturable_nodes(const Graph& graph);

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "graph/graph_analysis.h"  // model_output_mask: a returned value must end on the GPU
 #include "opara/graph.h"
 #include "opara/placement.h"
 
@@ -14,9 +15,6 @@ namespace opara::overflow {
 inline bool on_cpu_side(Placement placement) {
   return placement != Placement::kGpu;
 }
-
-// Per value: true when the model returns it (it must end on the GPU).
-std::vector<bool> model_output_mask(const Graph& graph);
 
 // The side a node that launches no kernel takes: its first input's producer's (model inputs and
 // constants live on the GPU).

@@ -15,6 +15,7 @@ namespace {
 
 std::string describe_inputs(const std::vector<ProfileInput>& inputs) {
   std::vector<std::string> parts;
+  parts.reserve(inputs.size());
   for (const ProfileInput& input : inputs)
     parts.push_back(fmt::format("{}[{}]", input.dtype, fmt::join(input.sizes, "x")));
   return parts.empty() ? "no inputs" : fmt::format("{}", fmt::join(parts, ", "));
@@ -64,7 +65,7 @@ void require_profile_matches(const Profile& profile, const ProfileMatch& match, 
   }
   throw Error(fmt::format(
       "{}: the profile does not fit: {}. Profile this model again here (opara-bench profile), or allow a mismatched "
-      "profile (--allow-profile-mismatch, Options::allow_profile_mismatch)",
+      "profile (--allow-profile-mismatch, Options::costs.allow_profile_mismatch)",
       path, listed));
 }
 

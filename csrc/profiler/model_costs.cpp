@@ -12,7 +12,8 @@ namespace opara {
 namespace {
 
 // What a profile must have been made for to plan this model on these examples.
-ProfileMatch profile_match(const Graph& graph, const std::vector<at::Tensor>& examples, const CostOptions& options) {
+ProfileMatch profile_match(const Graph& graph, const std::vector<at::Tensor>& examples, const CostOptions& options,
+                           std::optional<c10::Device> device) {
   ProfileMatch match;
   match.allow_mismatch = options.allow_profile_mismatch;
   match.warn = [](const std::string& warning) { TORCH_WARN(warning); };
@@ -24,15 +25,16 @@ ProfileMatch profile_match(const Graph& graph, const std::vector<at::Tensor>& ex
     }
     match.inputs = std::move(inputs);
   }
-  if (options.device && options.device->is_cuda()) match.device = device_limits(options.device->index());
+  if (device && device->is_cuda()) match.device = device_limits(device->index());
   return match;
 }
 
 }  // namespace
 
-ModelCosts model_costs(const Graph& graph, const std::vector<at::Tensor>& examples, const CostOptions& options) {
+ModelCosts model_costs(const Graph& graph, const std::vector<at::Tensor>& examples, const CostOptions& options,
+                       std::optional<c10::Device> device) {
   if (!options.profile.empty()) {
-    return {costs_from_profile(graph, options.profile, profile_match(graph, examples, options)), "profile"};
+    return {costs_from_profile(graph, options.profile, profile_match(graph, examples, options, device)), "profile"};
   }
   if (examples.empty()) return {estimate_costs(graph, {}, options.ridge_point), "none"};
   std::vector<c10::IValue> cpu_inputs;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "graph/graph_analysis.h"
 #include "opara/error.h"
 
 namespace opara {
@@ -20,11 +21,7 @@ std::vector<c10::IValue> run_segments(const Graph& graph, const std::vector<Segm
   for (const Segment& segment : segments) {
     for (ValueId input : segment.input_values) ++reads_left[input];
   }
-  const std::vector<bool> is_output = [&graph] {
-    std::vector<bool> is_output(graph.values().size(), false);
-    for (ValueId output : graph.outputs()) is_output[output] = true;
-    return is_output;
-  }();
+  const std::vector<bool> is_output = model_output_mask(graph);
   for (std::size_t i = 0; i < inputs.size(); ++i) values[graph.inputs()[i]] = inputs[i];
 
   for (std::size_t s = 0; s < segments.size(); ++s) {
@@ -38,8 +35,8 @@ std::vector<c10::IValue> run_segments(const Graph& graph, const std::vector<Segm
     std::vector<c10::IValue> segment_outputs = runner(s, segment_inputs);
     if (segment_outputs.size() != segment.output_values.size()) {
       throw Error(fmt::format("{}: the runner of {} segment {} returned {} values where the segment has {} outputs",
-                              graph.source_path, segment.kind == SegmentKind::kGraph ? "graph" : "host", s,
-                              segment_outputs.size(), segment.output_values.size()));
+                              graph.source_path, to_string(segment.kind), s, segment_outputs.size(),
+                              segment.output_values.size()));
     }
     for (std::size_t k = 0; k < segment_outputs.size(); ++k) {
       values[segment.output_values[k]] = std::move(segment_outputs[k]);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "opara/graph.h"
+#include "opara/options.h"
 #include "opara/plan.h"
 #include "runtime/cpu/cpu_parallel_executor.h"
 
@@ -21,14 +22,11 @@ namespace opara {
 // streams of one intra-op thread each, uncapped or capped (a merged plan can balance better or
 // worse than the full one), plus the uncapped plan with cores / streams threads each where that
 // is more than one. Workers whose OpenMP teams together outnumber the cores are left out: each
-// team spins while the others run, and on the 2-core machine that halved the speed. There,
-// googlenet ran 0.77x to 1.19x eager on all its streams and about 1.0x on one, branchy about 1.4x
-// on all its streams.
+// team spins while the others run, taking their cores. Which candidate wins differs by model:
+// a branchy block gains from all its streams where a model of heavy sequential layers does not,
+// so the candidates are timed, not predicted.
 
-struct CpuShape {
-  int max_streams = 0;  // the plan's cap; 0: none
-  int intra_op_threads = 1;
-};
+// CpuShape and CpuTuningCandidate: opara/options.h (CompiledStats::tuning reports them).
 
 // The candidates for `cores` usable CPUs and a plan of `uncapped_streams` streams: one stream on
 // `one_stream_threads` intra-op threads first; with more than one core and more than one stream,
@@ -58,17 +56,6 @@ struct CpuTuningOptions {
   int search_runs = 8;            // untimed runs whose node times (each node's median) are replayed
   double search_budget_ms = 250;  // per candidate searched; 0: no limit but the iterations
   double min_replay_gain = 1.01;
-};
-
-struct CpuTuningCandidate {
-  CpuShape shape;
-  int streams = 0;       // the plan's streams under that cap
-  double median_ms = 0;  // of all its timed runs (with a single candidate: of its warm-up runs)
-  double speedup = 1;    // over the first candidate: the median over rounds of the ratio within a round
-  // Its priorities were searched (the candidate before it has the same plan with the given ones);
-  // the replay's mean run time with the given priorities over that with the searched ones.
-  bool searched_priorities = false;
-  double replay_speedup = 1;
 };
 
 struct CpuTuning {

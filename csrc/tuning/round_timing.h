@@ -31,8 +31,8 @@ struct RoundTimes {
 // How each block begins: `runs` untimed runs, and more until `at_least` has passed, so that a
 // runner does not pay for the one before it. Cold caches take a run; the OpenMP threads of a
 // runner with several intra-op threads spin for milliseconds after its last parallel region
-// (libgomp's GOMP_SPINCOUNT) and take a core from the next runner's workers: on the 2-core
-// machine that made a 1.2 ms plan time 1.7 ms, and the CPU tuner pick one stream.
+// (libgomp's GOMP_SPINCOUNT) and take a core from the next runner's workers, which then times
+// slower than it is.
 struct Settle {
   int runs = 1;
   std::chrono::milliseconds at_least{0};

@@ -97,19 +97,11 @@ struct ModelCosts {
   std::string source;  // "profile", "shapes" (recorded on the examples) or "none" (the op table alone)
 };
 
-struct CostOptions {
-  std::string profile;  // a recorded profile; empty: estimate
-  double ridge_point = kDefaultRidgePoint;
-  // A full profile must be of this model file, of the examples' shapes and dtypes and, with a CUDA
-  // `device`, of its GPU; a mismatch throws naming what differs, or warns when this is set.
-  bool allow_profile_mismatch = false;
-  std::optional<c10::Device> device;
-};
-
 // From the recorded profile when one is given; else estimated from the shapes one eager run on CPU
 // copies of `examples` records (no device time, same shapes); else, without examples, from the op
 // table alone.
+// `device`: the one the model will run on; a CUDA device's GPU must be the profile's.
 OPARA_API ModelCosts model_costs(const Graph& graph, const std::vector<at::Tensor>& examples,
-                                 const CostOptions& options = {});
+                                 const CostOptions& options = {}, std::optional<c10::Device> device = std::nullopt);
 
 }  // namespace opara

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -32,28 +33,28 @@ enum class MemoryProtection : std::uint8_t {
   kSmallerPool,
 };
 
-struct Options {
-  // Where the model runs: a CUDA device (parallel CUDA graphs) or the CPU (host threads play the
-  // streams). Unset: the device of the example inputs.
-  std::optional<c10::Device> device;
-  StreamPolicy streams = StreamPolicy::kOpara;
-  OrderPolicy order = OrderPolicy::kOpara;
-  int max_streams = 0;  // 0: no cap (on the CPU: tuned, see cpu_tuning_ms)
-  // A recorded profile for the launch order's demands; empty: estimated from shapes recorded on
-  // the example inputs (one eager run on the CPU). A full profile must have been made for this
-  // model file, the example inputs' shapes and, on CUDA, this GPU; otherwise compile() throws,
-  // naming what differs, unless `allow_profile_mismatch` (then it warns).
-  std::string profile;
-  bool allow_profile_mismatch = false;
-  double ridge_point = kDefaultRidgePoint;
+// CPU only: the host threads that play the streams.
+struct CpuOptions {
+  // Intra-op threads per worker (0: cores / streams, or tuned), and whether workers that fill the
+  // usable CPUs with one intra-op thread each are pinned one to each.
+  int intra_op_threads = 0;
+  bool pin_workers = true;
+  // A long pooling or activation node is split among idle workers when its last whole run took at
+  // least this long; 0: never split.
+  double split_min_us = 50;
+  // compile() only: with plan.max_streams and intra_op_threads both 0 and a plan of several
+  // streams, compile() times the candidate schedules on the examples (eager's: one stream on the
+  // caller's intra-op threads; streams of one thread each, capped or not) for about this long,
+  // three warm-up runs of each on top, and keeps eager's unless another is clearly faster, so that
+  // a model whose branches do not pay for their workers runs as fast as eager. A slow model takes
+  // longer: at least 3 rounds of each candidate's settling and one run. 0: no tuning, every stream
+  // the plan opens, cores / streams intra-op threads. CompiledStats::tuning says what was timed.
+  double tuning_ms = 1000;
+};
 
-  enum class Outputs : std::uint8_t {
-    kClone,  // run() returns tensors of the caller's own
-    kView,   // run() returns views of the static output buffers: valid until the next run()
-  };
-  Outputs outputs = Outputs::kClone;
-
-  // CUDA only. kSmallerPool captures twice (compile time and, while compiling, memory double:
+// CUDA only: capture.
+struct CudaOptions {
+  // kSmallerPool captures twice (compile time and, while compiling, memory double:
   // stats().peak_bytes counts both) and keeps the graph whose pool is smaller, returning the
   // other's to the driver: stats() says which and both pools.
   MemoryProtection memory = MemoryProtection::kRecordStream;
@@ -62,32 +63,50 @@ struct Options {
     kError,  // compile() throws, naming the node
   };
   OnUncapturable on_uncapturable = OnUncapturable::kSplit;
+  // Eager runs of each segment on its capture streams before capture, so that cuBLAS and cuDNN
+  // handles and workspaces exist outside the graphs' memory pool. At least 2.
   int warmup_runs = 2;
+  // A graph memory pool (at::cuda::graph_pool_handle()) shared with other compiled models, so that
+  // each reuses what the others' captures freed; {0, 0}: a pool of the model's own. Models that
+  // share a pool must never run at the same time (a GraphSet serialises its buckets). Not with
+  // kSmallerPool, which releases one of its two captures' pools.
+  std::pair<unsigned long long, unsigned long long> memory_pool{0, 0};
+};
 
-  // CPU only: intra-op threads per worker (0: cores / streams, or tuned), and whether workers that fill the
-  // usable CPUs with one intra-op thread each are pinned one to each (CpuExecutorOptions::pin_workers).
-  int intra_op_threads = 0;
-  bool pin_workers = true;
-  // CPU only: a long pooling or activation node is split among idle workers when its last whole
-  // run took at least this long (CpuExecutorOptions::split_min_us); 0: never split.
-  double split_min_us = 50;
-  // CPU only: with max_streams and intra_op_threads both 0 and a plan of several streams,
-  // compile() times the candidate schedules on the examples (eager's: one stream on the caller's
-  // intra-op threads; streams of one thread each, capped or not: csrc/tuning/cpu_tuning.h) for about
-  // this long, three warm-up runs of each on top, and keeps eager's unless another is clearly
-  // faster, so that a model whose branches do not pay for their workers runs as fast as eager. A
-  // slow model takes longer: at least 3 rounds of each candidate's settling and one run. 0: no
-  // tuning, every stream the plan opens, cores / streams intra-op threads.
-  double cpu_tuning_ms = 1000;
-
-  // CUDA only: CPU overflow. kNone: every node on the GPU but those that cannot be captured, which
-  // run eagerly between graph segments. kCommSd (needs a full `profile`) and kManual send nodes to
-  // the CPU: host steps copy their inputs to pinned memory, run them on host threads and copy the
-  // results back, on a stream of their own, while the GPU runs the graph work they do not depend
-  // on. On the CPU every node runs on the CPU already: the policy is checked and changes nothing.
-  OverflowPolicy overflow = OverflowPolicy::kNone;
+// CUDA only: CPU overflow. kNone: every node on the GPU but those that cannot be captured, which
+// run eagerly between graph segments. kCommSd (needs a full CostOptions::profile) and kManual send
+// nodes to the CPU: host steps copy their inputs to pinned memory, run them on host threads and
+// copy the results back, on a stream of their own, while the GPU runs the graph work they do not
+// depend on. On the CPU every node runs on the CPU already: the policy is checked and changes
+// nothing.
+struct OverflowOptions {
+  OverflowPolicy policy = OverflowPolicy::kNone;
   double alpha_us = kDefaultAlphaUs;   // Comm+SD's threshold
   std::vector<std::string> cpu_nodes;  // kManual: node ids or kinds, or one .json file {"cpu": [...]}
+};
+
+// What compile() takes, by concern: each stage is handed its own part (make_plan `plan`,
+// model_costs `costs`, the CPU executor `cpu`, capture `cuda`, placement `overflow`).
+struct Options {
+  // Where the model runs: a CUDA device (parallel CUDA graphs) or the CPU (host threads play the
+  // streams). Unset: the device of the example inputs.
+  std::optional<c10::Device> device;
+  // Streams and launch order. plan.max_streams 0: no cap (on the CPU: tuned, see cpu.tuning_ms).
+  PlanOptions plan;
+  // The launch order's demands. A recorded costs.profile must have been made for this model file,
+  // the example inputs' shapes and, on CUDA, this GPU; otherwise compile() throws, naming what
+  // differs, unless costs.allow_profile_mismatch (then it warns). No profile: estimated from
+  // shapes recorded on the example inputs (one eager run on the CPU).
+  CostOptions costs;
+  CpuOptions cpu;
+  CudaOptions cuda;
+  OverflowOptions overflow;
+
+  enum class Outputs : std::uint8_t {
+    kClone,  // run() returns tensors of the caller's own
+    kView,   // run() returns views of the static output buffers: valid until the next run()
+  };
+  Outputs outputs = Outputs::kClone;
 
   // Inputs read where they are (a module's parameters and buffers, passed as inputs): run() must
   // be given the very example tensors again, and on CUDA the graphs read their memory directly,
@@ -96,12 +115,23 @@ struct Options {
   // error naming the input: compile again. They must already be on the model's device, and a
   // model that writes one in place is refused. By input index.
   std::vector<int> static_inputs;
+};
 
-  // CUDA only: a graph memory pool (at::cuda::graph_pool_handle()) shared with other compiled
-  // models, so that each reuses what the others' captures freed; {0, 0}: a pool of the model's own.
-  // Models that share a pool must never run at the same time (a GraphSet serialises its buckets).
-  // Not with kSmallerPool, which releases one of its two captures' pools.
-  std::pair<unsigned long long, unsigned long long> memory_pool{0, 0};
+// CPU: one schedule compile() timed while tuning (CpuOptions::tuning_ms).
+struct CpuShape {
+  int max_streams = 0;  // the plan's cap; 0: none
+  int intra_op_threads = 1;
+};
+
+struct CpuTuningCandidate {
+  CpuShape shape;
+  int streams = 0;       // the plan's streams under that cap
+  double median_ms = 0;  // of all its timed runs (with a single candidate: of its warm-up runs)
+  double speedup = 1;    // over the first candidate: the median over rounds of the ratio within a round
+  // Its priorities were searched (the candidate before it has the same plan with the given ones);
+  // the replay's mean run time with the given priorities over that with the searched ones.
+  bool searched_priorities = false;
+  double replay_speedup = 1;
 };
 
 struct CompiledStats {
@@ -122,7 +152,7 @@ struct CompiledStats {
   double compile_ms = 0;       // planning, warm-up and capture
   double plan_us = 0;          // planning alone
   int intra_op_threads = 0;    // CPU: each worker's
-  double tuning_ms = 0;        // CPU: choosing the schedule (Options::cpu_tuning_ms), planning included
+  double tuning_ms = 0;        // CPU: choosing the schedule (CpuOptions::tuning_ms), planning included
   double capture_ms = 0;       // capture and instantiation, all segments
   std::size_t pool_bytes = 0;  // CUDA: the graphs' memory pool
   // CUDA: the protection the graphs were captured with (under kSmallerPool, the one kept) and,
@@ -136,11 +166,24 @@ struct CompiledStats {
   std::size_t peak_bytes = 0;
   std::size_t runs = 0;             // calls of run()
   std::size_t eager_fallbacks = 0;  // runs where a host step's result no longer fitted the captured graphs
+  // CPU: the schedules tuning timed, the first eager's (empty: not tuned), and the one kept.
+  std::vector<CpuTuningCandidate> tuning;
+  std::size_t tuning_chosen = 0;
 };
 
-// Keys are Options' member names ("streams", "max_streams", ...); values as the command line
-// spells them ("nimble", "4", "keep-alive", "cuda:0"). Throws opara::Error naming the key and
-// the values it accepts for an unknown key or a bad value.
+// `stats` as a JSON object: every member by its name, `memory` as options_from_text spells it and
+// `tuning` as a list of objects (max_streams, intra_op_threads, streams, median_ms, speedup,
+// searched_priorities, replay_speedup, chosen). What opara-bench reports and the Python package's
+// stats() reads.
+OPARA_API std::string to_json(const CompiledStats& stats);
+
+// "record-stream", "keep-alive" or "smaller-pool", as options_from_text takes them.
+OPARA_API std::string_view to_string(MemoryProtection memory);
+
+// Keys are flat, the members' own names ("streams", "max_streams", "profile", "intra_op_threads",
+// "memory", "overflow" for OverflowOptions::policy, "cpu_tuning_ms" for CpuOptions::tuning_ms, ...;
+// option_keys() lists them); values as the command line spells them ("nimble", "4", "keep-alive", "cuda:0"). Throws
+// opara::Error naming the key and the values it accepts for an unknown key or a bad value.
 OPARA_API Options options_from_text(const std::map<std::string, std::string>& text);
 
 // The keys options_from_text accepts, in documentation order.

@@ -121,6 +121,15 @@ struct NodeShapes {
 // recent data-centre GPUs (H100/H200: about 67 TFLOP/s over 3.4-4.8 TB/s).
 inline constexpr double kDefaultRidgePoint = 16.0;
 
+// Where a model's costs come from (model_costs() in opara/model_profiler.h).
+struct CostOptions {
+  std::string profile;  // a recorded profile; empty: estimated from shapes
+  double ridge_point = kDefaultRidgePoint;
+  // A full profile must be of this model file, of the examples' shapes and dtypes and, on a CUDA
+  // device, of its GPU; a mismatch throws naming what differs, or warns when this is set.
+  bool allow_profile_mismatch = false;
+};
+
 // The static estimate. Bytes: every tensor read or written, weights included (views move none).
 // FLOPs: 2*M*N*K for matrix products and convolutions (K from the input and weight shapes), one
 // per output element otherwise. Class: the op table's (csrc/graph/op_table.cpp), and a

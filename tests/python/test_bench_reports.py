@@ -187,7 +187,7 @@ def test_trace_on_cuda_records_every_modes_kernels(bench, tmp_path):
 
 
 def test_progress_bars_are_drawn_on_a_terminal_and_never_into_a_pipe(bench):
-    """On a terminal, stderr shows what the wait is for (tuning, then timing) and erases it;
+    """On a terminal, stderr shows what the wait is for (compiling, then timing) and erases it;
     piped, stderr gets no bar at all."""
     import pty
 
@@ -208,6 +208,6 @@ def test_progress_bars_are_drawn_on_a_terminal_and_never_into_a_pipe(bench):
         assert process.wait(timeout=600) == 0
     os.close(leader)
     text = drawn.decode(errors="replace")
-    assert "tuning opara" in text and "timing" in text and "\r" in text, text[-500:]
+    assert "compiling opara" in text and "timing" in text and "\r" in text, text[-500:]
     piped = bench(*args[1:])
     assert "\r" not in piped.stderr and "timing" not in piped.stderr

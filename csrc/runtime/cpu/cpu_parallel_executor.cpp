@@ -46,7 +46,7 @@
 // Note [Split nodes]
 // With one intra-op thread per worker, a long node often runs while the other workers have
 // nothing ready (GoogLeNet's max pooling between two inception modules, on every plan of many
-// streams: on two cores those ran 12-25% faster split). Its owner then posts a SplitJob (under `mutex`, one at a time),
+// streams). Its owner then posts a SplitJob (under `mutex`, one at a time),
 // runs pieces itself and lets idle workers claim the others: a claim is a fetch_add on `next`, made by helpers under
 // `mutex` (so the job is still posted, and alive, when they touch it); each piece, once placed,
 // adds one to `done`, a helper's last touch of the job. The owner retracts the job under `mutex`
@@ -367,7 +367,7 @@ void CpuParallelExecutor::State::work() {
     if (ready.empty() && streams_left > 0 && intra_op_threads == 1) {
       // Another stream's node usually finishes soon: spin (yielding the core) before sleeping. A
       // wake-up costs far more than a small node, hundreds of microseconds in a virtual machine
-      // whose idle vCPU has halted; on branchy 1 ms of spinning ran 5% faster than 100 us. Not
+      // whose idle vCPU has halted, so a spin of the order of a node's time pays. Not
       // when nodes run on several intra-op threads: the spinning would take their cores.
       idle_workers.fetch_add(1, std::memory_order_relaxed);
       lock.unlock();

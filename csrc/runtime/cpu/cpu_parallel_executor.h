@@ -9,14 +9,26 @@
 #include <vector>
 
 #include "opara/graph.h"
+#include "opara/options.h"
 #include "opara/plan.h"
 
 namespace opara {
 
-struct CpuExecutorOptions {
-  // Intra-op threads of each worker, at most usable_cores(); 0: those cores divided by the
-  // streams, at least 1.
-  int intra_op_threads = 0;
+// The executor's knobs: the user's (CpuOptions: intra_op_threads, 0 there meaning the usable
+// cores divided by the streams, at least 1; pin_workers; split_min_us; tuning_ms is compile()'s,
+// not read here) and those compile() and the tuner set.
+//
+// pin_workers pins each worker to a CPU of its own when the workers fill the usable CPUs one
+// intra-op thread each: unpinned, Linux may keep two busy workers on one core for milliseconds
+// while another idles. With fewer workers than CPUs they are left to the scheduler (pinned,
+// several processes would all crowd the first CPUs), and a worker with an OpenMP team of several
+// threads is never pinned (its team would inherit the one CPU).
+//
+// split_min_us: a worker about to run a node that computes each plane on its own (pooling,
+// element-wise activations) while other workers idle splits it along batch or channels and lets
+// them run pieces, when the node took at least this long alone in an earlier run (the first run
+// measures). Same bits as the whole node. 0 or less: never split.
+struct CpuExecutorOptions : CpuOptions {
   // Non-zero: before each node a worker yields or sleeps a few microseconds at random, from this
   // seed, so that tests see many thread interleavings.
   std::uint64_t jitter_seed = 0;
@@ -30,17 +42,6 @@ struct CpuExecutorOptions {
   // reported once.
   std::function<void(NodeId, std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point)>
       on_node_done;
-  // Pins each worker to a CPU of its own when the workers fill the usable CPUs one intra-op thread
-  // each: unpinned, Linux may keep two busy workers on one core for milliseconds while another
-  // idles. With fewer workers than CPUs they are left to the scheduler (pinned, several processes
-  // would all crowd the first CPUs), and a worker with an OpenMP team of several threads is never
-  // pinned (its team would inherit the one CPU).
-  bool pin_workers = true;
-  // A worker about to run a node that computes each plane on its own (pooling, element-wise
-  // activations) while other workers idle splits it along batch or channels and lets them run
-  // pieces, when the node took at least `split_min_us` alone in an earlier run (the first run
-  // measures). Same bits as the whole node. 0 or less: never split.
-  double split_min_us = 50;
 };
 
 // The CPUs the calling thread may run on: its affinity mask, so fewer than the machine has under

@@ -8,8 +8,7 @@ namespace opara {
 //
 // Unpinned, two busy workers can share one core for milliseconds while the other idles: Linux does
 // not move a task that ran within the last half millisecond (sched_migration_cost_ns), and a worker
-// that spins between nodes always has. On the 2-core machine this turned a third to half of the
-// runs of `branchy` into runs at one core's speed (2.1 ms instead of 1.1 ms); pinned, none.
+// that spins between nodes always has: a run then goes at one core's speed. Pinned, it cannot.
 
 // The CPUs the calling thread may run on (its affinity mask: the process's unless the thread was
 // pinned), in increasing order; without an affinity mask (not Linux), 0 .. hardware_concurrency - 1.

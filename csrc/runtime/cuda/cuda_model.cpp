@@ -32,7 +32,7 @@ std::vector<NodeCost> segment_costs(const Segment& segment, const std::vector<No
 
 CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<Placement>& placement, bool overlap,
                      const std::vector<NodeCost>& costs, const std::vector<at::Tensor>& example_inputs,
-                     const Options& options)
+                     const std::vector<int>& static_inputs, const PlanOptions& plan_options, const CudaOptions& options)
     : graph_(graph), device_(device) {
   c10::cuda::CUDAGuard device_guard(device_);
   segments_ = split_segments(graph, host_mask(placement), overlap ? HostOverlap::kSplit : HostOverlap::kNone);
@@ -49,7 +49,7 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
   slots_.resize(graph.values().size());
   written_inputs_ = inputs_written_in_place(graph);
   read_in_place_.assign(example_inputs.size(), false);
-  for (int index : options.static_inputs) read_in_place_.at(index) = true;
+  for (int index : static_inputs) read_in_place_.at(index) = true;
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
     // A static input is read where it is: its buffer is the caller's tensor (run() checks it is
     // given again), every other input a buffer of the model's own, refilled each run.
@@ -57,9 +57,9 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
     slots_[graph.inputs()[i]] = static_inputs_.back();
   }
 
-  whole_plan_.stream_policy = options.streams;
-  whole_plan_.order_policy = options.order;
-  whole_plan_.max_streams = options.max_streams;
+  whole_plan_.stream_policy = plan_options.streams;
+  whole_plan_.order_policy = plan_options.order;
+  whole_plan_.max_streams = plan_options.max_streams;
   whole_plan_.stream_of.assign(graph.size(), kNoStream);
   whole_plan_.waits.assign(graph.size(), {});
   whole_plan_.records.assign(graph.size(), 0);
@@ -76,7 +76,6 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
   const bool shared = options.memory_pool.first != 0 || options.memory_pool.second != 0;
   const c10::MempoolId_t pool =
       shared ? c10::MempoolId_t{options.memory_pool.first, options.memory_pool.second} : at::cuda::graph_pool_handle();
-  const PlanOptions plan_options{options.streams, options.order, options.max_streams};
   std::vector<std::optional<Plan>> plans(segments_.size());
   int most_streams = 0;
   for (std::size_t k = 0; k < segments_.size(); ++k) {

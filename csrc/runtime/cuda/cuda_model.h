@@ -32,7 +32,8 @@ class CudaModel {
   // Throws CaptureError for a node that fails capture: the caller makes it a host node and
   // compiles again.
   CudaModel(const Graph& graph, c10::Device device, const std::vector<Placement>& placement, bool overlap,
-            const std::vector<NodeCost>& costs, const std::vector<at::Tensor>& example_inputs, const Options& options);
+            const std::vector<NodeCost>& costs, const std::vector<at::Tensor>& example_inputs,
+            const std::vector<int>& static_inputs, const PlanOptions& plan_options, const CudaOptions& options);
   // Waits for the last run: its buffers go back to the allocator.
   ~CudaModel();
   CudaModel(const CudaModel&) = delete;
@@ -64,7 +65,7 @@ class CudaModel {
   // By whole-graph value: an input of a captured segment (a CPU tensor there is baked in).
   std::vector<bool> read_by_a_graph_;
   std::vector<bool> written_inputs_;  // by input: the model writes it in place (copied back after each run)
-  std::vector<bool> read_in_place_;   // by input: Options::static_inputs, read from the caller's tensor
+  std::vector<bool> read_in_place_;   // by input: a static input, read from the caller's tensor
   std::optional<CudaEvent> last_run_;
   std::unique_ptr<StreamLease> step_lease_;  // the host steps' stream, with overlap
   Plan whole_plan_;

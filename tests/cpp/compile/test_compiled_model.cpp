@@ -48,7 +48,7 @@ using ::testing::IsEmpty;
 Options cpu_options(int threads = at::get_num_threads()) {
   Options options;
   options.device = c10::kCPU;
-  options.intra_op_threads = threads;
+  options.cpu.intra_op_threads = threads;
   return options;
 }
 
@@ -72,7 +72,7 @@ TEST(CompiledModelCpu, EveryPolicyGivesTheModelsOutputBitwise) {
       const Loaded loaded = reference_of(model, extension);
       for (StreamPolicy streams : testing::kStreamPolicies) {
         Options options = cpu_options();
-        options.streams = streams;
+        options.plan.streams = streams;
         const CompiledModel compiled = compile(loaded.path, loaded.inputs, options);
         EXPECT_THAT(validate(compiled.graph(), compiled.plan()), IsEmpty());
         EXPECT_TRUE(bitwise_equal(compiled.run(loaded.inputs), loaded.expected))
@@ -100,21 +100,26 @@ TEST(CompiledModelCpu, StatsDescribeThePlan) {
 }
 
 // Left to itself (no cap, no thread count), compile() on the CPU times the candidate schedules
-// and keeps one; its outputs equal eager's at the kept thread count. cpu_tuning_ms = 0 keeps
-// every stream the plan opens.
+// and keeps one, which its stats name among the candidates (eager's schedule first); its outputs
+// equal eager's at the kept thread count. cpu.tuning_ms = 0 keeps every stream the plan opens.
 TEST(CompiledModelCpu, WithoutACapOrThreadCountTheScheduleIsTuned) {
   OPARA_REQUIRE_MODEL("branchy");
   if (usable_cores() < 2) GTEST_SKIP() << "one usable CPU: there is one schedule and nothing to tune";
   const Loaded loaded = reference_of("branchy", "pt");
   Options options;
   options.device = c10::kCPU;
-  options.cpu_tuning_ms = 50;
+  options.cpu.tuning_ms = 50;
   const CompiledModel tuned = compile(loaded.path, loaded.inputs, options);
   const CompiledStats stats = tuned.stats();
   EXPECT_GT(stats.tuning_ms, 0);
   const int workers = std::min(stats.streams, usable_cores());
   EXPECT_LE(stats.intra_op_threads * workers, usable_cores()) << "OpenMP teams outnumber the cores";
   EXPECT_EQ(stats.streams, tuned.plan().stream_count);
+  ASSERT_GE(stats.tuning.size(), 2u);
+  EXPECT_EQ(stats.tuning.front().streams, 1) << "eager's schedule comes first";
+  ASSERT_LT(stats.tuning_chosen, stats.tuning.size());
+  EXPECT_EQ(stats.tuning[stats.tuning_chosen].streams, stats.streams);
+  EXPECT_EQ(stats.tuning[stats.tuning_chosen].shape.intra_op_threads, stats.intra_op_threads);
   EXPECT_THAT(validate(tuned.graph(), tuned.plan()), IsEmpty());
   const int previous = at::get_num_threads();
   at::set_num_threads(stats.intra_op_threads);
@@ -124,9 +129,10 @@ TEST(CompiledModelCpu, WithoutACapOrThreadCountTheScheduleIsTuned) {
   at::set_num_threads(previous);
   EXPECT_TRUE(bitwise_equal(tuned.run(loaded.inputs), expected));
 
-  options.cpu_tuning_ms = 0;
+  options.cpu.tuning_ms = 0;
   const CompiledModel untuned = compile(loaded.path, loaded.inputs, options);
   EXPECT_EQ(untuned.stats().tuning_ms, 0);
+  EXPECT_THAT(untuned.stats().tuning, IsEmpty());
   EXPECT_EQ(untuned.stats().streams, make_plan(untuned.graph(), {}).stream_count);
   EXPECT_EQ(untuned.stats().intra_op_threads, std::max(1, usable_cores() / untuned.stats().streams));
 }
@@ -189,15 +195,15 @@ TEST(CompiledModelCpu, OverflowOnTheCpuChangesNothingButNamesAreChecked) {
   OPARA_REQUIRE_MODEL("branchy");
   const Loaded loaded = reference_of("branchy", "pt");
   Options options = cpu_options();
-  options.overflow = OverflowPolicy::kManual;
-  options.cpu_nodes = {"aten::relu"};
+  options.overflow.policy = OverflowPolicy::kManual;
+  options.overflow.cpu_nodes = {"aten::relu"};
   const CompiledModel compiled = compile(loaded.path, loaded.inputs, options);
   EXPECT_TRUE(bitwise_equal(compiled.run(loaded.inputs), loaded.expected));
   EXPECT_EQ(compiled.stats().cpu_nodes, 0u);
-  options.cpu_nodes = {"aten::rleu"};
+  options.overflow.cpu_nodes = {"aten::rleu"};
   EXPECT_THAT([&] { compile(loaded.path, loaded.inputs, options); },
               ::testing::ThrowsMessage<Error>(HasSubstr("aten::rleu")));
-  options.overflow = OverflowPolicy::kCommSd;  // no profile needed where nothing moves
+  options.overflow.policy = OverflowPolicy::kCommSd;  // no profile needed where nothing moves
   EXPECT_TRUE(bitwise_equal(compile(loaded.path, loaded.inputs, options).run(loaded.inputs), loaded.expected));
 }
 
@@ -288,9 +294,9 @@ TEST(CompiledModelCuda, EveryModeOfEveryModelIsCloseToEager) {
       for (StreamPolicy streams : {StreamPolicy::kSingle, StreamPolicy::kNimble, StreamPolicy::kOpara}) {
         for (MemoryProtection memory : {MemoryProtection::kRecordStream, MemoryProtection::kKeepAlive}) {
           Options options;
-          options.streams = streams;
-          options.order = streams == StreamPolicy::kOpara ? OrderPolicy::kOpara : OrderPolicy::kTopological;
-          options.memory = memory;
+          options.plan.streams = streams;
+          options.plan.order = streams == StreamPolicy::kOpara ? OrderPolicy::kOpara : OrderPolicy::kTopological;
+          options.cuda.memory = memory;
           const CompiledModel compiled = compile(graph, inputs, options);
           const std::string label =
               fmt::format("{}.{} {} {}", model, extension, to_string(streams),
@@ -465,7 +471,7 @@ TEST(CompiledModelCuda, SmallerPoolKeepsTheGraphWhosePoolIsSmaller) {
   const Graph graph = load(loaded.path);
   const auto inputs = to_cuda(loaded.inputs);
   Options options;
-  options.memory = MemoryProtection::kSmallerPool;
+  options.cuda.memory = MemoryProtection::kSmallerPool;
   const CompiledModel compiled = compile(graph, inputs, options);
   const CompiledStats stats = compiled.stats();
   EXPECT_GT(stats.pool_bytes_record_stream, 0u);
@@ -491,7 +497,7 @@ TEST(CompiledModelCuda, HalfPrecisionModelsAreCloseToEager) {
       const auto expected = eager_cuda(graph, inputs);
       for (StreamPolicy streams : {StreamPolicy::kOpara, StreamPolicy::kSingle}) {
         Options options;
-        options.streams = streams;
+        options.plan.streams = streams;
         const auto actual = compile(graph, inputs, options).run(inputs);
         const std::string label = fmt::format("{}.{} {}", model, extension, to_string(streams));
         ASSERT_EQ(actual.size(), expected.size()) << label;
@@ -548,7 +554,7 @@ TEST(CompiledModelCuda, AnOperationThatFailsCaptureBecomesAHostStep) {
   EXPECT_EQ(compiled.stats().eager_fallbacks, 1u);
 
   Options strict;
-  strict.on_uncapturable = Options::OnUncapturable::kError;
+  strict.cuda.on_uncapturable = CudaOptions::OnUncapturable::kError;
   try {
     compile(graph, {positive}, strict);
     FAIL() << "captured a host synchronisation";
@@ -602,8 +608,8 @@ TEST(CompiledModelCuda, NodesOnTheCpuGiveEagersOutputs) {
     const Graph graph = load(loaded.path);
     const auto inputs = to_cuda(loaded.inputs);
     Options options;
-    options.overflow = OverflowPolicy::kManual;
-    options.cpu_nodes = c.cpu_nodes;
+    options.overflow.policy = OverflowPolicy::kManual;
+    options.overflow.cpu_nodes = c.cpu_nodes;
     const CompiledModel compiled = compile(graph, inputs, options);
     const CompiledStats stats = compiled.stats();
     EXPECT_GE(stats.segments, 2u) << c.model;
@@ -646,8 +652,8 @@ TEST(CompiledModelCuda, CommSdOnAFreshProfileGivesEagersOutputs) {
     const Graph graph = load(loaded.path);
     const auto inputs = to_cuda(loaded.inputs);
     Options options;
-    options.overflow = OverflowPolicy::kCommSd;
-    options.profile = record_profile(model, graph, loaded.inputs);
+    options.overflow.policy = OverflowPolicy::kCommSd;
+    options.costs.profile = record_profile(model, graph, loaded.inputs);
     const CompiledModel compiled = compile(graph, inputs, options);
     EXPECT_GT(compiled.stats().predicted_us, 0) << model;
     for (int run = 0; run < 2; ++run) {
@@ -668,8 +674,8 @@ TEST(CompiledModelCuda, CommSdOnGoogLeNetIsNoSlowerThanTheGpuAlone) {
   const Graph graph = load(loaded.path);
   const auto inputs = to_cuda(loaded.inputs);
   Options comm_sd;
-  comm_sd.overflow = OverflowPolicy::kCommSd;
-  comm_sd.profile = record_profile("googlenet", graph, loaded.inputs);
+  comm_sd.overflow.policy = OverflowPolicy::kCommSd;
+  comm_sd.costs.profile = record_profile("googlenet", graph, loaded.inputs);
   const CompiledModel moved = compile(graph, inputs, comm_sd);
   const std::size_t cpu_nodes = moved.stats().cpu_nodes;
   if (cpu_nodes == 0) return;  // the same graphs as kNone's
@@ -713,8 +719,9 @@ TEST(CompiledModelCuda, MultiheadRnnCellsStayOnTheCpu) {
   const Graph graph = load(loaded.path);
   const auto inputs = to_cuda(loaded.inputs);
   Options options;
-  options.overflow = OverflowPolicy::kManual;
-  options.cpu_nodes = {"aten::linear", "aten::sigmoid_", "aten::tanh_", "aten::tanh", "aten::mul", "aten::add_"};
+  options.overflow.policy = OverflowPolicy::kManual;
+  options.overflow.cpu_nodes = {"aten::linear", "aten::sigmoid_", "aten::tanh_",
+                                "aten::tanh",   "aten::mul",      "aten::add_"};
   const CompiledModel compiled = compile(graph, inputs, options);
   EXPECT_GT(compiled.stats().cpu_nodes, graph.size() / 2);
   EXPECT_GT(compiled.stats().bytes_to_host, 0u);
@@ -731,11 +738,11 @@ TEST(CompiledModelCuda, RandomCpuNodesOnRandomModelsMatchEager) {
     std::mt19937_64 random(seed);
     std::bernoulli_distribution coin(0.3);
     Options options;
-    options.overflow = OverflowPolicy::kManual;
+    options.overflow.policy = OverflowPolicy::kManual;
     for (const Node& node : graph.nodes()) {
-      if (node.has(kLaunchesKernel) && coin(random)) options.cpu_nodes.push_back(std::to_string(node.id));
+      if (node.has(kLaunchesKernel) && coin(random)) options.overflow.cpu_nodes.push_back(std::to_string(node.id));
     }
-    if (options.cpu_nodes.empty()) options.cpu_nodes.push_back("0");
+    if (options.overflow.cpu_nodes.empty()) options.overflow.cpu_nodes.push_back("0");
     const std::vector<at::Tensor> inputs{at::randn({4, 6}, at::kCUDA), at::randn({4, 6}, at::kCUDA)};
     const CompiledModel compiled = compile(graph, inputs, options);
     for (int run = 0; run < 2; ++run) {

@@ -52,8 +52,8 @@ def forward(self, x):
 Options cpu_options() {
   Options options;
   options.device = c10::kCPU;
-  options.cpu_tuning_ms = 0;
-  options.intra_op_threads = 1;
+  options.cpu.tuning_ms = 0;
+  options.cpu.intra_op_threads = 1;
   return options;
 }
 

@@ -1,4 +1,4 @@
-// choose_placement: what compile() runs on the CPU for each Options::overflow. none keeps
+// choose_placement: what compile() runs on the CPU for each OverflowOptions::policy. none keeps
 // everything on the GPU but what cannot be captured; manual takes ids, kinds or a JSON file and
 // names what it does not know; comm_sd reads the times of a full profile, gives Comm+SD's placement
 // with its predictions, and says how to get a profile when it has none or one without times.
@@ -42,48 +42,53 @@ Graph with_nonzero() {
 
 Options policy(OverflowPolicy overflow) {
   Options options;
-  options.overflow = overflow;
+  options.overflow.policy = overflow;
   return options;
 }
 
+// As compile() asks: the overflow options and the profile from the cost options.
+OverflowChoice choose(const Graph& graph, const Options& options, int gpu_streams) {
+  return choose_placement(graph, {}, options.overflow, options.costs.profile, gpu_streams);
+}
+
 TEST(ChoosePlacement, NoneKeepsAllOnTheGpuButWhatCannotBeCaptured) {
-  const OverflowChoice choice = choose_placement(with_nonzero(), {}, policy(OverflowPolicy::kNone), 1);
+  const OverflowChoice choice = choose(with_nonzero(), policy(OverflowPolicy::kNone), 1);
   EXPECT_THAT(choice.placement, ElementsAre(Placement::kGpu, Placement::kHost, Placement::kGpu));
   EXPECT_FALSE(choice.predicted_us.has_value());
 }
 
 TEST(ChoosePlacement, ManualTakesIdsKindsAndAJsonFile) {
   Options options = policy(OverflowPolicy::kManual);
-  options.cpu_nodes = {"aten::relu", "3"};
-  const std::vector<Placement> by_name = choose_placement(five_nodes(), {}, options, 1).placement;
+  options.overflow.cpu_nodes = {"aten::relu", "3"};
+  const std::vector<Placement> by_name = choose(five_nodes(), options, 1).placement;
   EXPECT_THAT(by_name,
               ElementsAre(Placement::kGpu, Placement::kGpu, Placement::kCpu, Placement::kCpu, Placement::kGpu));
   const std::string file = testing::scratch_path("overflow_choice_cpu.json");
   std::ofstream(file) << R"({"cpu": [3, "aten::relu"]})";
-  options.cpu_nodes = {file};
-  EXPECT_EQ(choose_placement(five_nodes(), {}, options, 1).placement, by_name);
+  options.overflow.cpu_nodes = {file};
+  EXPECT_EQ(choose(five_nodes(), options, 1).placement, by_name);
 }
 
 TEST(ChoosePlacement, ManualWithoutNamesOrWithUnknownOnesSaysWhatToDo) {
   Options options = policy(OverflowPolicy::kManual);
-  EXPECT_THAT([&] { choose_placement(five_nodes(), {}, options, 1); },
-              ThrowsMessage<Error>(
-                  AllOf(HasSubstr("five_nodes.pt"), HasSubstr("names no node"), HasSubstr("Options::cpu_nodes"))));
-  options.cpu_nodes = {"aten::rleu"};
-  EXPECT_THAT([&] { choose_placement(five_nodes(), {}, options, 1); }, ThrowsMessage<Error>(HasSubstr("aten::rleu")));
+  EXPECT_THAT([&] { choose(five_nodes(), options, 1); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("five_nodes.pt"), HasSubstr("names no node"),
+                                         HasSubstr("Options::overflow.cpu_nodes"))));
+  options.overflow.cpu_nodes = {"aten::rleu"};
+  EXPECT_THAT([&] { choose(five_nodes(), options, 1); }, ThrowsMessage<Error>(HasSubstr("aten::rleu")));
 }
 
 TEST(ChoosePlacement, CommSdWithoutTimesSaysHowToRecordThem) {
   Options options = policy(OverflowPolicy::kCommSd);
-  EXPECT_THAT([&] { choose_placement(five_nodes(), {}, options, 1); },
-              ThrowsMessage<Error>(
-                  AllOf(HasSubstr("five_nodes.pt"), HasSubstr("Options::profile"), HasSubstr("opara-bench profile"))));
-  options.profile = testing::scratch_path("no_such_profile.json");
-  EXPECT_THAT([&] { choose_placement(five_nodes(), {}, options, 1); },
+  EXPECT_THAT([&] { choose(five_nodes(), options, 1); },
+              ThrowsMessage<Error>(AllOf(HasSubstr("five_nodes.pt"), HasSubstr("Options::costs.profile"),
+                                         HasSubstr("opara-bench profile"))));
+  options.costs.profile = testing::scratch_path("no_such_profile.json");
+  EXPECT_THAT([&] { choose(five_nodes(), options, 1); },
               ThrowsMessage<Error>(AllOf(HasSubstr("no_such_profile.json"), HasSubstr("cannot read"))));
-  options.profile = testing::scratch_path("classes_only.json");
-  std::ofstream(options.profile) << R"({"nodes": [{"id": 0, "kind": "aten::conv2d", "class": "compute"}]})";
-  EXPECT_THAT([&] { choose_placement(five_nodes(), {}, options, 1); },
+  options.costs.profile = testing::scratch_path("classes_only.json");
+  std::ofstream(options.costs.profile) << R"({"nodes": [{"id": 0, "kind": "aten::conv2d", "class": "compute"}]})";
+  EXPECT_THAT([&] { choose(five_nodes(), options, 1); },
               ThrowsMessage<Error>(AllOf(HasSubstr("classes_only.json"), HasSubstr("full profile"))));
 }
 
@@ -93,13 +98,13 @@ TEST(ChoosePlacement, CommSdWithoutTimesSaysHowToRecordThem) {
 TEST(ChoosePlacement, CommSdIsTheAlgorithmOnTheProfilesTimes) {
   const Graph graph = five_nodes();
   Options options = policy(OverflowPolicy::kCommSd);
-  options.profile = testing::fixture_path("profile_five_nodes.json");
-  options.alpha_us = 30;
-  const OverflowChoice choice = choose_placement(graph, {}, options, 3);
+  options.costs.profile = testing::fixture_path("profile_five_nodes.json");
+  options.overflow.alpha_us = 30;
+  const OverflowChoice choice = choose(graph, options, 3);
   CommSdOptions comm_sd;
   comm_sd.gpu_streams = 3;
   const PlacementReport expected =
-      comm_sd_placement(graph, placement_costs(graph, load_profile(options.profile), {}, 30), comm_sd);
+      comm_sd_placement(graph, placement_costs(graph, load_profile(options.costs.profile), {}, 30), comm_sd);
   EXPECT_EQ(choice.placement, expected.placement);
   ASSERT_TRUE(choice.predicted_us && choice.predicted_none_us);
   EXPECT_DOUBLE_EQ(*choice.predicted_us, expected.chosen_us);

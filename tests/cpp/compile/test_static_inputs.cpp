@@ -48,7 +48,7 @@ std::string compile_error(const std::string& path, const std::vector<at::Tensor>
 Options static_options(c10::Device device, std::vector<int> static_inputs) {
   Options options;
   options.device = device;
-  options.cpu_tuning_ms = 0;
+  options.cpu.tuning_ms = 0;
   options.static_inputs = std::move(static_inputs);
   return options;
 }

@@ -95,7 +95,7 @@ TEST(WrittenInputs, OnTheGpuWarmUpsDoNotCountAndTheCallersTensorsAreWritten) {
   const Inputs before{examples.x.clone(), examples.y.clone()};
   Options options;
   options.device = c10::Device(c10::kCUDA, 0);
-  options.warmup_runs = 3;  // each would add 1 to x again if it counted
+  options.cuda.warmup_runs = 3;  // each would add 1 to x again if it counted
   const CompiledModel compiled = compile(path, {examples.x, examples.y}, options);
   EXPECT_TRUE(at::equal(examples.x, before.x));
   EXPECT_TRUE(at::equal(examples.y, before.y));

@@ -23,12 +23,12 @@ TEST(OptionsText, NoKeysGiveTheDefaults) {
   const Options options = options_from_text({});
   const Options defaults;
   EXPECT_FALSE(options.device.has_value());
-  EXPECT_EQ(options.streams, defaults.streams);
-  EXPECT_EQ(options.order, defaults.order);
-  EXPECT_EQ(options.max_streams, defaults.max_streams);
-  EXPECT_EQ(options.memory, defaults.memory);
-  EXPECT_EQ(options.warmup_runs, defaults.warmup_runs);
-  EXPECT_DOUBLE_EQ(options.cpu_tuning_ms, defaults.cpu_tuning_ms);
+  EXPECT_EQ(options.plan.streams, defaults.plan.streams);
+  EXPECT_EQ(options.plan.order, defaults.plan.order);
+  EXPECT_EQ(options.plan.max_streams, defaults.plan.max_streams);
+  EXPECT_EQ(options.cuda.memory, defaults.cuda.memory);
+  EXPECT_EQ(options.cuda.warmup_runs, defaults.cuda.warmup_runs);
+  EXPECT_DOUBLE_EQ(options.cpu.tuning_ms, defaults.cpu.tuning_ms);
 }
 
 TEST(OptionsText, EveryKeySetsItsMember) {
@@ -43,24 +43,24 @@ TEST(OptionsText, EveryKeySetsItsMember) {
   });
   ASSERT_TRUE(options.device.has_value());
   EXPECT_EQ(*options.device, c10::Device(c10::kCUDA, 1));
-  EXPECT_EQ(options.streams, StreamPolicy::kNimble);
-  EXPECT_EQ(options.order, OrderPolicy::kTopological);
-  EXPECT_EQ(options.max_streams, 4);
-  EXPECT_EQ(options.profile, "p.json");
-  EXPECT_TRUE(options.allow_profile_mismatch);
-  EXPECT_DOUBLE_EQ(options.ridge_point, 8.5);
+  EXPECT_EQ(options.plan.streams, StreamPolicy::kNimble);
+  EXPECT_EQ(options.plan.order, OrderPolicy::kTopological);
+  EXPECT_EQ(options.plan.max_streams, 4);
+  EXPECT_EQ(options.costs.profile, "p.json");
+  EXPECT_TRUE(options.costs.allow_profile_mismatch);
+  EXPECT_DOUBLE_EQ(options.costs.ridge_point, 8.5);
   EXPECT_EQ(options.outputs, Options::Outputs::kView);
-  EXPECT_EQ(options.memory, MemoryProtection::kKeepAlive);
-  EXPECT_EQ(options_from_text({{"memory", "smaller-pool"}}).memory, MemoryProtection::kSmallerPool);
-  EXPECT_EQ(options.on_uncapturable, Options::OnUncapturable::kError);
-  EXPECT_EQ(options.warmup_runs, 3);
-  EXPECT_EQ(options.intra_op_threads, 3);
-  EXPECT_FALSE(options.pin_workers);
-  EXPECT_DOUBLE_EQ(options.split_min_us, 0);
-  EXPECT_DOUBLE_EQ(options.cpu_tuning_ms, 0);
-  EXPECT_EQ(options.overflow, OverflowPolicy::kManual);
-  EXPECT_DOUBLE_EQ(options.alpha_us, 0);
-  EXPECT_EQ(options.cpu_nodes, (std::vector<std::string>{"12", "aten::relu"}));
+  EXPECT_EQ(options.cuda.memory, MemoryProtection::kKeepAlive);
+  EXPECT_EQ(options_from_text({{"memory", "smaller-pool"}}).cuda.memory, MemoryProtection::kSmallerPool);
+  EXPECT_EQ(options.cuda.on_uncapturable, CudaOptions::OnUncapturable::kError);
+  EXPECT_EQ(options.cuda.warmup_runs, 3);
+  EXPECT_EQ(options.cpu.intra_op_threads, 3);
+  EXPECT_FALSE(options.cpu.pin_workers);
+  EXPECT_DOUBLE_EQ(options.cpu.split_min_us, 0);
+  EXPECT_DOUBLE_EQ(options.cpu.tuning_ms, 0);
+  EXPECT_EQ(options.overflow.policy, OverflowPolicy::kManual);
+  EXPECT_DOUBLE_EQ(options.overflow.alpha_us, 0);
+  EXPECT_EQ(options.overflow.cpu_nodes, (std::vector<std::string>{"12", "aten::relu"}));
   EXPECT_EQ(options.static_inputs, (std::vector<int>{0, 2}));
   EXPECT_EQ(option_keys().size(), 19u) << "a key was added: test it here";
 }

@@ -135,7 +135,9 @@ std::vector<at::Tensor> run_with_copies(const Graph& graph, const std::vector<bo
       run_segments(graph, segments, inputs, [&](std::size_t index, const std::vector<c10::IValue>& in) {
         const Segment& segment = segments[index];
         if (segment.kind == SegmentKind::kGraph) {
-          return CpuParallelExecutor(segment.graph, make_plan(segment.graph, {}), CpuExecutorOptions{1}).run(in);
+          CpuExecutorOptions one_thread;
+          one_thread.intra_op_threads = 1;
+          return CpuParallelExecutor(segment.graph, make_plan(segment.graph, {}), one_thread).run(in);
         }
         if (!step_runs_on_cpu(graph, segment, placement)) return EagerExecutor(segment.graph).run(in);
         std::vector<c10::IValue> staged;

@@ -127,8 +127,11 @@ class SegmentedModel {
       : graph_(graph), segments_(std::move(segments)) {
     for (const Segment& segment : segments_) {
       if (segment.kind == G) {
-        parallel_.push_back(std::make_unique<CpuParallelExecutor>(segment.graph, make_plan(segment.graph, {}),
-                                                                  CpuExecutorOptions{1, jitter++}));
+        CpuExecutorOptions options;
+        options.intra_op_threads = 1;
+        options.jitter_seed = jitter++;
+        parallel_.push_back(
+            std::make_unique<CpuParallelExecutor>(segment.graph, make_plan(segment.graph, {}), options));
         eager_.push_back(nullptr);
       } else {
         parallel_.push_back(nullptr);

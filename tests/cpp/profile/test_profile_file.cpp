@@ -285,7 +285,7 @@ TEST(ProfileFile, CompileChecksTheProfileAgainstTheModelFileAndTheInputs) {
   save_profile(profile_for(path, graph, inputs), saved);
   Options options;
   options.device = c10::Device(c10::kCPU);
-  options.profile = saved;
+  options.costs.profile = saved;
   EXPECT_EQ(compile(path, inputs, options).plan().cost_source, "profile");
   try {
     compile(path, {at::cat({inputs[0], inputs[0]})}, options);
@@ -303,7 +303,7 @@ TEST(ProfileFile, CompileChecksTheProfileAgainstTheModelFileAndTheInputs) {
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), HasSubstr("model: the profile is of a model file with hash fnv1a64:0000000000000000"));
   }
-  options.allow_profile_mismatch = true;
+  options.costs.allow_profile_mismatch = true;
   WarningCollector warnings;
   const c10::WarningUtils::WarningHandlerGuard guard(&warnings);
   EXPECT_EQ(compile(path, inputs, options).plan().cost_source, "profile");

@@ -111,7 +111,7 @@ TEST(ModelProfilerCuda, BranchyReluAndAddAreMemoryBoundAndTheProfileDrivesCompil
   const std::vector<at::Tensor> inputs = testing::format_reference("branchy", "pt").tensors;
   Options options;
   options.device = c10::Device(c10::kCUDA, 0);
-  options.profile = saved;
+  options.costs.profile = saved;
   const CompiledModel compiled = compile(path, inputs, options);
   EXPECT_EQ(compiled.plan().cost_source, "profile");
   // Another batch size is another profile.

@@ -47,6 +47,19 @@ using testing::random_costs;
 using testing::random_model;
 using testing::unary;
 
+// The executor's options as these tests give them, by position: intra-op threads, jitter seed,
+// workers, priorities. (CpuExecutorOptions extends CpuOptions: a braced list would fill
+// CpuOptions' members first.)
+CpuExecutorOptions executor_options(int threads, std::uint64_t jitter = 0, int workers = 0,
+                                    std::vector<double> priorities = {}) {
+  CpuExecutorOptions options;
+  options.intra_op_threads = threads;
+  options.jitter_seed = jitter;
+  options.workers = workers;
+  options.priorities = std::move(priorities);
+  return options;
+}
+
 // ---- plans written by hand ------------------------------------------------------------------
 
 // The kernel nodes `id` depends on, looking through nodes without a stream.
@@ -167,7 +180,7 @@ TEST(CpuParallelExecutor, HandWrittenPlanMatchesEager) {
   const std::vector<c10::IValue> inputs{at::randn({4, 6})};
   const auto expected = eager_outputs(graph, inputs);
   for (std::uint64_t jitter = 0; jitter < 50; ++jitter) {
-    CpuParallelExecutor executor(graph, plan, {1, jitter});
+    CpuParallelExecutor executor(graph, plan, executor_options(1, jitter));
     EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected)) << "jitter seed " << jitter;
   }
 }
@@ -182,7 +195,7 @@ TEST(CpuParallelExecutor, EveryPolicyMatchesEager) {
       for (int cap : {0, 1, 2}) {
         const Plan plan = make_plan(graph, PlanOptions{streams, order, cap}, random_costs(graph, jitter));
         for (int k = 0; k < 5; ++k, ++jitter) {
-          CpuParallelExecutor executor(graph, plan, {1, jitter});
+          CpuParallelExecutor executor(graph, plan, executor_options(1, jitter));
           EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected))
               << to_string(streams) << "/" << to_string(order) << " cap " << cap << ", jitter seed " << jitter;
         }
@@ -193,7 +206,8 @@ TEST(CpuParallelExecutor, EveryPolicyMatchesEager) {
 
 TEST(CpuParallelExecutor, RepeatedRunsAgreeAndFollowTheInputs) {
   const Graph graph = diamond_with_view();
-  CpuParallelExecutor executor(graph, plan_with(graph, {0, 1, kNoStream, 0, 1, 2}, {0, 1, 2, 3, 4, 5}), {1, 7});
+  CpuParallelExecutor executor(graph, plan_with(graph, {0, 1, kNoStream, 0, 1, 2}, {0, 1, 2, 3, 4, 5}),
+                               executor_options(1, 7));
   for (int run = 0; run < 20; ++run) {
     const std::vector<c10::IValue> inputs{at::randn({4, 6})};
     EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), eager_outputs(graph, inputs)));
@@ -234,7 +248,7 @@ TEST(CpuParallelExecutor, NodesWithoutAStreamRunOncePerRun) {
   const auto expected = eager_outputs(graph, inputs);
   ASSERT_EQ(calls->load(), 3);
   for (std::uint64_t seed = 1; seed <= 30; ++seed) {
-    CpuParallelExecutor executor(graph, random_plan(graph, 3, seed), {1, seed});
+    CpuParallelExecutor executor(graph, random_plan(graph, 3, seed), executor_options(1, seed));
     for (int run = 0; run < 3; ++run) {
       calls->store(0);
       EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected));
@@ -290,7 +304,7 @@ TEST(CpuParallelExecutor, AFailingNodeIsNamedAndTheNextRunWorks) {
     const auto expected = eager_outputs(graph, inputs);
     for (std::uint64_t jitter = 0; jitter < 20; ++jitter) {
       CpuParallelExecutor executor(graph, plan_with(graph, {0, kernel ? 1 : kNoStream, 0, 2}, {0, 1, 2, 3}),
-                                   {1, jitter});
+                                   executor_options(1, jitter));
       fail->store(true);
       try {
         executor.run(inputs);
@@ -332,7 +346,8 @@ TEST(CpuParallelExecutor, RejectsAnInvalidPlan) {
 
 TEST(CpuParallelExecutor, NegativeIntraOpThreadsAreRejected) {
   const Graph graph = diamond_with_view();
-  EXPECT_THROW(CpuParallelExecutor(graph, plan_with(graph, {0, 1, kNoStream, 0, 1, 2}, {0, 1, 2, 3, 4, 5}), {-1, 0}),
+  EXPECT_THROW(CpuParallelExecutor(graph, plan_with(graph, {0, 1, kNoStream, 0, 1, 2}, {0, 1, 2, 3, 4, 5}),
+                                   executor_options(-1, 0)),
                Error);
 }
 
@@ -345,11 +360,11 @@ TEST(CpuParallelExecutor, WorkersDefaultToStreamsCappedByCoresAndAnyCountGivesTh
   CpuParallelExecutor automatic(graph, plan);
   EXPECT_EQ(automatic.workers(), std::min(3, std::max(cores, 1)));
   for (int workers : {1, 2, 5}) {
-    CpuParallelExecutor executor(graph, plan, {1, 7, workers});
+    CpuParallelExecutor executor(graph, plan, executor_options(1, 7, workers));
     EXPECT_EQ(executor.workers(), workers);
     EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected)) << workers << " workers";
   }
-  EXPECT_THROW(CpuParallelExecutor(graph, plan, {1, 0, -2}), Error);
+  EXPECT_THROW(CpuParallelExecutor(graph, plan, executor_options(1, 0, -2)), Error);
 }
 
 TEST(CpuParallelExecutor, PrioritiesPickWhichReadyStreamRunsFirst) {
@@ -370,15 +385,15 @@ TEST(CpuParallelExecutor, PrioritiesPickWhichReadyStreamRunsFirst) {
   const Plan plan = plan_with(graph, {0, 1}, {0, 1});
   for (const auto& [priorities, first] : {std::pair{std::vector<double>{1, 2}, 1}, {std::vector<double>{2, 1}, 0}}) {
     order->clear();
-    CpuParallelExecutor executor(graph, plan, {1, 0, 1, priorities});
+    CpuParallelExecutor executor(graph, plan, executor_options(1, 0, 1, priorities));
     executor.run({at::ones({2})});
     ASSERT_EQ(order->size(), 2u);
     EXPECT_EQ(order->front(), first);
   }
-  EXPECT_THROW(CpuParallelExecutor(graph, plan, {1, 0, 1, {1.0}}), Error);
+  EXPECT_THROW(CpuParallelExecutor(graph, plan, executor_options(1, 0, 1, {1.0})), Error);
 
   // Priorities set between runs decide the next run's order, as given ones do.
-  CpuParallelExecutor executor(graph, plan, {1, 0, 1, {2, 1}});
+  CpuParallelExecutor executor(graph, plan, executor_options(1, 0, 1, {2, 1}));
   executor.set_priorities({1, 2});
   EXPECT_EQ(executor.priorities(), (std::vector<double>{1, 2}));
   order->clear();
@@ -404,7 +419,7 @@ TEST(CpuParallelExecutor, NodeTimesAreTheLastRunsPerNode) {
       graph.add_node("test::quick", {x}, {"Tensor"}, kLaunchesKernel, unary([](const at::Tensor& t) { return t + 2; }));
   graph.add_output(graph.node(slow).outputs[0]);
   graph.add_output(graph.node(quick).outputs[0]);
-  CpuParallelExecutor executor(graph, plan_with(graph, {0, 1}, {0, 1}), {1, 0, 2});
+  CpuParallelExecutor executor(graph, plan_with(graph, {0, 1}, {0, 1}), executor_options(1, 0, 2));
   executor.run({at::ones({2})});
   EXPECT_EQ(executor.node_times(), (std::vector<double>{0, 0})) << "not recorded unless asked";
   executor.record_node_times(true);
@@ -459,7 +474,7 @@ TEST(CpuParallelExecutor, RefusesASecondRunWhileOneIsInProgress) {
                                        return t + 1;
                                      }));
   graph.add_output(graph.node(node).outputs[0]);
-  CpuParallelExecutor executor(graph, plan_with(graph, {0}, {0}), {1, 0, 1});
+  CpuParallelExecutor executor(graph, plan_with(graph, {0}, {0}), executor_options(1, 0, 1));
   std::thread first([&] { executor.run({at::ones({2})}); });
   entered.get_future().wait();
   EXPECT_THAT([&] { executor.run({at::ones({2})}); },
@@ -494,13 +509,13 @@ TEST(CpuParallelExecutor, IntraOpThreadsDefaultAndExplicit) {
   EXPECT_EQ(at::get_num_threads(), caller) << "the caller's intra-op threads are restored";
 
   const int every_core = std::max(cores, 1);  // more than automatic's cores / 4 wherever cores > 1
-  CpuParallelExecutor explicit_count(graph, plan, {every_core, 0});
+  CpuParallelExecutor explicit_count(graph, plan, executor_options(every_core, 0));
   EXPECT_EQ(explicit_count.intra_op_threads(), every_core);
   explicit_count.run({at::randn({2, 2})});
   EXPECT_THAT(*seen, ::testing::Each(every_core));
   EXPECT_EQ(at::get_num_threads(), caller);
   try {
-    CpuParallelExecutor too_many(graph, plan, {every_core + 1, 0});
+    CpuParallelExecutor too_many(graph, plan, executor_options(every_core + 1, 0));
     ADD_FAILURE() << "more intra-op threads than cores were accepted";
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), ::testing::HasSubstr(fmt::format("intra_op_threads {} is more than the {} cores here",
@@ -557,7 +572,7 @@ TEST(CpuParallelExecutor, WorkersThatFillTheCpusArePinnedOneToEach) {
   const int cpus = static_cast<int>(allowed.size());
   if (cpus < 2) GTEST_SKIP() << "pinning needs at least 2 CPUs; this thread may use " << cpus;
   const AffinityProbe probe = affinity_probe(cpus);
-  CpuParallelExecutor executor(probe.graph, probe.plan, {1, 0, cpus});
+  CpuParallelExecutor executor(probe.graph, probe.plan, executor_options(1, 0, cpus));
   const std::vector<int> pinned = executor.worker_cpus();
   EXPECT_EQ(std::set<int>(pinned.begin(), pinned.end()), std::set<int>(allowed.begin(), allowed.end()))
       << "one worker on each usable CPU";
@@ -575,12 +590,12 @@ TEST(CpuParallelExecutor, WorkersAreLeftToTheSchedulerWhenAskedOrWithTeamsOrWhen
   const std::vector<int> allowed = allowed_cpus();
   const int cpus = static_cast<int>(allowed.size());
   if (cpus < 2) GTEST_SKIP() << "needs at least 2 CPUs; this thread may use " << cpus;
-  CpuExecutorOptions unpinned{1, 0, cpus};
+  CpuExecutorOptions unpinned = executor_options(1, 0, cpus);
   unpinned.pin_workers = false;
   // Two threads each: an OpenMP team inherits its worker's CPUs, so one CPU would serialise it.
-  const CpuExecutorOptions teams{2, 0, cpus};
+  const CpuExecutorOptions teams = executor_options(2, 0, cpus);
   // Fewer workers than CPUs: pinned, several processes would crowd the same first CPUs.
-  const CpuExecutorOptions fewer{1, 0, cpus - 1};
+  const CpuExecutorOptions fewer = executor_options(1, 0, cpus - 1);
   for (const CpuExecutorOptions& options : {unpinned, teams, fewer}) {
     const AffinityProbe probe = affinity_probe(options.workers);
     CpuParallelExecutor executor(probe.graph, probe.plan, options);
@@ -593,7 +608,7 @@ TEST(CpuParallelExecutor, WorkersAreLeftToTheSchedulerWhenAskedOrWithTeamsOrWhen
 TEST(CpuParallelExecutor, MoreWorkersThanCpusAreNotPinned) {
   const int cpus = usable_cores();
   const AffinityProbe probe = affinity_probe(cpus + 1);
-  CpuParallelExecutor executor(probe.graph, probe.plan, {1, 0, cpus + 1});
+  CpuParallelExecutor executor(probe.graph, probe.plan, executor_options(1, 0, cpus + 1));
   EXPECT_TRUE(executor.worker_cpus().empty());
   EXPECT_TRUE(
       bitwise_equal(flatten_tensors(executor.run({at::ones({2})})), eager_outputs(probe.graph, {at::ones({2})})));
@@ -609,7 +624,7 @@ TEST(CpuParallelRandomGraphs, MatchEagerUnderRandomPlansAndJitter) {
     const std::vector<c10::IValue> inputs{at::randn({4, 6}), at::randn({4, 6})};
     const auto expected = eager_outputs(graph, inputs);
     const int streams = 1 + static_cast<int>(seed % 5);
-    CpuParallelExecutor executor(graph, random_plan(graph, streams, seed), {1, seed});
+    CpuParallelExecutor executor(graph, random_plan(graph, streams, seed), executor_options(1, seed));
     for (int run = 0; run < 2; ++run) {
       ASSERT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected))
           << "seed " << seed << ", " << count << " nodes, " << streams << " streams, run " << run;
@@ -627,7 +642,7 @@ TEST(CpuParallelRandomGraphs, NodeTimingsCoverEveryNodeOnceAndFollowTheEdges) {
     std::mutex mutex;
     std::vector<int> reports(graph.size(), 0);
     std::vector<std::pair<Clock::time_point, Clock::time_point>> spans(graph.size());
-    CpuExecutorOptions options{1, seed};
+    CpuExecutorOptions options = executor_options(1, seed);
     options.on_node_done = [&](NodeId id, Clock::time_point start, Clock::time_point end) {
       std::lock_guard<std::mutex> lock(mutex);
       ++reports[id];
@@ -660,7 +675,8 @@ TEST(CpuParallelRandomGraphs, MatchEagerUnderEveryPolicyAndJitter) {
     for (StreamPolicy streams : kStreamPolicies) {
       for (OrderPolicy order : kOrderPolicies) {
         for (int cap : {0, 1, 2}) {
-          CpuParallelExecutor executor(graph, make_plan(graph, PlanOptions{streams, order, cap}, costs), {1, ++jitter});
+          CpuParallelExecutor executor(graph, make_plan(graph, PlanOptions{streams, order, cap}, costs),
+                                       executor_options(1, ++jitter));
           ASSERT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected))
               << "seed " << seed << ", " << count << " nodes, " << to_string(streams) << "/" << to_string(order)
               << " cap " << cap;
@@ -704,7 +720,7 @@ class CpuParallelModels : public ::testing::TestWithParam<ModelCase> {
 
   void check(const Plan& plan, std::uint64_t jitter, const std::string& label) {
     const bool own_threads = jitter % 2 == 0;
-    CpuExecutorOptions options{own_threads ? caller_threads_ : 0, jitter};
+    CpuExecutorOptions options = executor_options(own_threads ? caller_threads_ : 0, jitter);
     options.split_min_us = 1;  // from the second run on, every timed pooling and activation may split
     CpuParallelExecutor executor(graph_, plan, options);
     const int threads = executor.intra_op_threads();
