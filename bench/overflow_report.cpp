@@ -22,15 +22,15 @@ constexpr std::size_t kListHead = 12;
 // The placement costs of the profile when it is a full one (Comm+SD's own error when it is not);
 // nullopt without a profile, or with one of classes and demands only and another policy.
 std::optional<PlacementCosts> costs_of(const LoadedModel& model, const std::vector<at::Tensor>& inputs,
-                                       const OverflowSettings& settings, OverflowPolicy policy) {
-  if (settings.profile.empty()) return std::nullopt;
-  if (policy != OverflowPolicy::kCommSd) {
-    std::ifstream file(settings.profile);
+                                       const OverflowOptions& overflow, const std::string& profile) {
+  if (profile.empty()) return std::nullopt;
+  if (overflow.policy != OverflowPolicy::kCommSd) {
+    std::ifstream file(profile);
     std::stringstream text;
     text << file.rdbuf();
     if (!is_full_profile(text.str())) return std::nullopt;
   }
-  return profile_placement_costs(model.graph, inputs, settings.profile, settings.alpha_us);
+  return profile_placement_costs(model.graph, inputs, profile, overflow.alpha_us);
 }
 
 std::string node_list(const Graph& graph, const std::vector<NodeId>& nodes) {
@@ -44,15 +44,16 @@ std::string node_list(const Graph& graph, const std::vector<NodeId>& nodes) {
 }  // namespace
 
 nlohmann::json overflow_report(const LoadedModel& model, const std::vector<at::Tensor>& inputs,
-                               const OverflowSettings& settings, std::FILE* table) {
+                               const OverflowOptions& overflow, const std::string& profile, int gpu_streams,
+                               std::FILE* table) {
   const Graph& graph = model.graph;
-  const OverflowPolicy policy = parse_overflow_policy(settings.policy);
-  const std::optional<PlacementCosts> costs = costs_of(model, inputs, settings, policy);
+  const OverflowPolicy policy = overflow.policy;
+  const std::optional<PlacementCosts> costs = costs_of(model, inputs, overflow, profile);
   CommSdOptions comm_sd;
-  comm_sd.gpu_streams = std::max(1, settings.gpu_streams);
+  comm_sd.gpu_streams = std::max(1, gpu_streams);
   nlohmann::json json;
-  json["policy"] = settings.policy;
-  json["alpha_us"] = settings.alpha_us;
+  json["policy"] = to_string(policy);
+  json["alpha_us"] = overflow.alpha_us;
   std::vector<Placement> placement;
   if (policy == OverflowPolicy::kCommSd) {
     if (!costs) throw Error("--overflow comm_sd needs --profile: a full profile has the times it compares");
@@ -69,10 +70,7 @@ nlohmann::json overflow_report(const LoadedModel& model, const std::vector<at::T
     json["moves_tried"] = report.moves_tried;
     json["moves_kept"] = report.moves_kept;
   } else {
-    OverflowOptions options;
-    options.policy = policy;
-    options.cpu_nodes = settings.cpu_nodes;
-    placement = choose_placement(graph, inputs, options, settings.profile, comm_sd.gpu_streams).placement;
+    placement = choose_placement(graph, inputs, overflow, profile, comm_sd.gpu_streams).placement;
   }
 
   // What compile() runs: CPU nodes whose copies would break a written alias group go back.
@@ -111,7 +109,7 @@ nlohmann::json overflow_report(const LoadedModel& model, const std::vector<at::T
     const double chosen_us = estimate_makespan(graph, placement, *costs, comm_sd.gpu_streams, comm_sd.host_threads);
     fmt::print(table,
                "predicted      none {:.1f} us, {} {:.1f} us ({} GPU streams, {} host threads, split {:.0f} us)\n",
-               none_us, settings.policy, chosen_us, comm_sd.gpu_streams, comm_sd.host_threads, costs->split_us());
+               none_us, to_string(policy), chosen_us, comm_sd.gpu_streams, comm_sd.host_threads, costs->split_us());
     json["predicted_none_us"] = none_us;
     json["predicted_us"] = chosen_us;
   }

@@ -7,22 +7,16 @@
 #include <vector>
 
 #include "model_loading.h"
+#include "opara/options.h"
 
 namespace opara::bench {
 
-// What `plan --overflow` was asked for.
-struct OverflowSettings {
-  std::string policy = "none";  // none | comm_sd | manual
-  double alpha_us = 100;
-  std::vector<std::string> cpu_nodes;  // manual: ids and kinds, or one .json file {"cpu": [...]}
-  std::string profile;                 // a full profile: the times Comm+SD and the estimate need
-  int gpu_streams = 1;                 // the plan's streams, for the estimate
-};
-
-// Places the model's nodes, cuts the segments, prints both to `table` and returns them as JSON
-// (the "overflow" key of plan's report). Throws opara::Error for a profile without times or an
-// unknown CPU node.
+// Places the model's nodes as compile() would with `overflow` (the times from a full `profile`;
+// the estimate with `gpu_streams`, the plan's), cuts the segments, prints both to `table` and
+// returns them as JSON (the "overflow" key of plan's report). Throws opara::Error for a profile
+// without times or an unknown CPU node.
 nlohmann::json overflow_report(const LoadedModel& model, const std::vector<at::Tensor>& inputs,
-                               const OverflowSettings& settings, std::FILE* table);
+                               const OverflowOptions& overflow, const std::string& profile, int gpu_streams,
+                               std::FILE* table);
 
 }  // namespace opara::bench

@@ -14,6 +14,7 @@
 #include "model_loading.h"
 #include "number_checks.h"
 #include "opara/error.h"
+#include "overflow_flags.h"
 #include "overflow_report.h"
 #include "planning.h"
 #include "support/text_file.h"
@@ -35,7 +36,7 @@ struct PlanCommandOptions {
   std::string csv;
   std::string dot;
   std::string svg;
-  OverflowSettings overflow;
+  OverflowOptions overflow;    // --overflow, --alpha-us, --cpu-nodes
   bool show_overflow = false;  // --overflow given
 };
 
@@ -111,11 +112,9 @@ void run_plan(const PlanCommandOptions& options) {
              plan.launch_order.size() > kLaunchOrderHead ? ", ..." : "");
   nlohmann::json overflow;
   if (options.show_overflow) {
-    fmt::print(table, "\noverflow       {} (alpha {} us)\n", options.overflow.policy, options.overflow.alpha_us);
-    OverflowSettings settings = options.overflow;
-    settings.profile = options.costs.profile;
-    settings.gpu_streams = plan.stream_count;
-    overflow = overflow_report(model, inputs, settings, table);
+    fmt::print(table, "\noverflow       {} (alpha {} us)\n", to_string(options.overflow.policy),
+               options.overflow.alpha_us);
+    overflow = overflow_report(model, inputs, options.overflow, options.costs.profile, plan.stream_count, table);
   }
 
   if (!options.json.empty()) {
@@ -171,33 +170,14 @@ void add_plan_command(CLI::App& app) {
   plan->add_option("--csv", options->csv, "also write one row per node (stream, waits) as CSV ('-' for stdout)");
   plan->add_option("--dot", options->dot, "write the plan as Graphviz DOT to this file (colour: stream, red: event)");
   plan->add_option("--svg", options->svg, "render the plan as SVG with Graphviz's dot (apt-get install graphviz)");
-  CLI::Option* overflow =
-      plan->add_option("--overflow", options->overflow.policy,
-                       "CPU-overflow placement to show with its segments: none, comm_sd (SIR+ Comm+SD, needs "
-                       "--profile) or manual (--cpu-nodes)")
-          ->check(CLI::IsMember({"none", "comm_sd", "manual"}));
-  plan->add_option("--alpha-us", options->overflow.alpha_us,
-                   "Comm+SD: how much slower (us) a node may get on the CPU and still move (default 100)")
-      ->check(kNonNegative)
-      ->needs(overflow);
-  plan->add_option("--cpu-nodes", options->overflow.cpu_nodes,
-                   "manual: node ids or kinds for the CPU, comma-separated, or a .json file {\"cpu\": [...]}")
-      ->delimiter(',')
-      ->needs(overflow);
+  const OverflowFlags overflow = add_overflow_flags(plan, options->overflow,
+                                                    "CPU-overflow placement to show with its segments: none, comm_sd "
+                                                    "(SIR+ Comm+SD, needs --profile) or manual (--cpu-nodes)");
+  overflow.alpha_us->needs(overflow.policy);
+  overflow.cpu_nodes->needs(overflow.policy);
   plan->callback([options, overflow] {
-    options->show_overflow = overflow->count() > 0;
-    const std::string& policy = options->overflow.policy;
-    if (policy == "comm_sd" && options->costs.profile.empty()) {
-      throw CLI::ValidationError("--overflow comm_sd",
-                                 "needs --profile P: a full profile (opara-bench profile --model M --out P) has the "
-                                 "GPU and CPU times Comm+SD compares");
-    }
-    if (policy == "manual" && options->overflow.cpu_nodes.empty()) {
-      throw CLI::ValidationError("--overflow manual", "needs --cpu-nodes: the node ids or kinds to run on the CPU");
-    }
-    if (policy != "manual" && !options->overflow.cpu_nodes.empty()) {
-      throw CLI::ValidationError("--cpu-nodes", "only goes with --overflow manual");
-    }
+    options->show_overflow = overflow.policy->count() > 0;
+    if (options->show_overflow) check_overflow_flags(options->overflow, options->costs.profile);
     run_plan(*options);
   });
 }

@@ -27,6 +27,7 @@
 #include "opara/error.h"
 #include "opara/options.h"
 #include "opara/placement.h"
+#include "overflow_flags.h"
 #include "progress.h"
 #include "runtime/cpu/cpu_parallel_executor.h"
 #include "support/percentile.h"
@@ -67,8 +68,7 @@ struct RunOptions {
   std::string csv;
   std::string input_shape;
   std::optional<std::uint64_t> seed;
-  std::optional<int> max_streams;    // unset: tuned on the CPU; set: that cap, untuned
-  std::string overflow = "comm_sd";  // opara+overflow: none | comm_sd | manual
+  std::optional<int> max_streams;  // unset: tuned on the CPU; set: that cap, untuned
   // What every planned mode compiles with (--threads, --split-min-us, --tuning-ms, --profile,
   // --ridge, --allow-profile-mismatch, --alpha-us, --cpu-nodes); each mode sets its streams and
   // order, the cap, the device, the memory protection and the overflow policy.
@@ -136,7 +136,6 @@ void run_modes(const RunOptions& options) {
     request.options.plan.max_streams = options.max_streams.value_or(0);
     request.options.cuda.memory =
         options_from_text({{"memory", options.memory}}).cuda.memory;  // one table of the names
-    request.options.overflow.policy = parse_overflow_policy(options.overflow);
     nlohmann::json report = {
         {"model", model.path}, {"dtype", model.dtype}, {"device", device_description()}, {"import_ms", model.import_ms},
         {"iters", iters},      {"warmup", warmup},     {"inputs", inputs.origin},        {"memory", options.memory}};
@@ -189,6 +188,7 @@ void run_modes(const RunOptions& options) {
     Options compile_options = options.compile;
     compile_options.device = device;
     compile_options.plan = mode.plan;
+    compile_options.overflow = {};  // opara+overflow is the GPU's
     if (options.max_streams) {
       compile_options.plan.max_streams = *options.max_streams;
       compile_options.cpu.tuning_ms = 0;
@@ -398,19 +398,13 @@ void add_run_command(CLI::App& app) {
   run->add_option("--ridge", options->compile.costs.ridge_point,
                   "FLOPs per byte above which an op counts as compute-bound")
       ->check(kPositive);
-  CLI::Option* overflow =
-      run->add_option("--overflow", options->overflow,
-                      "opara+overflow: which nodes run on the CPU: comm_sd (SIR+ Comm+SD, needs --profile; the "
-                      "default), manual (--cpu-nodes) or none")
-          ->check(CLI::IsMember({"none", "comm_sd", "manual"}));
-  CLI::Option* alpha =
-      run->add_option("--alpha-us", options->compile.overflow.alpha_us,
-                      "Comm+SD: how much slower (us) a node may get on the CPU and still move (default 100)")
-          ->check(kNonNegative);
-  run->add_option("--cpu-nodes", options->compile.overflow.cpu_nodes,
-                  "manual: node ids or kinds for the CPU, comma-separated, or a .json file {\"cpu\": [...]}")
-      ->delimiter(',');
-  run->callback([options, overflow, alpha, rounds] {
+  // opara+overflow's default: SIR+'s Comm+SD.
+  options->compile.overflow.policy = OverflowPolicy::kCommSd;
+  const OverflowFlags overflow = add_overflow_flags(run, options->compile.overflow,
+                                                    "opara+overflow: which nodes run on the CPU: comm_sd (SIR+ "
+                                                    "Comm+SD, needs --profile; the default), manual (--cpu-nodes) or "
+                                                    "none");
+  run->callback([options, overflow, rounds] {
     if (options->device == "cuda" && rounds->count() > 0) {
       throw CLI::ValidationError("--rounds",
                                  "times CPU runs only: on the GPU each mode is timed with CUDA events "
@@ -419,21 +413,10 @@ void add_run_command(CLI::App& app) {
     const bool overflow_mode =
         std::find(options->modes.begin(), options->modes.end(), kOverflowMode) != options->modes.end();
     if (!overflow_mode &&
-        (overflow->count() > 0 || alpha->count() > 0 || !options->compile.overflow.cpu_nodes.empty())) {
+        (overflow.policy->count() > 0 || overflow.alpha_us->count() > 0 || overflow.cpu_nodes->count() > 0)) {
       throw CLI::ValidationError("--overflow/--alpha-us/--cpu-nodes", "only go with --modes ...,opara+overflow");
     }
-    if (overflow_mode && options->overflow == "comm_sd" && options->compile.costs.profile.empty()) {
-      throw CLI::ValidationError("opara+overflow",
-                                 "--overflow comm_sd (the default) needs --profile P: a full profile (opara-bench "
-                                 "profile --model M --out P) has the GPU and CPU times Comm+SD compares; or name "
-                                 "the nodes with --overflow manual --cpu-nodes");
-    }
-    if (options->overflow == "manual" && options->compile.overflow.cpu_nodes.empty()) {
-      throw CLI::ValidationError("--overflow manual", "needs --cpu-nodes: the node ids or kinds to run on the CPU");
-    }
-    if (options->overflow != "manual" && !options->compile.overflow.cpu_nodes.empty()) {
-      throw CLI::ValidationError("--cpu-nodes", "only goes with --overflow manual");
-    }
+    if (overflow_mode) check_overflow_flags(options->compile.overflow, options->compile.costs.profile);
     run_modes(*options);
   });
 }

@@ -8,7 +8,7 @@
 namespace opara {
 
 // Timing several runners on a machine whose speed drifts (a shared virtual machine, where the
-// same run can take 1.5 ms one minute and 2.5 ms the next): one long block per runner lets a slow
+// same run's time can change by half from one minute to the next): one long block per runner lets a slow
 // minute land on one of them and decide the comparison. In rounds, each round times every runner
 // in a short block, starting with a different runner each round, and ratios are taken within a
 // round, where the machine was the same for all.

@@ -12,13 +12,12 @@ namespace opara {
 // the highest priority. Longest-remaining-path priorities are the textbook choice, and on
 // branchy they are not the best one: after a block's first 3x3 convolution they start the 5x5
 // convolution (the longer path), where continuing the 3x3 chain lets the worker that finishes the
-// pooling take that chain's last node, and the block ends ~35 us sooner in the replay (two
-// workers, 1-thread node times; tests/cpp/tuning/test_schedule_search.cpp). So the tuner replays the executor's
+// pooling take that chain's last node, and the block ends sooner in the replay (two workers,
+// 1-thread node times; tests/cpp/tuning/test_schedule_search.cpp). So the tuner replays the executor's
 // dispatch rule on node times measured in its warm-up runs (`simulate_cpu_schedule`), searches priorities that shorten
 // the replayed runs
 // (`search_priorities`), and times the result against the critical-path priorities: the search
-// proposes, the timing rounds decide. On branchy the replay ranked the three priority sets it
-// was given as timing did (searched < critical path < critical path of 1-thread times).
+// proposes, the timing rounds decide.
 
 // Node times of one run, microseconds by NodeId (no-stream nodes are not replayed).
 using NodeTimes = std::vector<double>;
