@@ -12,6 +12,17 @@ OPARA_PYTHON="${OPARA_PYTHON:-$OPARA_VENV/bin/python}"
 
 say() { printf '[opara] %s\n' "$*" >&2; }
 
+# Configures (once) a Debug build of the torch-free layers alone in folder $1, with the CMake
+# options that follow; it needs no LibTorch. The sanitizer and clang-tidy builds.
+opara_configure_core() {
+  local build="$1"
+  shift
+  if [ ! -f "$build/build.ninja" ]; then
+    say "configuring the torch-free layers in $build"
+    cmake -S "$OPARA_ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOPARA_CORE_ONLY=ON "$@" >&2
+  fi
+}
+
 # Configures (once) and builds the CMake project with ninja; reruns are incremental. Arguments:
 # the targets to build (default: all).
 opara_build() {

@@ -9,11 +9,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 build="${OPARA_SANITIZE_BUILD:-$OPARA_ROOT/build-sanitize}"
-if [ ! -f "$build/build.ninja" ]; then
-  say "configuring the sanitizer build in $build"
-  cmake -S "$OPARA_ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOPARA_CORE_ONLY=ON \
-    -DOPARA_SANITIZE=ON -DOPARA_WERROR=ON >&2
-fi
+opara_configure_core "$build" -DOPARA_SANITIZE=ON -DOPARA_WERROR=ON
 say "building the torch-free layers with ASan and UBSan"
 cmake --build "$build" -j "$(nproc)" >&2
 say "ctest (ASan, UBSan)"

@@ -8,11 +8,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 build="${OPARA_TIDY_BUILD:-$OPARA_ROOT/build-tidy}"
-if [ ! -f "$build/compile_commands.json" ]; then
-  say "configuring the clang-tidy build in $build"
-  cmake -S "$OPARA_ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOPARA_CORE_ONLY=ON \
-    -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >&2
-fi
+opara_configure_core "$build" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 say "clang-tidy on the torch-free layers"
 cd "$OPARA_ROOT"
 # GCC's warning flags in the compile commands are unknown to clang; the counts of warnings in
