@@ -1,0 +1,409 @@
+"""The steps both paths share. Each checks that it fits in the time left (runner.in_time), runs its
+commands under its own limit (context.LIMITS) and notes one result line per unit of work: ok,
+FAILED with its reason, killed (time), or SKIPPED for time with the call that runs it.
+
+hint: the call (cold step or stage) that runs a step skipped here, named on the next-call line.
+"""
+
+import hashlib
+import re
+import shutil
+
+from . import report
+from .context import ALL_MODES, GPU_FILTER, LIMITS, PYTEST_FILES, PYTEST_SELECTION
+from .runner import FAILED, KILLED, OK
+
+
+# ---- models ---------------------------------------------------------------------------------------
+def export_hash(root):
+    """What an export stamp records: the exporter, the model code and the pins of the libraries
+    that build the models."""
+    h = hashlib.sha256()
+    for path in [root / "scripts/export_models.py", *sorted((root / "scripts/opara_models").glob("*.py"))]:
+        h.update(path.read_bytes())
+    pins = [line for line in (root / "requirements.txt").read_text().splitlines()
+            if re.match(r"(torch|torchvision|transformers|numpy)==", line)]
+    h.update("".join(line + "\n" for line in pins).encode())
+    return h.hexdigest()
+
+
+def _split_spec(spec):
+    name, _, dtype = spec.partition(":")
+    return name, dtype or "float32"
+
+
+class Exports:
+    """NAME[:DTYPE] models exported at one batch size, each in a process of its own, all at once
+    (the GPU machine has 16 cores). Files of an older exporter are removed first and the stamp
+    written, so that a later call on a warm machine reuses what is there. wait() waits for them,
+    each at most its limit, and notes one line (name)."""
+
+    def __init__(self, g, batch, specs, name):
+        self.g, self.batch, self.name = g, batch, name
+        self.procs = []  # (spec, stem, Popen)
+        self.started = g.runner.seconds()
+        self.done = None
+        models = g.models
+        models.mkdir(parents=True, exist_ok=True)
+        (g.out / "exports").mkdir(parents=True, exist_ok=True)
+        stamp = models / (".export-stamp" + ("" if batch == 1 else f"-b{batch}"))
+        want = export_hash(g.root)
+        if not stamp.exists() or stamp.read_text().strip() != want:
+            for old in models.glob(f"*_b{batch}.*"):
+                old.unlink()
+        stamp.write_text(want + "\n")
+        for spec in specs:
+            model, dtype = _split_spec(spec)
+            stem = models / (model + ("" if dtype == "float32" else f"_{dtype}") + f"_b{batch}")
+            if all(stem.with_name(stem.name + ext).exists() for ext in (".pt", ".pt2", ".json", ".ref.pt")):
+                continue
+            log = g.out / "exports" / f"{model}_{dtype}_b{batch}.log"
+            cmd = [g.python, "-W", "ignore", g.root / "scripts/export_models.py", "--models", model, "--dtype", dtype,
+                   "--batch", batch, "--out", models]
+            self.procs.append((spec, stem, g.runner.start(cmd, log)))
+
+    def wait(self):
+        """True when every model exported; notes the line once (later calls return the same)."""
+        if self.done is not None:
+            return self.done
+        g = self.g
+        failed, killed, lines = [], [], []
+        for spec, stem, proc in self.procs:
+            outcome = g.runner.wait(proc, LIMITS["export"])
+            if outcome.ok:
+                lines.append(outcome.tail())
+                continue
+            # No half-written model left for a later call to take as done.
+            for path in stem.parent.glob(stem.name + ".*"):
+                path.unlink()
+            if outcome.killed:
+                killed.append(f"{spec} (after {outcome.seconds:.0f} s)")
+                lines.append(f"killed (time): export of {spec} at batch {self.batch} (see exports/{outcome.log.name})")
+            else:
+                failed.append(f"{spec} (exit {outcome.rc})")
+                lines.append(f"FAILED: export of {spec} at batch {self.batch} (see exports/{outcome.log.name})")
+        log = "export.log" if self.batch == 1 else f"export_b{self.batch}.log"
+        (g.out / "exports" / log).write_text("".join(line + "\n" for line in lines))
+        for line in lines:
+            g.say(line)
+        count = f"{len(self.procs)} exported of {len(self.procs)} missing" if self.procs else "all there already"
+        if failed:
+            g.runner.note(self.name, FAILED, f"{', '.join(failed + killed)}; see exports/")
+        elif killed:
+            g.runner.note(self.name, KILLED, f"{', '.join(killed)}; see exports/")
+        else:
+            g.runner.note(self.name, OK, f"{count}, done after {g.runner.seconds()} s")
+        self.done = not failed and not killed
+        g.say(f"models at batch {self.batch} ready after {g.runner.seconds()} s")
+        return self.done
+
+
+def fresh_results_for(g, bench):
+    """Results of an earlier call on this (still warm) machine made by another build: start again."""
+    stamp = hashlib.sha256(bench.read_bytes()).hexdigest()
+    path = g.out / ".bench-stamp"
+    if path.exists() and path.read_text().strip() == stamp:
+        return
+    # What this call wrote already (preflight logs, exports under way) stays.
+    for old in sorted(g.out.rglob("*"), reverse=True):  # files before their folders
+        if old.is_dir():
+            if not any(old.iterdir()):
+                old.rmdir()
+        elif old.lstat().st_mtime < g.runner.wall_started:
+            old.unlink()
+    g.profiles.mkdir(parents=True, exist_ok=True)
+    path.write_text(stamp + "\n")
+    g.runner.forget_earlier()
+
+
+# ---- the GPU tests --------------------------------------------------------------------------------
+def _linebuf():
+    """Line-buffered, so that a killed run's log still holds every line it printed."""
+    return ["stdbuf", "-oL", "-eL"] if shutil.which("stdbuf") else []
+
+
+def gpu_tests(g, deadline_s, exports):
+    """The GPU tests, run straight from the test binary (ctest's files hold the CPU machine's
+    paths). First with no model folder while the models export; then, with the models, those that
+    skipped and the one that passes without any (it loops over the exported ones); a crash leaves
+    tests unrun: they run again, after it, 3 rounds at most. None runs past deadline_s (the
+    headline's reserve): a test stopped there counts as killed (time), not as a crash, and those
+    left count as not run for time."""
+    r = g.runner
+    name = "GPU tests"
+    no_models = g.work / "no-models"
+    no_models.mkdir(parents=True, exist_ok=True)
+    for old in g.out.glob("gtest_*.log"):
+        old.unlink()
+    if not r.in_time(name, "cold tests", 30):
+        return
+    logs = []  # (log, killed), in the order they ran: a later word on a test wins
+    first = r.run([*_linebuf(), g.tests_bin, f"--gtest_filter={GPU_FILTER}"], g.out / "gtest_nomodels.log",
+                  deadline_s - r.elapsed(), env=g.env(OPARA_MODELS=no_models), step=name)
+    logs.append((first.log, first.killed))
+    words = report.gtest_status(first.text(), first.killed)
+    counts = {}
+    for word in words.values():
+        counts[word] = counts.get(word, 0) + 1
+    g.say(f"GPU tests without models: exit {first.rc} after {r.seconds()} s; "
+          + ", ".join(f"{n} {word}" for word, n in sorted(counts.items())))
+    exports.wait()
+    listing, listed_outcome = r.output([g.tests_bin, f"--gtest_filter={GPU_FILTER}", "--gtest_list_tests"],
+                                       LIMITS["tool"])
+    listed = set(report.gtest_names(listing)) if listed_outcome.ok else set()
+    if not listed:
+        why = "listing the tests was killed" if listed_outcome.killed else "opara_tests lists no test"
+        r.note(name, KILLED if listed_outcome.killed else FAILED, f"{why}; see gtest_nomodels.log")
+        return
+    # Every test but those that passed or failed without models (so: those that skipped, and those a
+    # crash kept from running), and the one that passes without any.
+    wanted = {t for t in listed if words.get(t) not in ("passed", "failed")}
+    wanted.add("CompiledModelCuda.EveryModeOfEveryModelIsCloseToEager")
+    not_run = ""
+    for round_ in (1, 2, 3):
+        if not wanted:
+            break
+        if deadline_s - r.elapsed() < 20:
+            not_run = f"; {len(wanted)} not run for time (after {r.seconds()} s)"
+            r.add_hint("cold tests", f"SKIPPED (out of time after {r.seconds()} s): the GPU tests with models")
+            break
+        run = r.run([*_linebuf(), g.tests_bin, "--gtest_filter=" + ":".join(sorted(wanted))],
+                    g.out / f"gtest_models_{round_}.log", deadline_s - r.elapsed(), step=name)
+        logs.append((run.log, run.killed))
+        g.say(f"GPU tests with models (round {round_}): "
+              + (f"killed at {r.seconds()} s (time)" if run.killed else f"exit {run.rc} after {r.seconds()} s"))
+        # Left to run: those this round never reached (after a crash or the kill).
+        remaining = wanted - set(report.gtest_status(run.text(), run.killed))
+        if remaining == wanted:
+            break  # nothing ran: no point in a new round
+        wanted = remaining
+        if run.killed:  # the deadline came: what is left did not run for time
+            if wanted:
+                not_run = f"; {len(wanted)} not run for time (after {r.seconds()} s)"
+                r.add_hint("cold tests", f"killed at the deadline ({r.seconds()} s): the GPU tests with models")
+            break
+    results = {}
+    for log, killed in logs:
+        results.update(report.gtest_status(log.read_text(errors="replace") if log.exists() else "", killed))
+    (g.out / "gtest_results.txt").write_text("".join(f"{s} {t}\n" for t, s in sorted(results.items())))
+
+    def named(word):
+        return [t for t, s in sorted(results.items()) if s == word]
+
+    n = {word: len(named(word)) for word in ("passed", "failed", "skipped", "crashed", "killed")}
+    counts = (f"{n['passed']} passed, {n['failed']} failed, {n['skipped']} skipped, {n['crashed']} crashed, "
+              f"{n['killed']} killed (time)")
+    failed = " ".join((named("failed") + named("crashed"))[:8])
+    # A GPU test that skips on the GPU did not check anything: name them (a model failed to export?).
+    skipped = " ".join(named("skipped")[:8])
+    killed = " ".join(named("killed"))
+    also = (f"; skipped: {skipped}" if skipped else "") + (f"; killed: {killed}" if killed else "")
+    if failed or not results:
+        r.note(name, FAILED, f"{GPU_FILTER}: {counts}{not_run}: {failed}{also}; see gtest_*.log")
+    elif killed:
+        r.note(name, KILLED, f"{GPU_FILTER}: {counts}{not_run}{also}; see gtest_*.log")
+    else:
+        r.note(name, OK, f"{GPU_FILTER}: {counts}{not_run}{also}")
+    g.say(f"GPU tests: {counts}")
+
+
+# ---- opara-bench runs -----------------------------------------------------------------------------
+def profiles(g, hint, models):
+    """CUPTI profiles at batch 1 (skipped when an earlier call on this machine made one), then
+    their table: the overhead of profiling (googlenet's goal: 10 ms or less)."""
+    r = g.runner
+    g.profiles.mkdir(parents=True, exist_ok=True)
+    for model in models:
+        name = f"profile {model}"
+        if not r.in_time(name, hint, 20):
+            continue
+        profile = g.profiles / f"{model}_b1.json"
+        if profile.exists():
+            continue  # made by an earlier call on this machine
+        outcome = r.run([g.bench, "profile", "--model", g.models / f"{model}_b1.pt", "--out", profile,
+                         "--require-cupti"], g.profiles / f"{model}_b1.txt", LIMITS["profile"], step=name)
+        if not outcome.ok:
+            profile.unlink(missing_ok=True)
+        r.note_outcome(name, outcome, f"profiles/{model}_b1.txt", hint=hint)
+    try:
+        table = report.profiles_table(g.profiles)
+        if table:
+            g.say(table)
+    except (ValueError, KeyError, TypeError) as error:
+        g.say(f"FAILED: the profile table (a half-written profile?): {error!r}")
+
+
+def runs(g, hint, batch, modes, suffix, use_profile, models):
+    """One opara-bench run per model into <model><suffix>_b<batch>.json (skipped when an earlier
+    call on this machine made it). use_profile: 0, static demands; 1, the model's profile gives
+    opara's demands (no run without one); 2, the profile when there is one."""
+    r = g.runner
+    for model in models:
+        name = f"run {model}{suffix} b{batch}"
+        if not r.in_time(name, hint, 15):
+            continue
+        stem = g.out / f"{model}{suffix}_b{batch}"
+        if stem.with_suffix(".json").exists():
+            continue
+        profile = g.profiles / f"{model}_b1.json"
+        flags = []
+        if use_profile and batch == 1 and profile.exists():
+            flags = ["--profile", profile]
+        elif use_profile == 1:
+            continue  # the profiled run of a model without a profile: the profile step said why
+        outcome = r.run([g.bench, "run", "--model", g.models / f"{model}_b{batch}.pt", "--device", g.device,
+                         "--modes", modes, *g.iters, *flags, "--json", stem.with_suffix(".json")],
+                        stem.with_suffix(".txt"), LIMITS["run"], step=name)
+        if not outcome.ok:
+            stem.with_suffix(".json").unlink(missing_ok=True)
+        r.note_outcome(name, outcome, stem.name + ".txt", hint=hint)
+
+
+def half(g, hint):
+    """Half precision and the memory protections: googlenet in float16, and its graphs captured
+    both ways with the smaller pool kept (the JSON has both pools)."""
+    r = g.runner
+    for run in ("float16", "smaller-pool"):
+        name = f"googlenet {run}"
+        if not r.in_time(name, hint, 15):
+            continue
+        json_path = g.out / f"googlenet_{run}_b1.json"
+        if json_path.exists():
+            continue
+        flags = ["--dtype", "float16"] if run == "float16" else ["--memory", "smaller-pool"]
+        outcome = r.run([g.bench, "run", "--model", "googlenet", *flags, "--device", g.device, "--modes",
+                         "eager,sequential,opara", *g.iters, "--json", json_path],
+                        g.out / f"googlenet_{run}_b1.txt", LIMITS["run"], step=name)
+        if not outcome.ok:
+            json_path.unlink(missing_ok=True)
+        r.note_outcome(name, outcome, f"googlenet_{run}_b1.txt", hint=hint)
+
+
+def overflow(g, hint):
+    """CPU overflow (issue 6): Comm+SD on each profile against opara with the non-capturable step
+    as a plain graph break, and against sequential; googlenet should move nothing (or stay within 5%)."""
+    r = g.runner
+    models = ["googlenet", "detect", "multihead_rnn"]
+    profiles(g, hint, models)
+    for model in models:
+        name = f"opara+overflow {model}"
+        if not r.in_time(name, hint, 15):
+            continue
+        profile = g.profiles / f"{model}_b1.json"
+        if not profile.exists():
+            r.note(name, FAILED, f"no profile of {model}")
+            continue
+        json_path = g.out / f"overflow_{model}_b1.json"
+        if json_path.exists():
+            continue
+        outcome = r.run([g.bench, "run", "--model", g.models / f"{model}_b1.pt", "--device", g.device, "--modes",
+                         "sequential,opara,opara+overflow", "--overflow", "comm_sd", "--profile", profile, *g.iters,
+                         "--json", json_path], g.out / f"overflow_{model}_b1.txt", LIMITS["run"], step=name)
+        if not outcome.ok:
+            json_path.unlink(missing_ok=True)
+        r.note_outcome(name, outcome, f"overflow_{model}_b1.txt", hint=hint)
+        for line in outcome.text().splitlines():
+            if line.startswith("opara+overflow ("):
+                g.say(line)
+
+
+def trace(g, hint):
+    """Fig. 6: the kernels of one run per mode, from CUPTI."""
+    r = g.runner
+    name = "trace googlenet"
+    if not r.in_time(name, hint, 20):
+        return
+    outcome = r.run([g.bench, "trace", "--model", g.models / "googlenet_b1.pt", "--device", g.device, "--modes",
+                     "eager,sequential,nimble,opara", "--out", g.out / "trace_googlenet_b1.json"],
+                    g.out / "trace_googlenet_b1.txt", LIMITS["trace"], step=name)
+    r.note_outcome(name, outcome, "trace_googlenet_b1.txt", hint=hint)
+    g.print_tail(outcome.log, 6)
+
+
+def sanitizer(g, hint):
+    """compute-sanitizer on the captured multi-stream graph of one small model. What it can and
+    cannot see: memcheck, out-of-bounds and misaligned accesses (inside blocks the caching
+    allocator handed out it sees nothing); racecheck, shared-memory hazards between the threads of
+    ONE kernel; synccheck, barrier misuse inside one kernel; initcheck, reads of device memory never
+    written (on the first run a consumer that overtakes its producer on another stream reads such
+    memory: the one cross-stream symptom any of them can show). None of them checks the ordering
+    between streams: that is what opara::validate proves on the plan and what the GPU tests check
+    on the outputs (allclose to eager over every mode, 64 streams, a thousand replays).
+    A tool's failure (errors in its summary, or its exit code: --error-exitcode) is a FAILED line."""
+    r = g.runner
+    for tool in ("memcheck", "racecheck", "synccheck", "initcheck"):
+        name = f"compute-sanitizer {tool}"
+        if not r.in_time(name, hint, 30):
+            continue
+        if not shutil.which("compute-sanitizer"):
+            r.note(name, FAILED, "compute-sanitizer is not on the PATH")
+            continue
+        log = g.out / f"sanitizer_{tool}.txt"
+        outcome = r.run(["compute-sanitizer", "--tool", tool, "--error-exitcode", "86", "--print-limit", "5", g.bench,
+                         "run", "--model", g.models / "branchy_b1.pt", "--device", "cuda", "--modes", "opara",
+                         "--iters", "3", "--warmup", "1"], log, LIMITS["sanitizer"], step=name)
+        summary, errors = report.sanitizer_summary(outcome.text())
+        if outcome.ok and errors == 0:
+            r.note(name, OK, summary)
+        elif outcome.killed:
+            r.note_outcome(name, outcome, log.name, hint=hint)
+        else:
+            r.note(name, FAILED, f"exit {outcome.rc}, {summary or 'no summary'}; see {log.name}")
+
+
+def pytest(g, hint):
+    """The Python package and the extension on the GPU (libopara_ext from the build in use)."""
+    r = g.runner
+    name = "pytest (Python GPU tests)"
+    if not r.in_time(name, hint, 30):
+        return
+    outcome = r.run([g.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                     *[g.root / "tests/python" / f for f in PYTEST_FILES], "-k", PYTEST_SELECTION],
+                    g.out / "pytest.log", LIMITS["pytest"], env=g.env(OPARA_LIBRARY=g.ext, OPARA_BENCH=g.bench),
+                    step=name)
+    if outcome.ok:
+        r.note(name, OK, outcome.tail())
+    elif outcome.killed:
+        r.note_outcome(name, outcome, "pytest.log", hint=hint)
+    else:
+        r.note(name, FAILED, f"{outcome.tail()}; see pytest.log")
+    g.print_tail(outcome.log, 3)
+
+
+def compile_(g, hint):
+    """torch.compile (issue 23): eager, Inductor and backend="opara" on googlenet, inception_v3,
+    bert_base and branchy: first-call time and median latency (bench/torch_compile_bench.py).
+    Inductor compiles for a minute or more per model: this step goes after the headline."""
+    r = g.runner
+    name = "torch.compile (eager, inductor, opara)"
+    if not r.in_time(name, hint, 120):
+        return
+    args = ["--device", g.device, "--json", g.out / "torch_compile.json"]
+    if g.dry_run:
+        args += ["--iters", "2", "--warmup", "1", "--models", "branchy", "--backends", "eager,opara"]
+    outcome = r.run([g.python, g.root / "bench/torch_compile_bench.py", *args], g.out / "torch_compile.txt",
+                    LIMITS["compile"], env=g.env(OPARA_LIBRARY=g.ext), step=name)
+    r.note_outcome(name, outcome, "torch_compile.txt", hint=hint)
+    g.print_tail(outcome.log, 10**6)
+
+
+def serve(g, hint):
+    """Serving (issue 24): eager, one compiled graph and a graph set under concurrent callers on
+    googlenet, and the set's memory pool shared against a pool per bucket (bench/serve_load.py)."""
+    r = g.runner
+    name = "serving load (graph set)"
+    if not r.in_time(name, hint, 90):
+        return
+    args = ["--model", "googlenet", "--device", g.device, "--json", g.out / "serve_load.json"]
+    if g.dry_run:
+        args = ["--model", "branchy", "--device", g.device, "--requests", "20", "--concurrency", "2", "--json",
+                g.out / "serve_load.json"]
+    outcome = r.run([g.python, g.root / "bench/serve_load.py", *args], g.out / "serve_load.txt", LIMITS["serve"],
+                    env=g.env(OPARA_LIBRARY=g.ext), step=name)
+    r.note_outcome(name, outcome, "serve_load.txt", hint=hint)
+    g.print_tail(outcome.log, 10**6)
+
+
+def headline(g, hint):
+    """The headline table (issue 21): the headline models at batch 1, every mode, static demands."""
+    runs(g, hint, 1, ALL_MODES, "", 0, g.headline_models)
