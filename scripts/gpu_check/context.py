@@ -111,6 +111,12 @@ class GpuCheck:
                 env[key] = str(value)
         return env
 
+    def use_build(self, folder):
+        """The binaries and the extension of a build (.gpu_carry or .gpu_work/build) from now on."""
+        self.bench = folder / "bin/opara-bench"
+        self.tests_bin = folder / "bin/opara_tests"
+        self.ext = folder / "lib/libopara_ext.so"
+
     def say(self, text):
         print(text, flush=True)
 

@@ -87,7 +87,8 @@ def _run(cmd, limit_s=TOOL_LIMIT_S, capture=True):
         out.seek(0)
         err.seek(0)
         if proc.returncode != 0:
-            raise PackError(f"{shlex.join(cmd)} exited {proc.returncode}: {err.read().decode(errors='replace').strip()[-2000:]}")
+            why = err.read().decode(errors="replace").strip()[-2000:]
+            raise PackError(f"{shlex.join(cmd)} exited {proc.returncode}: {why}")
         return out.read().decode(errors="replace")
 
 
@@ -189,7 +190,8 @@ def pack(root, build_first=True, stale_ok=False):
     for f in files:
         print(f"  {f.stat().st_size:>11}  {f.relative_to(root)}")
     mib = 1 << 20
-    print(f"sizes (MiB): .gpu_carry {carried / mib:.1f} ({unstripped / mib:.1f} unstripped), .gpu_deps {deps / mib:.1f}, "
+    print(f"sizes (MiB): .gpu_carry {carried / mib:.1f} ({unstripped / mib:.1f} unstripped), "
+          f".gpu_deps {deps / mib:.1f}, "
           f"working tree {tree / mib:.1f}; travels {total / mib:.1f} of 64")
     if total >= TRAVEL_LIMIT:
         raise PackError("what would travel is over 60 MiB: the device refuses more than 64")
@@ -197,4 +199,5 @@ def pack(root, build_first=True, stale_ok=False):
 
 
 # The version, source commit and C++ ABI of the torch a python imports.
-TORCH_IDENTITY = "import torch; print(torch.__version__, torch.version.git_version, int(torch._C._GLIBCXX_USE_CXX11_ABI))"
+TORCH_IDENTITY = ("import torch; "
+                  "print(torch.__version__, torch.version.git_version, int(torch._C._GLIBCXX_USE_CXX11_ABI))")

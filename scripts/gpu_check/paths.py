@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import sys
+import traceback
 from pathlib import Path
 
 from . import steps
@@ -176,7 +177,7 @@ def cold(g, wanted):
     if not manifest.is_file():
         raise Abort("preflight", FAILED, "no .gpu_carry/manifest.env: run 'scripts/gpu_check.sh pack' on the CPU "
                     "machine and carry .gpu_carry")
-    g.bench, g.tests_bin, g.ext = g.carry / "bin/opara-bench", g.carry / "bin/opara_tests", g.carry / "lib/libopara_ext.so"
+    g.use_build(g.carry)
     lacking = [p.name for p in (g.bench, g.tests_bin, g.ext) if not p.is_file()]
     if lacking:
         raise Abort("preflight", FAILED, f".gpu_carry lacks {', '.join(lacking)}: pack again")
@@ -238,7 +239,8 @@ def full_preflight(g):
     r = g.runner
     debs = sorted((g.root / ".gpu_deps/debs").glob("*.deb"))
     if not debs:
-        raise Abort("preflight", FAILED, "no .gpu_deps/debs carried: run scripts/fetch_gpu_deps.sh here and carry .gpu_deps")
+        raise Abort("preflight", FAILED,
+                    "no .gpu_deps/debs carried: run scripts/fetch_gpu_deps.sh here and carry .gpu_deps")
     g.deps.mkdir(parents=True, exist_ok=True)
     for deb in debs:
         outcome = r.run(["dpkg", "-x", deb, g.deps], g.out / "preflight_dpkg.log", LIMITS["tool"], step="preflight")
@@ -310,7 +312,7 @@ def full(g, stage):
     if not full_build(g):
         exports.wait()  # no half-written model left for the next call to take as done
         return 1
-    g.bench, g.tests_bin, g.ext = g.build / "bin/opara-bench", g.build / "bin/opara_tests", g.build / "lib/libopara_ext.so"
+    g.use_build(g.build)
     steps.fresh_results_for(g, g.bench)
     if not exports.wait():
         return 1
@@ -407,8 +409,11 @@ def main(argv, root):
         stopped = stop.signame
         code = 124
         runner.kill_all()
-        runner.note(runner.running or "gpu_check", KILLED, f"stopped by {stop.signame} after {runner.seconds()} s "
+        runner.note(runner.running or "the call", KILLED, f"stopped by {stop.signame} after {runner.seconds()} s "
                     "(the wrapper's timeout, past OPARA_GPU_HARD_S)")
+    except Exception as error:  # a bug here: the results so far still come back, with the reason
+        traceback.print_exc()
+        runner.note(runner.running or "the call", FAILED, f"gpu_check stopped on {error!r} (a bug in gpu_check)")
     finally:
         runner.kill_all()
     final_report(g, stopped)

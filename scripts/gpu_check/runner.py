@@ -79,7 +79,19 @@ def copy_atomically(source, target):
     os.replace(part, target)
 
 
+class _NotStarted:
+    """A command that could not start (exit 127, as a shell says)."""
+
+    pid = None
+    returncode = 127
+
+    def wait(self, timeout=None):
+        return self.returncode
+
+
 def _signal_group(pid, sig):
+    if pid is None:
+        return
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -148,11 +160,16 @@ class Runner:
         log = Path(log)
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "wb") as sink:
-            proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL, stdout=sink,
-                                    stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+            try:
+                proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL, stdout=sink,
+                                        stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+            except OSError as error:  # no such program: a failed step, not a crashed check
+                sink.write(f"gpu_check: cannot run {cmd[0]}: {error}\n".encode())
+                proc = _NotStarted()
         proc.log = log
         proc.began = time.monotonic()
-        self._procs[proc.pid] = proc
+        if proc.pid is not None:
+            self._procs[proc.pid] = proc
         return proc
 
     def wait(self, proc, limit_s):

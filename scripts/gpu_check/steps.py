@@ -67,6 +67,7 @@ class Exports:
         if self.done is not None:
             return self.done
         g = self.g
+        g.runner.running = self.name  # the step a stop would find running
         failed, killed, lines = [], [], []
         for spec, stem, proc in self.procs:
             outcome = g.runner.wait(proc, LIMITS["export"])
@@ -94,6 +95,7 @@ class Exports:
         else:
             g.runner.note(self.name, OK, f"{count}, done after {g.runner.seconds()} s")
         self.done = not failed and not killed
+        g.runner.running = None
         g.say(f"models at batch {self.batch} ready after {g.runner.seconds()} s")
         return self.done
 
@@ -145,7 +147,8 @@ def gpu_tests(g, deadline_s, exports):
     counts = {}
     for word in words.values():
         counts[word] = counts.get(word, 0) + 1
-    g.say(f"GPU tests without models: exit {first.rc} after {r.seconds()} s; "
+    ended = f"killed at {r.seconds()} s (time)" if first.killed else f"exit {first.rc} after {r.seconds()} s"
+    g.say(f"GPU tests without models: {ended}; "
           + ", ".join(f"{n} {word}" for word, n in sorted(counts.items())))
     exports.wait()
     listing, listed_outcome = r.output([g.tests_bin, f"--gtest_filter={GPU_FILTER}", "--gtest_list_tests"],

@@ -137,7 +137,9 @@ def test_the_source_hash_is_the_one_the_bash_script_wrote_into_manifests():
 # ---- the program itself, in a scratch checkout ----------------------------------------------------
 FAKE_PYTHON = """#!/usr/bin/env bash
 # The probe (-c PROBE DRY TORCH_TXT) and the exporter (-W ignore export_models.py ... --out DIR).
-if [ "$1" = -c ]; then echo "python 3 torch fake"; printf '2.11.0 abc 1\\n%s/torch\\n' "$(dirname "$4")" >"$4"; exit 0; fi
+if [ "$1" = -c ]; then
+  echo "python 3 torch fake"; printf '2.11.0 abc 1\\n%s/torch\\n' "$(dirname "$4")" >"$4"; exit 0
+fi
 while [ $# -gt 0 ]; do
   case "$1" in --models) m="$2"; shift ;; --batch) b="$2"; shift ;; --out) o="$2"; shift ;; esac
   shift
