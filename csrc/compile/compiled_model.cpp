@@ -13,6 +13,7 @@
 #include "compile/overflow_choice.h"
 #include "exec/eager_executor.h"
 #include "exec/input_signature.h"
+#include "exec/node_op.h"
 #include "exec/outputs.h"
 #include "graph/graph_analysis.h"
 #include "opara/error.h"
@@ -33,6 +34,7 @@ struct CompiledModel::State {
   c10::Device device = c10::kCPU;
   std::optional<InputSignature> signature;
   std::vector<bool> host;
+  std::vector<bool> written;  // by input: the model writes it in place
   CompiledStats stats;
   Plan plan;
   std::unique_ptr<CpuParallelExecutor> cpu;
@@ -68,6 +70,19 @@ using ExamplesForARun = std::function<std::vector<at::Tensor>()>;
 
 // MemoryProtection::kSmallerPool's choice: keep-alive only when its pool is smaller, since
 // record-stream frees each tensor earlier (a tie keeps that).
+// Options::device, else where the CUDA examples are (a Dynamo graph of a CUDA model may begin with
+// a CPU scalar), else the CPU.
+c10::Device model_device(const Options& options, const std::vector<at::Tensor>& examples) {
+  if (options.device) return *options.device;
+  for (const at::Tensor& example : examples) {
+    if (example.defined() && example.is_cuda()) return example.device();
+  }
+  for (const at::Tensor& example : examples) {
+    if (example.defined()) return example.device();
+  }
+  return c10::kCPU;
+}
+
 MemoryProtection smaller_pool(std::size_t record_stream_bytes, std::size_t keep_alive_bytes) {
   return keep_alive_bytes < record_stream_bytes ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
 }
@@ -189,6 +204,23 @@ void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs
   state.stats.segments = 1;
 }
 
+// A CPU model takes inputs compiled on another device (CUDA tensors) through copies, and gives
+// them back the model's in-place writes, as eager PyTorch would have made them.
+std::vector<at::Tensor> run_on_the_cpu(CompiledModel::State& state, const std::vector<at::Tensor>& inputs) {
+  std::vector<c10::IValue> cpu_inputs(inputs.begin(), inputs.end());
+  std::vector<std::size_t> copied;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].is_cpu()) continue;
+    cpu_inputs[i] = inputs[i].cpu();
+    copied.push_back(i);
+  }
+  std::vector<at::Tensor> outputs = flatten_tensors(state.cpu->run(cpu_inputs));
+  for (std::size_t i : copied) {
+    if (state.written[i]) inputs[i].copy_(cpu_inputs[i].toTensor());
+  }
+  return outputs;
+}
+
 }  // namespace
 
 CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example_inputs, const Options& options) {
@@ -196,11 +228,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   auto state = std::make_shared<CompiledModel::State>();
   state->graph = graph;
   state->options = options;
-  if (options.device) {
-    state->device = *options.device;
-  } else if (!example_inputs.empty() && example_inputs.front().defined()) {
-    state->device = example_inputs.front().device();
-  }
+  state->device = model_device(options, example_inputs);
   if (state->device.is_cuda() && !state->device.has_index()) {
     state->device = c10::Device(c10::kCUDA, torch::cuda::is_available() ? c10::cuda::current_device() : 0);
   }
@@ -215,19 +243,23 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
                     graph.source_path, state->device.str()));
   }
   state->stats.device = state->device.str();
-  // The examples on the model's device define the signature run() checks.
+  // The examples as given define the signature run() checks, each input on its own device: a CPU
+  // scalar among a CUDA model's inputs (a Python float under torch.compile) stays one.
   InputSignature{graph, example_inputs};  // count and definedness, before anything moves
-  const std::vector<bool> written = inputs_written_in_place(graph);
+  state->written = inputs_written_in_place(graph);
+  const std::vector<bool>& written = state->written;
   std::vector<at::Tensor> examples;
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
-    examples.push_back(example_inputs[i].to(state->device, /*non_blocking=*/false, /*copy=*/written[i]));
+    examples.push_back(place_input(example_inputs[i], state->device, /*copy=*/written[i]));
   }
+  std::vector<at::Tensor> signature = example_inputs;
   for (int index : options.static_inputs) {
     if (index < 0 || static_cast<std::size_t>(index) >= examples.size()) continue;  // the signature names it
     // A tensor of our own over the example's memory: the caller may swap the memory under its
     // tensor (`param.data = other`), and the graphs must not read a freed block (run() then refuses
     // the swapped tensor: another storage).
     examples[index] = examples[index].alias();
+    signature[index] = examples[index];
     const std::string& name = graph.value(graph.inputs()[index]).name;
     if (example_inputs[index].device() != state->device) {
       throw Error(
@@ -243,7 +275,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
                       graph.source_path, index, name));
     }
   }
-  state->signature.emplace(graph, examples, options.static_inputs);
+  state->signature.emplace(graph, signature, options.static_inputs);
   const ExamplesForARun examples_for_a_run = [&] {
     std::vector<at::Tensor> copies = examples;
     for (std::size_t i = 0; i < copies.size(); ++i) {
@@ -252,7 +284,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
     return copies;
   };
 
-  const ModelCosts costs = model_costs(graph, examples_for_a_run(), options.costs, state->device);
+  const ModelCosts costs = model_costs(graph, examples, options.costs, state->device);  // copies what it writes
   if (state->device.is_cuda()) {
     compile_cuda(*state, examples_for_a_run, costs.costs);
   } else {
@@ -277,7 +309,7 @@ std::vector<at::Tensor> CompiledModel::run(const std::vector<at::Tensor>& inputs
   state.signature->check(inputs);
   std::vector<at::Tensor> outputs;
   if (state.cpu) {
-    outputs = flatten_tensors(state.cpu->run(std::vector<c10::IValue>(inputs.begin(), inputs.end())));
+    outputs = run_on_the_cpu(state, inputs);
   } else {
     outputs = state.cuda->run(inputs, state.options.outputs == Options::Outputs::kClone);
     state.stats.eager_fallbacks = state.cuda->eager_fallbacks();

@@ -14,14 +14,7 @@
 namespace opara {
 
 EagerExecutor::EagerExecutor(const Graph& graph, c10::Device device)
-    : graph_(graph), device_(device), program_order_(topological_order(graph)) {
-  ops_.reserve(graph_.size());
-  for (const Node& node : graph_.nodes()) {
-    if (!node.op)
-      throw Error(fmt::format("{}: {} has no operation to run", graph_.source_path, graph_.describe(node.id)));
-    ops_.push_back(device.is_cpu() ? node.op : node.op->to(device));
-  }
-}
+    : graph_(graph), device_(device), ops_(ops_on_device(graph, device)), program_order_(topological_order(graph)) {}
 
 std::vector<c10::IValue> EagerExecutor::run(const std::vector<c10::IValue>& inputs) {
   return run(inputs, program_order_);
@@ -40,7 +33,8 @@ std::vector<c10::IValue> EagerExecutor::run(const std::vector<c10::IValue>& inpu
   std::vector<c10::IValue> values(graph_.values().size());
   ValueLifetimes lifetimes(graph_);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    values[graph_.inputs()[i]] = inputs[i].isTensor() ? c10::IValue(inputs[i].toTensor().to(device_)) : inputs[i];
+    values[graph_.inputs()[i]] =
+        inputs[i].isTensor() ? c10::IValue(place_input(inputs[i].toTensor(), device_)) : inputs[i];
   }
 
   std::size_t live = 0;

@@ -59,11 +59,29 @@ c10::IValue move_tensors(const c10::IValue& value, c10::Device device) {
       if (!tensor.defined() || tensor.unsafeGetTensorImpl()->is_wrapped_number()) return leaf;
       return c10::IValue(tensor.to(device));
     }
-    // Tracing and export record the example's device ("cpu") in factory calls (arange, zeros,
-    // ones): on another device they must create tensors there, or the next op mixes devices.
-    if (leaf.isDevice() && leaf.toDevice().is_cpu()) return device;
+    // Tracing and export record the example's device (cpu, or cuda:0 for a graph exported from
+    // CUDA tensors) in factory calls and checks (arange, zeros, _assert_tensor_metadata, to): on
+    // another device they must create and expect tensors there, or the next op mixes devices.
+    if (leaf.isDevice()) return device;
     return leaf;
   });
+}
+
+std::vector<std::shared_ptr<const NodeOp>> ops_on_device(const Graph& graph, c10::Device device) {
+  std::vector<std::shared_ptr<const NodeOp>> ops;
+  ops.reserve(graph.size());
+  for (const Node& node : graph.nodes()) {
+    if (!node.op)
+      throw Error(fmt::format("{}: {} has no operation to run", graph.source_path, graph.describe(node.id)));
+    ops.push_back(node.op->to(device));
+  }
+  return ops;
+}
+
+at::Tensor place_input(const at::Tensor& tensor, c10::Device device, bool copy) {
+  if (!tensor.defined()) return tensor;
+  const bool cpu_scalar = device.is_cuda() && tensor.is_cpu() && tensor.dim() == 0;
+  return tensor.to(cpu_scalar ? tensor.device() : device, /*non_blocking=*/false, copy);
 }
 
 }  // namespace opara

@@ -39,9 +39,21 @@ void run_node(const Graph& graph, NodeId id, const NodeOp& op, std::vector<c10::
 // tensor list too), lists and tuples rebuilt around the results.
 c10::IValue map_leaves(const c10::IValue& value, const std::function<c10::IValue(const c10::IValue&)>& leaf);
 
-// Moves every tensor inside `value` (lists and tuples included) to `device`, and turns a CPU
-// device constant into `device`; wrapped numbers stay CPU scalars.
+// Moves every tensor inside `value` (lists and tuples included) to `device`, and turns every
+// device constant (cpu, cuda:0, cuda:1) into `device`; wrapped numbers stay CPU scalars.
 c10::IValue move_tensors(const c10::IValue& value, c10::Device device);
+
+// The graph's operations with their constants on `device` (NodeOp::to), by NodeId: what an
+// executor on `device` runs. A graph exported from CUDA tensors names cuda:0 in its factory calls
+// and checks, one exported on the CPU names cpu: either way they must say where the graph runs.
+// Throws opara::Error naming a node without an operation.
+std::vector<std::shared_ptr<const NodeOp>> ops_on_device(const Graph& graph, c10::Device device);
+
+// Where a model input lives on a model running on `device`: there, except a 0-dim CPU tensor on
+// a CUDA model, which stays a CPU scalar as eager PyTorch takes it (a Python float Dynamo made a
+// tensor): CUDA kernels read it as an argument, and an op that reads its value (item) needs no
+// device synchronisation.
+at::Tensor place_input(const at::Tensor& tensor, c10::Device device, bool copy = false);
 
 // Whether any tensor inside `value` (lists and tuples included) is on a CUDA device.
 bool holds_cuda_tensors(const c10::IValue& value);

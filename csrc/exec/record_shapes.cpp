@@ -36,9 +36,9 @@ NodeShapes node_shapes(const NodeOp& op, const std::vector<c10::IValue>& inputs,
   return shapes;
 }
 
-std::vector<NodeShapes> record_shapes(const Graph& graph, const std::vector<c10::IValue>& inputs) {
+std::vector<NodeShapes> record_shapes(const Graph& graph, const std::vector<c10::IValue>& inputs, c10::Device device) {
   std::vector<NodeShapes> shapes(graph.size());
-  EagerExecutor executor(graph, c10::kCPU);
+  EagerExecutor executor(graph, device);
   executor.set_observer(
       [&](NodeId id, const std::vector<c10::IValue>& node_inputs, const std::vector<c10::IValue>& outputs) {
         shapes[id] = node_shapes(*graph.node(id).op, node_inputs, outputs);

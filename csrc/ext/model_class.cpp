@@ -3,6 +3,7 @@
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
+#include "ext/archive_bytes.h"
 #include "ext/stats_dict.h"
 #include "ext/text_options.h"
 #include "opara/compiled_model.h"
@@ -21,19 +22,14 @@ class Model : public torch::CustomClassHolder {
       : model_(compile(path, example_inputs, options_from_dict(options))) {}
   explicit Model(CompiledModel model) : model_(std::move(model)) {}
 
-  // A torch.export archive held in memory, as a 1-d uint8 CPU tensor of its bytes (from Python:
-  // torch.frombuffer over what torch.export.save wrote to a buffer); `name` stands for the file.
+  // A model archive of either format held in memory, as a 1-d uint8 CPU tensor of its bytes (from
+  // Python: torch.frombuffer over what torch.export.save or torch.jit.save wrote to a buffer);
+  // `name` stands for the file in errors.
   static c10::intrusive_ptr<Model> from_archive(const at::Tensor& archive, const std::string& name,
                                                 const std::vector<at::Tensor>& example_inputs,
                                                 const std::optional<c10::Dict<std::string, std::string>>& options) {
-    if (!archive.defined() || archive.scalar_type() != at::kByte || archive.dim() != 1 || !archive.is_cpu()) {
-      throw Error(
-          fmt::format("{}: the archive must be a 1-d uint8 CPU tensor of the bytes torch.export.save wrote", name));
-    }
-    const at::Tensor bytes = archive.contiguous();
-    std::string text(reinterpret_cast<const char*>(bytes.data_ptr<std::uint8_t>()), bytes.numel());
     return c10::make_intrusive<Model>(
-        compile(load_exported_program(std::move(text), name), example_inputs, options_from_dict(options)));
+        compile(load_archive(archive_bytes(archive, name), name), example_inputs, options_from_dict(options)));
   }
 
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const { return model_.run(inputs); }
@@ -63,8 +59,8 @@ TORCH_LIBRARY_FRAGMENT(opara, m) {
                torch::arg("options") = torch::arg::none(),
            })
       .def_static("from_archive", &Model::from_archive,
-                  "Loads a torch.export archive held in memory (a uint8 tensor of its bytes), plans it and compiles "
-                  "it for the example inputs' signature")
+                  "Loads a model archive held in memory (a uint8 tensor of the bytes torch.export.save or "
+                  "torch.jit.save wrote), plans it and compiles it for the example inputs' signature")
       .def("run", &Model::run, "Runs the compiled model; inputs must match the examples' shapes, dtypes and device")
       .def("plan", &Model::plan, "The schedule as JSON (streams, launch order, events)")
       .def("save_plan", &Model::save_plan, "Writes plan() to a file")

@@ -42,14 +42,16 @@ std::unique_ptr<caffe2::serialize::PyTorchStreamReader> open_archive(const std::
 
 std::unique_ptr<caffe2::serialize::PyTorchStreamReader> open_archive_bytes(std::shared_ptr<const std::string> bytes,
                                                                            const std::string& name) {
-  if (bytes->empty()) fail_import(name, "the archive is empty (0 bytes); write it again with torch.export.save");
+  if (bytes->empty()) {
+    fail_import(name, "the archive is empty (0 bytes); write it again with torch.export.save or torch.jit.save");
+  }
   try {
     return std::make_unique<caffe2::serialize::PyTorchStreamReader>(
         std::make_shared<BytesReadAdapter>(std::move(bytes)));
   } catch (const std::exception& error) {
     fail_import(name,
                 "not a PyTorch model archive ({}). The bytes are damaged or truncated, or not a model: write "
-                "them with torch.export.save",
+                "them with torch.export.save or torch.jit.save",
                 first_line(error));
   }
 }

@@ -17,6 +17,12 @@ std::optional<at::Tensor> list_element(const ArgumentSlot& slot, std::size_t ind
 
 }  // namespace
 
+at::Tensor wrapped_number(const c10::Scalar& number) {
+  at::Tensor wrapped = at::scalar_to_tensor(number);
+  wrapped.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return wrapped;
+}
+
 DispatcherNodeOp::DispatcherNodeOp(c10::OperatorHandle op, std::vector<ArgumentSlot> arguments,
                                    std::vector<ResultUse> results)
     : op_(std::move(op)), arguments_(std::move(arguments)), results_(std::move(results)) {}
@@ -27,7 +33,11 @@ std::vector<c10::IValue> DispatcherNodeOp::call_arguments(const std::vector<c10:
   for (const ArgumentSlot& slot : arguments_) {
     switch (slot.kind) {
       case ArgumentSlot::Kind::kConstant: call.push_back(slot.constant); break;
-      case ArgumentSlot::Kind::kValue: call.push_back(stack[slot.positions[0]]); break;
+      case ArgumentSlot::Kind::kValue: {
+        const c10::IValue& value = stack[slot.positions[0]];
+        call.push_back(slot.wrap_number && value.isScalar() ? wrapped_number(value.toScalar()) : value);
+        break;
+      }
       case ArgumentSlot::Kind::kTensorList: {
         c10::List<at::Tensor> list;
         list.reserve(slot.positions.size());

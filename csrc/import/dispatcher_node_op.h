@@ -23,7 +23,14 @@ struct ArgumentSlot {
   std::vector<int> positions;
   // Lists only: as long as `positions` when any element is a constant, else empty.
   std::vector<at::Tensor> list_constants;
+  // kValue: a number computed in the graph (a Python float under torch.compile: aten::item's
+  // result) where the schema wants a Tensor: wrapped at run time as a wrapped-number tensor, as
+  // Python's argument parser does.
+  bool wrap_number = false;
 };
+
+// `number` as a tensor that type promotion ranks below every real tensor (a Python scalar's rank).
+at::Tensor wrapped_number(const c10::Scalar& number);
 
 // How a schema result becomes node outputs.
 enum class ResultUse { kValue, kUnpackList, kDrop };

@@ -90,12 +90,28 @@ class ExportedProgramImporter {
     find_model_name();
     const ep::ExportedProgram program = read_program();
     const ep::GraphModule& module = program.get_graph_module();
-    read_payload(fmt::format("data/weights/{}_weights_config.json", model_name_), "data/weights/");
-    read_payload(fmt::format("data/constants/{}_constants_config.json", model_name_), "data/constants/");
     graph_.source_path = path_;
-    add_inputs(module.get_signature());
-    for (const ep::Node& node : module.get_graph().get_nodes()) add_node(node);
-    add_outputs(module.get_signature());
+    // A program that parses may still hold a field of the wrong kind (an argument whose tag does not
+    // match its value, a missing name): LibTorch's schema types then throw from deep inside
+    // (std::get, nlohmann), and the message must still say which file and where.
+    std::string reading = "the weights";
+    try {
+      read_payload(fmt::format("data/weights/{}_weights_config.json", model_name_), "data/weights/");
+      read_payload(fmt::format("data/constants/{}_constants_config.json", model_name_), "data/constants/");
+      reading = "the graph signature's inputs";
+      add_inputs(module.get_signature());
+      for (const ep::Node& node : module.get_graph().get_nodes()) {
+        reading = fmt::format("node {} ({})", graph_.size(), node.get_target());
+        add_node(node);
+      }
+      reading = "the graph signature's outputs";
+      add_outputs(module.get_signature());
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& error) {
+      fail_import(path_, "the program is damaged at {} ({}). Write the file again with torch.export.save in torch 2.11",
+                  reading, first_line(error));
+    }
     add_schema_alias_edges(graph_, aliasing_);
     return std::move(graph_);
   }
@@ -329,6 +345,21 @@ class ExportedProgramImporter {
         slot.constant = c10::Device(text);
         break;
       }
+      case Tag::AS_SYM_FLOAT: {
+        // A float computed in the graph (aten::item of a 0-dim tensor: a Python float under
+        // torch.compile), or one export wrote down.
+        const ep::SymFloatArgument& value = arg.get_as_sym_float();
+        if (value.tag() == ep::SymFloatArgument::Tag::AS_FLOAT) {
+          slot.constant = value.get_as_float().get();
+        } else if (auto position = runtime_position(value.get_as_name(), inputs)) {
+          slot.kind = ArgumentSlot::Kind::kValue;
+          slot.positions = {*position};
+          slot.wrap_number = true;  // kept where the schema wants a Tensor (wrap_number_for_tensor_argument)
+        } else {
+          throw Error(fmt::format("the float {} that no earlier node computes", value.get_as_name()));
+        }
+        break;
+      }
       case Tag::AS_SYM_INT:
         if (arg.get_as_sym_int().tag() != ep::SymIntArgument::Tag::AS_INT) throw Error("a symbolic (dynamic) size");
         slot.constant = arg.get_as_sym_int().get_as_int();
@@ -475,6 +506,11 @@ class ExportedProgramImporter {
         output_names.push_back(out.get_as_sym_int().get_as_name());
         output_types.emplace_back("SymInt");
         output_result.push_back(static_cast<int>(i));
+      } else if (out.tag() == Tag::AS_SYM_FLOAT && out.get_as_sym_float().tag() == ep::SymFloatArgument::Tag::AS_NAME) {
+        results.push_back(ResultUse::kValue);
+        output_names.push_back(out.get_as_sym_float().get_as_name());
+        output_types.emplace_back("SymFloat");
+        output_result.push_back(static_cast<int>(i));
       } else {
         fail_import(path_, "{}: result {} has a kind opara cannot bind ({})", where, i, static_cast<int>(out.tag()));
       }
@@ -506,14 +542,15 @@ class ExportedProgramImporter {
   // FX passes Python numbers where a schema wants a Tensor (aten.mul.Tensor(x, 2.0)); like
   // Python's argument parser, make them wrapped-number tensors, which type promotion ranks
   // below every real tensor.
+  // A number computed in the graph is wrapped at run time (ArgumentSlot::wrap_number).
   static void wrap_number_for_tensor_argument(const c10::Argument& formal, ArgumentSlot& slot) {
     auto type = formal.type();
     if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
-    if (type->kind() != c10::TypeKind::TensorType || slot.kind != ArgumentSlot::Kind::kConstant) return;
+    const bool wants_tensor = type->kind() == c10::TypeKind::TensorType;
+    slot.wrap_number = slot.wrap_number && wants_tensor;
+    if (!wants_tensor || slot.kind != ArgumentSlot::Kind::kConstant) return;
     if (!slot.constant.isDouble() && !slot.constant.isInt() && !slot.constant.isBool()) return;
-    at::Tensor wrapped = at::scalar_to_tensor(slot.constant.toScalar());
-    wrapped.unsafeGetTensorImpl()->set_wrapped_number(true);
-    slot.constant = wrapped;
+    slot.constant = wrapped_number(slot.constant.toScalar());
   }
 
   // The innermost "File "...", line N" of an FX stack trace that is a real file (FX's generated
@@ -552,8 +589,8 @@ Graph import_exported_program(const std::string& path) {
   return ExportedProgramImporter(path).run();
 }
 
-Graph import_exported_program_bytes(std::string archive, const std::string& name) {
-  return ExportedProgramImporter(name, std::make_shared<const std::string>(std::move(archive))).run();
+Graph import_exported_program_bytes(std::shared_ptr<const std::string> archive, const std::string& name) {
+  return ExportedProgramImporter(name, std::move(archive)).run();
 }
 
 }  // namespace opara

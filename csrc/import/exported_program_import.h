@@ -1,5 +1,6 @@
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "opara/graph.h"
@@ -13,6 +14,6 @@ namespace opara {
 // schemas' alias annotations: the exported graph keeps in-place ops (relu_, add_, copy_).
 Graph import_exported_program(const std::string& path);
 // The same for an archive in memory; `name` stands for the file.
-Graph import_exported_program_bytes(std::string archive, const std::string& name);
+Graph import_exported_program_bytes(std::shared_ptr<const std::string> archive, const std::string& name);
 
 }  // namespace opara

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "import/archive.h"
 #include "import/exported_program_import.h"
@@ -23,25 +24,28 @@ void check_file(const std::string& path) {
   if (!std::ifstream(path).good()) fail_import(path, "cannot be opened for reading; check its permissions");
 }
 
-}  // namespace
-
 // Both formats are zip archives: a torch.export one holds models/<name>.json, a TorchScript one
-// holds code/ and constants.pkl.
-ModelFormat detect_format(const std::string& path) {
-  check_file(path);
-  const auto reader = open_archive(path);
+// holds code/ and constants.pkl. `name`: the file, or what stands for it.
+ModelFormat format_of(caffe2::serialize::PyTorchStreamReader& reader, const std::string& name) {
   bool has_code = false;
-  for (const std::string& record : reader->getAllRecords()) {
+  for (const std::string& record : reader.getAllRecords()) {
     if (record.rfind("models/", 0) == 0) return ModelFormat::kExportedProgram;
     has_code = has_code || record.rfind("code/", 0) == 0;
   }
-  if (has_code && reader->hasRecord("constants.pkl")) return ModelFormat::kTorchScript;
-  if (reader->hasRecord("data.pkl")) {
-    fail_import(path,
+  if (has_code && reader.hasRecord("constants.pkl")) return ModelFormat::kTorchScript;
+  if (reader.hasRecord("data.pkl")) {
+    fail_import(name,
                 "a torch.save file (tensors or a state dict), not a model. Save the model with "
                 "torch.jit.save(torch.jit.trace(model, inputs)) or torch.export.save");
   }
-  fail_import(path, "a zip archive that holds no TorchScript code and no exported program");
+  fail_import(name, "a zip archive that holds no TorchScript code and no exported program");
+}
+
+}  // namespace
+
+ModelFormat detect_format(const std::string& path) {
+  check_file(path);
+  return format_of(*open_archive(path), path);
 }
 
 Graph load(const std::string& path) {
@@ -49,7 +53,14 @@ Graph load(const std::string& path) {
 }
 
 Graph load_exported_program(std::string archive, const std::string& name) {
-  return import_exported_program_bytes(std::move(archive), name);
+  return import_exported_program_bytes(std::make_shared<const std::string>(std::move(archive)), name);
+}
+
+Graph load_archive(std::string archive, const std::string& name) {
+  const auto bytes = std::make_shared<const std::string>(std::move(archive));
+  const ModelFormat format = format_of(*open_archive_bytes(bytes, name), name);
+  return format == ModelFormat::kTorchScript ? import_torchscript_bytes(bytes, name)
+                                             : import_exported_program_bytes(bytes, name);
 }
 
 }  // namespace opara

@@ -13,6 +13,8 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include <algorithm>
+#include <memory>
+#include <sstream>
 #include <unordered_map>
 
 #include "exec/first_line.h"
@@ -45,7 +47,9 @@ std::string located(const Node* node) {
 
 class TorchScriptImporter {
  public:
-  explicit TorchScriptImporter(std::string path) : path_(std::move(path)) {}
+  // From a file, or from an archive in memory (`bytes`; `path` then names it in errors).
+  explicit TorchScriptImporter(std::string path, std::shared_ptr<const std::string> bytes = nullptr)
+      : path_(std::move(path)), bytes_(std::move(bytes)) {}
 
   Graph run() {
     torch::jit::Module module = load_module();
@@ -65,7 +69,9 @@ class TorchScriptImporter {
  private:
   torch::jit::Module load_module() {
     try {
-      return torch::jit::load(path_);
+      if (!bytes_) return torch::jit::load(path_);
+      std::istringstream stream(*bytes_);
+      return torch::jit::load(stream);
     } catch (const std::exception& error) {
       const std::string reason = first_line(error);
       if (reason.find("Unknown builtin op") != std::string::npos) {
@@ -317,6 +323,7 @@ class TorchScriptImporter {
   }
 
   std::string path_;
+  std::shared_ptr<const std::string> bytes_;
   std::shared_ptr<torch::jit::Graph> script_graph_;
   Graph graph_;
   std::unordered_map<const Value*, ValueId> values_;
@@ -328,6 +335,10 @@ class TorchScriptImporter {
 
 Graph import_torchscript(const std::string& path) {
   return TorchScriptImporter(path).run();
+}
+
+Graph import_torchscript_bytes(std::shared_ptr<const std::string> archive, const std::string& name) {
+  return TorchScriptImporter(name, std::move(archive)).run();
 }
 
 }  // namespace opara

@@ -12,6 +12,7 @@
 
 #include "opara/error.h"
 #include "opara/model_profiler.h"
+#include "profiler/torch_profiler_state.h"
 
 namespace opara {
 namespace {
@@ -200,6 +201,12 @@ struct CuptiProfiler::Session {
 };
 
 CuptiProfiler::CuptiProfiler() : session_(std::make_unique<Session>()) {
+  if (const std::optional<std::string> active = active_torch_profiler()) {
+    throw CuptiUnavailable(fmt::format(
+        "{} in this process, and it records CUDA activity through CUPTI's buffers, which one client at a time may "
+        "have: profile with opara outside torch.profiler's context (or stop it first)",
+        *active));
+  }
   std::uint32_t loaded_version = 0;
   const CUptiResult versioned = cuptiGetVersion(&loaded_version);
   if (versioned != CUPTI_SUCCESS) {

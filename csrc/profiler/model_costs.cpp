@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "exec/record_shapes.h"
+#include "graph/graph_analysis.h"
 #include "opara/profile.h"
 #include "profiler/device_limits.h"
 
@@ -37,9 +38,15 @@ ModelCosts model_costs(const Graph& graph, const std::vector<at::Tensor>& exampl
     return {costs_from_profile(graph, options.profile, profile_match(graph, examples, options, device)), "profile"};
   }
   if (examples.empty()) return {estimate_costs(graph, {}, options.ridge_point), "none"};
-  std::vector<c10::IValue> cpu_inputs;
-  for (const at::Tensor& example : examples) cpu_inputs.emplace_back(example.cpu());
-  return {estimate_costs(graph, record_shapes(graph, cpu_inputs), options.ridge_point), "shapes"};
+  // On the model's device: a copy of every input (weights too, for a torch.compile graph) to the
+  // host would cost more than the run, and a graph exported from CUDA tensors runs there as well.
+  const std::vector<bool> written = inputs_written_in_place(graph);
+  std::vector<c10::IValue> inputs;
+  for (std::size_t i = 0; i < examples.size(); ++i) {
+    inputs.emplace_back(i < written.size() && written[i] ? examples[i].clone() : examples[i]);
+  }
+  return {estimate_costs(graph, record_shapes(graph, inputs, device.value_or(c10::kCPU)), options.ridge_point),
+          "shapes"};
 }
 
 }  // namespace opara

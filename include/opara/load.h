@@ -24,4 +24,10 @@ OPARA_API Graph load(const std::string& path);
 // needs no file. `name` stands for the file in errors and becomes Graph::source_path.
 OPARA_API Graph load_exported_program(std::string archive, const std::string& name);
 
+// Reads a model archive of either format held in memory (what torch.jit.save or torch.export.save
+// write to a buffer), told apart by content as load() tells files: a module compiled from Python
+// needs no file. `name` (the module, say) stands for the file in errors and becomes
+// Graph::source_path.
+OPARA_API Graph load_archive(std::string archive, const std::string& name);
+
 }  // namespace opara

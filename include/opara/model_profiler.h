@@ -97,9 +97,9 @@ struct ModelCosts {
   std::string source;  // "profile", "shapes" (recorded on the examples) or "none" (the op table alone)
 };
 
-// From the recorded profile when one is given; else estimated from the shapes one eager run on CPU
-// copies of `examples` records (no device time, same shapes); else, without examples, from the op
-// table alone.
+// From the recorded profile when one is given; else estimated from the shapes one eager run of
+// `examples` records on `device` (default: the CPU; inputs the model writes in place are copied
+// first, so the caller's keep their values); else, without examples, from the op table alone.
 // `device`: the one the model will run on; a CUDA device's GPU must be the profile's.
 OPARA_API ModelCosts model_costs(const Graph& graph, const std::vector<at::Tensor>& examples,
                                  const CostOptions& options = {}, std::optional<c10::Device> device = std::nullopt);

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
-import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.utils._pytree as pytree
@@ -41,18 +41,22 @@ def _tensor_list(example_inputs: torch.Tensor | Sequence[torch.Tensor], what: st
     return inputs
 
 
-def _export_module(module: torch.nn.Module, inputs: list[torch.Tensor], folder: str) -> tuple[str, str, Any]:
-    """Writes `module` to a file opara loads: torch.export first, TorchScript tracing when export
-    fails. Returns the path, how it was made and the output tree spec (None: unknown)."""
+def _archive(save: Callable[[io.BytesIO], None]) -> torch.Tensor:
+    """What `save` writes to a buffer, as the uint8 tensor the extension reads archives from."""
+    buffer = io.BytesIO()
+    save(buffer)
+    return torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+
+
+def _export_module(module: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, str, Any]:
+    """`module` as an archive in memory that opara loads (no file: errors name the module, not a
+    temporary path): torch.export first, TorchScript tracing when export fails. Returns the
+    archive, how it was made and the output tree spec (None: unknown)."""
     if isinstance(module, torch.jit.ScriptModule):
-        path = os.path.join(folder, "model.pt")
-        module.save(path)
-        return path, "torchscript", None
+        return _archive(lambda buffer: torch.jit.save(module, buffer)), "torchscript", None
     try:
         exported = torch.export.export(module, tuple(inputs), strict=False)
-        path = os.path.join(folder, "model.pt2")
-        torch.export.save(exported, path)
-        return path, "torch.export", exported.call_spec.out_spec
+        return _archive(lambda buffer: torch.export.save(exported, buffer)), "torch.export", exported.call_spec.out_spec
     except Exception as error:  # export fails in many ways; tracing is the documented fallback
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         warnings.warn(
@@ -65,9 +69,7 @@ def _export_module(module: torch.nn.Module, inputs: list[torch.Tensor], folder: 
         warnings.filterwarnings("ignore", category=DeprecationWarning, message=r".*torch\.jit\.trace")
         _, spec = pytree.tree_flatten(module(*inputs))
         traced = torch.jit.trace(module, tuple(inputs), check_trace=False, strict=False)
-    path = os.path.join(folder, "model.pt")
-    traced.save(path)
-    return path, "torchscript-trace", spec
+    return _archive(lambda buffer: torch.jit.save(traced, buffer)), "torchscript-trace", spec
 
 
 def _structured(outputs: list[torch.Tensor], out_spec: Any) -> Any:
@@ -137,12 +139,14 @@ def compile(
     fails, with a warning), a ScriptModule, or the path of a .pt / .pt2 file. The keyword options
     are opara::Options' members (csrc/options/options_text.cpp parses them):
 
-    device: "cuda", "cuda:1" or "cpu"; default: the example inputs' device.
+    device: "cuda", "cuda:1" or "cpu"; default: the CUDA example inputs' device, else the CPU. Each
+        input keeps the device of its example: a call passes its inputs where the examples were
+        (a 0-dim CPU tensor stays a CPU scalar on a CUDA model; other inputs are copied in).
     streams: stream allocation, "opara" (default), "opara-unhanded", "nimble" or "single".
     order: launch order, "opara" (default) or "topological".
     max_streams: merge streams past this many; 0 (default): no cap (on the CPU: tuned).
     profile: a recorded profile (opara-bench profile) for the demands; default: estimated from
-        the shapes of one eager run of the examples on the CPU.
+        the shapes of one eager run of the examples on the model's device.
     allow_profile_mismatch: True: use a profile made for another model file, input shapes or GPU,
         with a warning, instead of raising.
     ridge_point: FLOPs per byte above which an op counts as compute-bound (default 16).
@@ -185,10 +189,10 @@ def compile(
         return CompiledModel(torch.classes.opara.Model(path, inputs, text), path, "file")
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"opara.compile takes an nn.Module or a model file path, not a {type(model).__name__}")
-    with tempfile.TemporaryDirectory(prefix="opara-") as folder:
-        path, exported_with, out_spec = _export_module(model, inputs, folder)
-        handle = torch.classes.opara.Model(path, inputs, text)
-    return CompiledModel(handle, type(model).__name__, exported_with, out_spec)
+    name = type(model).__name__
+    archive, exported_with, out_spec = _export_module(model, inputs)
+    handle = torch.classes.opara.Model.from_archive(archive, name, inputs, text)
+    return CompiledModel(handle, name, exported_with, out_spec)
 
 
 def plan(
@@ -256,14 +260,12 @@ def _compile_graph_set(model: Any, inputs: list[torch.Tensor], batch_sizes: Sequ
     if not batched or any(not 0 <= i < len(inputs) for i in batched):
         raise ValueError(f"opara.compile: batched inputs {batched} of {len(inputs)} inputs: name the inputs whose "
                          "first dimension is the batch (batched_inputs=[...])")
-    with tempfile.TemporaryDirectory(prefix="opara-") as folder:
-        paths, out_spec, exported_with = [], None, None
-        for size in sizes:
-            # Exported at each size: torch.export and tracing record sizes (a view's shape) as constants.
-            at_size = [_with_rows(t, size) if i in batched else t for i, t in enumerate(inputs)]
-            subfolder = os.path.join(folder, f"b{size}")
-            os.mkdir(subfolder)
-            path, exported_with, out_spec = _export_module(model, at_size, subfolder)
-            paths.append(path)
-        handle = torch.classes.opara.GraphSet(paths, inputs, sizes, text, batched, share_pool)
-    return GraphSet(handle, type(model).__name__, exported_with, out_spec)
+    archives, out_spec, exported_with = [], None, None
+    for size in sizes:
+        # Exported at each size: torch.export and tracing record sizes (a view's shape) as constants.
+        at_size = [_with_rows(t, size) if i in batched else t for i, t in enumerate(inputs)]
+        archive, exported_with, out_spec = _export_module(model, at_size)
+        archives.append(archive)
+    name = type(model).__name__
+    handle = torch.classes.opara.GraphSet.from_archives(archives, name, inputs, sizes, text, batched, share_pool)
+    return GraphSet(handle, name, exported_with, out_spec)

@@ -15,14 +15,13 @@ another tensor, or moved, gets the graph compiled again for it at its next call.
 from __future__ import annotations
 
 import collections
-import io
 import warnings
 from typing import Any, Callable
 
 import torch
 import torch.utils._pytree as pytree
 
-from ._compile import _options_text
+from ._compile import _archive, _options_text
 from ._library import load_library
 
 # What the backend did since the process started (or since counters.clear()): graphs Dynamo
@@ -132,8 +131,9 @@ class OparaGraph:
                 "once per concrete shape, at the first call of each",
                 stacklevel=2,
             )
-        else:
-            self._compile(list(example_inputs))
+        elif not self._inference_only(list(example_inputs)):
+            self._compile(list(example_inputs))  # else at the first call without gradients
+        self.told_gradients = False
 
     @staticmethod
     def _key(args: tuple[Any, ...] | list[Any]) -> tuple:
@@ -156,14 +156,9 @@ class OparaGraph:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         static_positions = self._static_positions(args)
         try:
-            reason = self._inference_only(args)
-            if reason:
-                raise OparaBackendError(reason)
             with torch.no_grad():
                 exported = torch.export.export(_Specialized(self.graph_module, args), tuple(tensors), strict=False)
-            buffer = io.BytesIO()
-            torch.export.save(exported, buffer)
-            archive = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+            archive = _archive(lambda buffer: torch.export.save(exported, buffer))
             options = dict(self.options)
             if static_positions:
                 options["static_inputs"] = ",".join(map(str, static_positions))
@@ -181,7 +176,17 @@ class OparaGraph:
         return compiled
 
     def __call__(self, *args: Any) -> Any:
-        compiled = self.by_shape.get(self._key(args))
+        reason = self._inference_only(args)
+        if reason:  # gradients wanted: opara's outputs would carry none, so this call is Dynamo's graph
+            if self.fallback == "error":
+                raise OparaBackendError(f"opara cannot run {self.name}: {reason}")
+            if not self.told_gradients:
+                warnings.warn(f"opara: {self.name} runs eagerly while gradients are wanted: {reason}", stacklevel=2)
+                counters["fallbacks"] += 1
+                self.told_gradients = True
+            return self.graph_module(*args)
+        key = self._key(args)
+        compiled = self.by_shape.get(key)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if isinstance(compiled, _Compiled) and not compiled.reads(tensors, self._static_positions(args)):
             compiled = None  # a weight was replaced or moved: compile again for the new one
@@ -189,7 +194,15 @@ class OparaGraph:
             compiled = self._compile(list(args))
         if isinstance(compiled, _EagerGraph):
             return self.graph_module(*args)
-        outputs = compiled.handle.run(tensors)
+        try:
+            outputs = compiled.handle.run(tensors)
+        except RuntimeError as error:  # an input opara refuses, a failure on the device: eager is still right
+            if self.fallback == "error":
+                raise OparaBackendError(f"opara could not run {self.name}: {_first_line(error)}") from error
+            warnings.warn(f"opara: {self.name} runs eagerly from now on: {_first_line(error)}", stacklevel=2)
+            counters["fallbacks"] += 1
+            self.by_shape[key] = _EagerGraph()
+            return self.graph_module(*args)
         if compiled.out_spec is not None and compiled.out_spec.num_leaves == len(outputs):
             return pytree.tree_unflatten(outputs, compiled.out_spec)
         return tuple(outputs)

@@ -207,6 +207,65 @@ def test_a_model_that_needs_gradients_runs_eagerly_and_says_why():
     assert model.layers[0].weight.grad is not None
 
 
+def scaled(x, scale):
+    return torch.relu(x * scale + 1.0)
+
+
+def test_a_changing_python_float_gives_eagers_outputs():
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        compiled = torch.compile(scaled, backend="opara", options=cpu_options())
+        for scale in (0.5, 1.5, -2.0, 3.25):
+            assert torch.equal(compiled(x, scale), scaled(x, scale)), scale
+    assert opara.dynamo_counters["compiles"] >= 1 and opara.dynamo_counters["fallbacks"] == 0
+
+
+class FailingRun:
+    """A compiled graph whose run fails, as an input opara refuses would."""
+
+    def run(self, tensors):
+        raise RuntimeError("opara: input 0 ('x') is on cpu, the model was compiled for cuda:0")
+
+
+def graph_whose_runs_fail(fallback):
+    model = Loop().eval()
+    graph = opara.opara_backend(torch.fx.symbolic_trace(model), [torch.randn(2, 8)],
+                                        cpu_options(fallback=fallback))
+    for compiled in graph.by_shape.values():
+        compiled.handle = FailingRun()
+    return model, graph
+
+
+def test_a_run_that_opara_refuses_runs_eagerly_from_then_on():
+    model, graph = graph_whose_runs_fail("eager")
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        with pytest.warns(UserWarning, match="runs eagerly from now on.*compiled for cuda:0"):
+            assert torch.equal(graph(x), model(x))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once is enough
+            assert torch.equal(graph(x), model(x))
+    assert opara.dynamo_counters["fallbacks"] == 1
+
+
+def test_a_run_that_opara_refuses_raises_when_the_fallback_is_an_error():
+    _, graph = graph_whose_runs_fail("error")
+    with torch.no_grad(), pytest.raises(opara.OparaBackendError, match="could not run.*cuda:0"):
+        graph(torch.randn(2, 8))
+
+
+def test_a_call_that_wants_gradients_runs_eagerly_and_one_without_runs_opara():
+    model = Loop()
+    x = torch.randn(2, 8)
+    compiled = torch.compile(model, backend="opara", options=cpu_options())
+    with pytest.warns(UserWarning, match="gradients"):
+        compiled(x).sum().backward()
+    assert opara.dynamo_counters["compiles"] == 0
+    with torch.no_grad():
+        assert torch.equal(compiled(x), model(x))
+    assert opara.dynamo_counters["compiles"] == 1
+
+
 @pytest.mark.parametrize("options, error, match", [
     ("cpu", TypeError, "options must be a dict"),
     ({"streams": ["opara"]}, TypeError, "streams"),
@@ -242,6 +301,19 @@ def test_googlenet_on_the_gpu_is_close_to_eager(no_tf32):
         for _ in range(3):
             torch.testing.assert_close(compiled(x), expected, rtol=1e-4, atol=1e-5)
     assert opara.dynamo_counters["compiles"] == 1 and opara.dynamo_counters["fallbacks"] == 0
+
+
+@requires_gpu
+def test_a_changing_python_float_on_the_gpu_gives_eagers_outputs():
+    """Dynamo passes the float as a 0-dim CPU tensor: the graph compiles for the GPU (not for the CPU,
+    though its first input is on the CPU) and a call with another value gives eager's result."""
+    x = torch.randn(4, 8, device="cuda")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*CPU scalar")  # a new value runs eagerly: said once
+        compiled = torch.compile(lambda scale, x: scaled(x, scale), backend="opara")
+        for scale in (0.5, 1.5, -2.0, 3.25, 1.5):
+            torch.testing.assert_close(compiled(scale, x), scaled(x, scale))
+    assert opara.dynamo_counters["compiles"] >= 1 and opara.dynamo_counters["fallbacks"] == 0
 
 
 @requires_gpu

@@ -177,6 +177,101 @@ def test_inputs_of_another_signature_name_the_input(library):
         compiled(torch.randn(1, 3, 32, 32, dtype=torch.float64))
 
 
+def test_errors_of_a_compiled_module_name_the_module_and_the_input(library):
+    compiled = opara.compile(TwoHeads(), [torch.randn(2, 16)], device="cpu")
+    with pytest.raises(RuntimeError, match=r"^TwoHeads: input 0 \('x'\) has shape \[3, 16\]") as raised:
+        compiled(torch.randn(3, 16))
+    assert "/tmp" not in str(raised.value) and ".pt2" not in str(raised.value)
+    with pytest.raises(RuntimeError, match=r"^DataDependent: input 0 \('x[^']*'\) has dtype"):
+        # torch.export refuses the branch: the module is traced, and errors still name it
+        with pytest.warns(UserWarning, match="falling back to TorchScript tracing"):
+            traced = opara.compile(DataDependent(), [torch.ones(4)], device="cpu")
+        traced(torch.ones(4, dtype=torch.float64))
+
+
+class Positions(torch.nn.Module):
+    """Factory calls that torch.export writes the example's device into."""
+
+    def forward(self, x):
+        positions = torch.arange(x.shape[-1], device=x.device, dtype=x.dtype)
+        return x * positions + torch.ones(x.shape, device=x.device)
+
+
+def exported_as_from_cuda(module, x, path):
+    """`module` exported on the CPU, its device arguments then rewritten to cuda:0, as an export
+    from CUDA tensors has them."""
+    exported = torch.export.export(module, (x,))
+    rewritten = 0
+    for node in exported.graph.nodes:
+        if isinstance(node.kwargs.get("device"), torch.device):
+            node.kwargs = {**node.kwargs, "device": torch.device("cuda", 0)}
+            rewritten += 1
+    assert rewritten >= 2, "the module should create tensors on its input's device"
+    torch.export.save(exported, path)
+    return path
+
+
+def test_a_graph_exported_from_cuda_tensors_runs_where_it_is_compiled(library, tmp_path):
+    x = torch.randn(2, 5)
+    path = exported_as_from_cuda(Positions(), x, tmp_path / "from_cuda.pt2")
+    compiled = opara.compile(path, [x], device="cpu")
+    for _ in range(2):
+        assert torch.equal(compiled(x), Positions()(x))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")
+def test_a_module_exported_from_cuda_tensors_compiles_for_the_gpu_and_the_cpu(library, tmp_path, no_tf32):
+    x = torch.randn(2, 5, device="cuda")
+    expected = Positions()(x)
+    on_the_gpu = opara.compile(Positions().cuda(), [x])
+    assert on_the_gpu.device == torch.device("cuda", 0)
+    torch.testing.assert_close(on_the_gpu(x), expected)
+    path = tmp_path / "exported_on_the_gpu.pt2"
+    torch.export.save(torch.export.export(Positions(), (x,)), path)
+    on_the_cpu = opara.compile(path, [x.cpu()], device="cpu")
+    torch.testing.assert_close(on_the_cpu(x.cpu()), expected.cpu())
+
+
+class Scaled(torch.nn.Module):
+    """A scale given as a 0-dim CPU tensor, first: what Dynamo makes of a Python float."""
+
+    def forward(self, scale, x):
+        return torch.relu(x * scale + 1.0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")
+def test_a_cpu_scalar_input_of_a_cuda_model_stays_one_and_each_value_counts_on_the_gpu(library):
+    x = torch.randn(4, 8, device="cuda")
+    compiled = opara.compile(Scaled(), [torch.tensor(0.5, dtype=torch.float64), x])
+    assert compiled.device == torch.device("cuda", 0), "the device comes from the CUDA input, not the first"
+    half = torch.tensor(0.5, dtype=torch.float64)
+    torch.testing.assert_close(compiled(half, x), Scaled()(half, x))
+    assert compiled.stats()["eager_fallbacks"] == 0
+    with pytest.warns(UserWarning, match="CPU scalar.*another value"):
+        other = compiled(torch.tensor(2.5, dtype=torch.float64), x)
+    torch.testing.assert_close(other, Scaled()(torch.tensor(2.5, dtype=torch.float64), x))
+    assert compiled.stats()["eager_fallbacks"] == 1
+    with pytest.raises(RuntimeError, match=r"input 0 \('scale'\) is on cuda:0, the model was compiled for cpu"):
+        compiled(torch.tensor(0.5, dtype=torch.float64, device="cuda"), x)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run"))])
+def test_compiled_under_inference_mode_runs_outside_it_and_back(library, device):
+    """A CUDA model's input buffers and host-step slots are ordinary tensors, which a call outside
+    inference mode may write (item.pt's .item() is a host step on the GPU)."""
+    options = cpu_options() if device == "cpu" else {}
+    x = torch.randn(2, 16, device=device)
+    model = torch.jit.load(str(ROOT / "tests" / "data" / "item.pt"))
+    with torch.inference_mode():
+        compiled = opara.compile(ROOT / "tests" / "data" / "item.pt", [x], **options)
+    with torch.no_grad():
+        expected = model(x)
+    for mode in (torch.no_grad, torch.inference_mode, torch.no_grad):
+        with mode():
+            torch.testing.assert_close(compiled(x), expected)
+
+
 def test_the_cpu_schedule_is_tuned_unless_told_otherwise(library):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one usable CPU: there is one schedule and nothing to tune")

@@ -244,12 +244,7 @@ CpuParallelExecutor::State::State(const Graph& g, Plan p, CpuExecutorOptions o)
       options.intra_op_threads > 0 ? options.intra_op_threads : std::max(1, cores / std::max(1, plan.stream_count));
 
   const std::size_t node_count = graph.size();
-  ops.reserve(node_count);
-  for (const Node& node : graph.nodes()) {
-    if (!node.op)
-      throw Error(fmt::format("{}: {} has no operation to run", graph.source_path, graph.describe(node.id)));
-    ops.push_back(node.op);
-  }
+  ops = ops_on_device(graph, c10::kCPU);
   stream_nodes = plan.stream_nodes();
   splittable.assign(node_count, 0);
   last_run_us = std::make_unique<std::atomic<double>[]>(node_count);

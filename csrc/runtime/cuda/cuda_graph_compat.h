@@ -2,8 +2,9 @@
 
 // The one place opara reaches into LibTorch's internals: at::cuda::CUDAGraph's protected members.
 // They are not API and may change in any torch release; this is written against torch 2.11
-// (ATen/cuda/CUDAGraph.h). With another version, check that CUDAGraph still has `capture_ended_`
-// and `captured_generator_states_` (generator -> offset increment) and that a generator's
+// (ATen/cuda/CUDAGraph.h). With another version, check that CUDAGraph still has `capture_ended_`,
+// `capture_dev_` (set in capture_begin right before beginAllocateToPool) and
+// `captured_generator_states_` (generator -> offset increment) and that a generator's
 // `capturing_` is still how capture mode is kept, then widen the check below.
 
 #include <ATen/cuda/CUDAGeneratorImpl.h>
@@ -23,6 +24,9 @@ class InspectableGraph final : public at::cuda::CUDAGraph {
  public:
   using at::cuda::CUDAGraph::CUDAGraph;
   [[nodiscard]] bool capture_ended() const { return capture_ended_; }
+  // capture_begin sets the device just before it registers the pool with the device and host
+  // allocators; unset, it failed before touching them.
+  [[nodiscard]] bool reached_the_allocators() const { return capture_dev_ != UNDEFINED_DEVICE; }
   // capture_begin put every CUDA generator it registered in capture mode, and only a successful
   // capture_end takes them out: after a failed capture the next eager random op would throw
   // ("Offset increment outside graph capture") until some later capture succeeded.

@@ -1,6 +1,5 @@
 #include "runtime/cuda/cuda_graph_executor.h"
 
-#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -11,55 +10,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <optional>
 
 #include "exec/node_op.h"
 #include "opara/error.h"
 #include "runtime/cuda/action_runner.h"
 #include "runtime/cuda/capture_actions.h"
+#include "runtime/cuda/capture_lifecycle.h"
 #include "runtime/cuda/cuda_graph_compat.h"
 #include "runtime/cuda/cuda_streams.h"
 #include "support/elapsed.h"
 
 namespace opara {
 namespace {
-
-// A capture that fails (a node that cannot be captured, a side stream never joined) never gets
-// through CUDAGraph::capture_end, which checks cudaStreamEndCapture before it tells the caching
-// allocators the capture is over. They would then go on treating the pool as being captured into
-// for the rest of the process: every block freed after record_stream deferred forever, a filter
-// pointing at the destroyed graph. So end it by hand: the capture, the allocators' recording, and
-// the reference to the pool that capture_begin took. Errors here are ignored: each step may
-// already have been done by capture_end before it failed.
-void abandon_capture(InspectableGraph& graph, c10::DeviceIndex device, c10::MempoolId_t pool,
-                     cudaStream_t origin) noexcept {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(origin, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
-    cudaGraph_t broken = nullptr;
-    (void)cudaStreamEndCapture(origin, &broken);  // fails when unjoined or invalidated, but ends the capture
-    if (broken) (void)cudaGraphDestroy(broken);
-  }
-  (void)cudaGetLastError();
-  graph.release_generators();
-  if (graph.capture_ended()) return;  // the graph itself releases its pool
-  try {
-    c10::cuda::CUDACachingAllocator::endAllocateToPool(device, pool);
-  } catch (const std::exception&) {  // capture_end got that far
-  }
-  try {
-    c10::cuda::CUDACachingAllocator::releasePool(device, pool);
-  } catch (const std::exception&) {
-  }
-  at::HostAllocator* host = at::getHostAllocator(at::kCUDA);
-  try {
-    host->end_allocate_to_pool(pool);  // throws when pinned memory was not being recorded
-  } catch (const std::exception&) {
-  }
-  try {
-    host->release_pool(pool);  // on its own: the reference is dropped even when the end was done
-  } catch (const std::exception&) {
-  }
-}
 
 // The actions on CUDA: the lease's streams 0..n-1 are the Plan's, stream n the origin.
 class CudaBackend final : public StreamBackend {
@@ -228,11 +192,7 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
   state.device = cuda_device_of(graph, state.static_inputs);
   const c10::Device device(c10::kCUDA, state.device);
   c10::cuda::CUDAGuard device_guard(state.device);
-  for (const Node& node : graph.nodes()) {
-    if (!node.op)
-      throw Error(fmt::format("{}: {} has no operation to run", graph.source_path, graph.describe(node.id)));
-    state.ops.push_back(node.op->to(device));
-  }
+  state.ops = ops_on_device(graph, device);
 
   const std::vector<CaptureAction> actions = capture_actions(state.graph, state.plan);
   const int stream_count = state.plan.stream_count;
@@ -277,10 +237,10 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
                                     : at::cuda::graph_pool_handle();
   {
     c10::cuda::CUDAStreamGuard origin_guard(streams[origin]);
+    std::unique_lock<std::mutex> turn;
     try {
-      capture->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
+      turn = begin_capture(*capture, pool, state.device, streams[origin].stream());
     } catch (...) {
-      capture->release_generators();  // capture_begin put them in capture mode before it failed
       streams.discard();
       throw;
     }

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <fmt/format.h>
@@ -35,6 +37,10 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
                      const std::vector<int>& static_inputs, const PlanOptions& plan_options, const CudaOptions& options)
     : graph_(graph), device_(device) {
   c10::cuda::CUDAGuard device_guard(device_);
+  // The buffers the runs copy into must be ordinary tensors: made under torch.inference_mode()
+  // they would be inference tensors, which a call outside it may not write. No autograd either.
+  const c10::InferenceMode not_inference(false);
+  const c10::AutoGradMode no_grad(false);
   segments_ = split_segments(graph, host_mask(placement), overlap ? HostOverlap::kSplit : HostOverlap::kNone);
   graphs_.resize(segments_.size());
   host_steps_.resize(segments_.size());
@@ -128,9 +134,21 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
     }
     for (std::size_t j = 0; j < outputs.size(); ++j) slots_[segment.output_values[j]] = outputs[j];
   }
+  captured_scalars_.resize(example_inputs.size());
+  for (std::size_t i = 0; i < example_inputs.size(); ++i) {
+    if (static_inputs_[i].is_cpu() && read_by_a_graph_[graph.inputs()[i]])
+      captured_scalars_[i] = example_inputs[i].clone();
+  }
   // The current stream and the step stream, not the device: see CudaGraphExecutor's warm-up.
   c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
   if (step_stream) step_stream->synchronize();
+}
+
+std::optional<std::size_t> CudaModel::changed_scalar() const {
+  for (std::size_t i = 0; i < captured_scalars_.size(); ++i) {
+    if (captured_scalars_[i].defined() && !at::equal(static_inputs_[i], captured_scalars_[i])) return i;
+  }
+  return std::nullopt;
 }
 
 CudaModel::~CudaModel() {
@@ -152,6 +170,21 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
 
   std::vector<c10::IValue> outputs;
   bool eager = false;
+  if (const std::optional<std::size_t> changed = changed_scalar()) {
+    if (!warned_scalar_) {
+      TORCH_WARN("opara: ", graph_.source_path, ": input ", *changed, " ('",
+                 graph_.value(graph_.inputs()[*changed]).name,
+                 "'), a CPU scalar, holds another value than the CUDA graphs were captured with (they hold it "
+                 "as a constant), so this call runs eagerly, as will every call with another value; compile "
+                 "once per value to keep such calls in the graphs (torch.compile: "
+                 "torch._dynamo.config.specialize_float = True)");
+      warned_scalar_ = true;
+    }
+    ++eager_fallbacks_;
+    eager = true;
+    if (!whole_eager_) whole_eager_ = std::make_unique<EagerExecutor>(graph_, device_);
+    outputs = whole_eager_->run(std::vector<c10::IValue>(static_inputs_.begin(), static_inputs_.end()));
+  }
   std::optional<std::size_t> during;  // a graph launched once the next host step's inputs are queued
   for (std::size_t k = 0; k < segments_.size() && !eager; ++k) {
     const Segment& segment = segments_[k];

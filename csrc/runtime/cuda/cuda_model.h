@@ -27,6 +27,10 @@ namespace opara {
 // depend on is launched after the step's inputs are queued for it (HostOverlap::kSplit), so the
 // GPU works while the host does; a step holding a kCpu node runs all its nodes on the CPU
 // (HostStep). Without, host steps run eagerly on the device, in order with the graphs.
+//
+// A 0-dim CPU tensor among the inputs (a Python float under torch.compile) stays on the CPU: a
+// graph that reads it holds the value it was captured with, so a run given another value goes
+// eagerly, node by node, with the same results.
 class CudaModel {
  public:
   // Throws CaptureError for a node that fails capture: the caller makes it a host node and
@@ -53,6 +57,8 @@ class CudaModel {
  private:
   std::vector<c10::IValue> run_rest_eagerly(std::size_t first_segment, std::vector<c10::IValue> values,
                                             const std::vector<c10::IValue>& host_outputs);
+  // The input of a CPU scalar the graphs were captured with that now holds another value, if any.
+  [[nodiscard]] std::optional<std::size_t> changed_scalar() const;
 
   const Graph& graph_;
   c10::Device device_;
@@ -66,6 +72,10 @@ class CudaModel {
   std::vector<bool> read_by_a_graph_;
   std::vector<bool> written_inputs_;  // by input: the model writes it in place (copied back after each run)
   std::vector<bool> read_in_place_;   // by input: a static input, read from the caller's tensor
+  // By input: for a CPU scalar a captured graph reads, its value then (the graph holds it baked in).
+  std::vector<at::Tensor> captured_scalars_;
+  std::unique_ptr<EagerExecutor> whole_eager_;  // the whole graph, made on demand
+  bool warned_scalar_ = false;
   std::optional<CudaEvent> last_run_;
   std::unique_ptr<StreamLease> step_lease_;  // the host steps' stream, with overlap
   Plan whole_plan_;

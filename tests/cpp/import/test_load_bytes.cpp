@@ -1,12 +1,19 @@
-// A torch.export archive held in memory (what a torch.compile graph hands over) reads like the
-// same archive as a file, and bad bytes get the same kind of error, naming what stands for the file.
+// A model archive held in memory (what a torch.compile graph or opara.compile(module) hands over)
+// reads like the same archive as a file, and bad bytes, a damaged program among them, get the same
+// kind of error, naming what stands for the file.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <caffe2/serialize/inline_container.h>
+
+#include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include <fmt/format.h>
 #include "exec/eager_executor.h"
 #include "exec/outputs.h"
 #include "model_files.h"
@@ -54,6 +61,118 @@ TEST(LoadBytes, BadBytesNameWhatStandsForTheFile) {
   // A TorchScript archive holds no exported program.
   EXPECT_THAT(error_of(bytes_of(testing::fixture_path("item.pt")), "graph 3"),
               HasSubstr("graph 3: a zip archive without models/*.json"));
+}
+
+TEST(LoadBytes, EitherFormatInMemoryGivesTheGraphItsFileGives) {
+  for (const std::string file : {"item.pt", "asserts.pt2"}) {
+    const std::string path = testing::fixture_path(file);
+    const Graph from_file = load(path);
+    const Graph from_bytes = load_archive(bytes_of(path), "MyModule");
+    EXPECT_EQ(from_bytes.source_path, "MyModule");
+    ASSERT_EQ(from_bytes.size(), from_file.size()) << file;
+    for (const Node& node : from_file.nodes()) EXPECT_EQ(from_bytes.node(node.id).kind, node.kind) << file;
+  }
+  try {
+    load_archive("not a zip at all", "MyModule");
+    FAIL() << "loaded bytes that are no archive";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("MyModule: not a PyTorch model archive"));
+  }
+}
+
+// The archive at `path` with its program (models/<name>.json) replaced by `program`.
+std::string with_program(const std::string& path, const std::string& record, const std::string& program) {
+  caffe2::serialize::PyTorchStreamReader reader(path);
+  std::string out;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, std::size_t size) {
+    out.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  for (const std::string& name : reader.getAllRecords()) {
+    if (name == record) {
+      writer.writeRecord(name, program.data(), program.size());
+    } else {
+      auto [data, size] = reader.getRecord(name);
+      writer.writeRecord(name, data.get(), size);
+    }
+  }
+  writer.writeEndOfFile();
+  return out;
+}
+
+// The program's objects and the keys in them, in order (for renaming a key).
+void collect_keys(const nlohmann::json& value, const nlohmann::json::json_pointer& at,
+                  std::vector<std::pair<nlohmann::json::json_pointer, std::string>>& keys) {
+  if (value.is_object()) {
+    for (const auto& item : value.items()) {
+      keys.emplace_back(at, item.key());
+      collect_keys(item.value(), at / item.key(), keys);
+    }
+  } else if (value.is_array()) {
+    for (std::size_t i = 0; i < value.size(); ++i) collect_keys(value[i], at / i, keys);
+  }
+}
+
+// Loads the archive with `damaged` as its program: an opara::Error naming `name` is right, and so
+// is a graph (some changes are harmless); anything else is a failure.
+bool refused_naming_the_file(const std::string& path, const std::string& record, const nlohmann::json& damaged,
+                             const std::string& name, const std::string& change) {
+  try {
+    load_archive(with_program(path, record, damaged.dump()), name);
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr(name + ": ")) << change;
+    return true;
+  } catch (const std::exception& error) {
+    ADD_FAILURE() << change << " threw \"" << error.what() << "\", naming no file";
+  }
+  return false;
+}
+
+// Every field of the program given a value of another kind (a number for a string, an object for
+// a number, ...), and every key renamed (a union then matches none of its kinds, and LibTorch's
+// schema types leave it empty), one change at a time: whatever those types throw (std::get,
+// nlohmann), the error is opara's and names the file.
+TEST(LoadBytes, AProgramWithAFieldOfTheWrongKindNamesTheFile) {
+  const std::string path = testing::fixture_path("asserts.pt2");
+  caffe2::serialize::PyTorchStreamReader reader(path);
+  std::string record;
+  for (const std::string& name : reader.getAllRecords()) {
+    if (name.rfind("models/", 0) == 0 && name.size() > 5 && name.substr(name.size() - 5) == ".json") record = name;
+  }
+  ASSERT_FALSE(record.empty());
+  auto [data, size] = reader.getRecord(record);
+  const nlohmann::json program = nlohmann::json::parse(std::string(static_cast<const char*>(data.get()), size));
+  const nlohmann::json flat = program.flatten();  // named: items() refers to it
+  std::vector<nlohmann::json::json_pointer> fields;
+  for (const auto& field : flat.items()) fields.emplace_back(field.key());
+  std::vector<std::pair<nlohmann::json::json_pointer, std::string>> keys;
+  collect_keys(program, nlohmann::json::json_pointer(), keys);
+  ASSERT_GT(fields.size(), 50u);
+  ASSERT_GT(keys.size(), 50u);
+  int refused = 0;
+  for (std::size_t k = 0; k < fields.size(); ++k) {
+    nlohmann::json damaged = program;
+    nlohmann::json& field = damaged[fields[k]];
+    if (field.is_string()) {
+      field = 7;
+    } else if (field.is_number() || field.is_boolean()) {
+      field = nlohmann::json::object({{"as_what", "?"}});
+    } else {
+      field = "?";
+    }
+    refused += refused_naming_the_file(path, record, damaged, fmt::format("value {}", k),
+                                       "changing the kind of " + fields[k].to_string());
+  }
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    const auto& [object, key] = keys[k];
+    nlohmann::json damaged = program;
+    nlohmann::json& renamed = damaged[object];
+    renamed["not_" + key] = renamed[key];
+    renamed.erase(key);
+    refused += refused_naming_the_file(path, record, damaged, fmt::format("key {}", k),
+                                       "renaming " + (object / key).to_string());
+  }
+  EXPECT_GT(refused, 0);
 }
 
 }  // namespace
