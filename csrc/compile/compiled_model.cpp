@@ -68,8 +68,6 @@ std::vector<bool> host_nodes_on_device(const Graph& graph, const std::vector<at:
 // caller's tensors stay as they are, and no run starts from another run's writes.
 using ExamplesForARun = std::function<std::vector<at::Tensor>()>;
 
-// MemoryProtection::kSmallerPool's choice: keep-alive only when its pool is smaller, since
-// record-stream frees each tensor earlier (a tie keeps that).
 // Options::device, else where the CUDA examples are (a Dynamo graph of a CUDA model may begin with
 // a CPU scalar), else the CPU.
 c10::Device model_device(const Options& options, const std::vector<at::Tensor>& examples) {
@@ -83,6 +81,8 @@ c10::Device model_device(const Options& options, const std::vector<at::Tensor>& 
   return c10::kCPU;
 }
 
+// MemoryProtection::kSmallerPool's choice: keep-alive only when its pool is smaller, since
+// record-stream frees each tensor earlier (a tie keeps that).
 MemoryProtection smaller_pool(std::size_t record_stream_bytes, std::size_t keep_alive_bytes) {
   return keep_alive_bytes < record_stream_bytes ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
 }

@@ -1,5 +1,6 @@
 #include "model_files.h"
 
+#include <gtest/gtest.h>
 #include <torch/csrc/jit/api/module.h>
 
 #include <cstdlib>
@@ -46,7 +47,12 @@ std::string fixture_path(const std::string& file_name) {
 }
 
 std::string scratch_path(const std::string& file_name) {
-  const auto folder = std::filesystem::temp_directory_path() / "opara_tests";
+  // A folder per test: ctest runs tests in parallel processes, and two of them writing one
+  // profile.json read each other's half-written file.
+  auto folder = std::filesystem::temp_directory_path() / "opara_tests";
+  if (const auto* test = ::testing::UnitTest::GetInstance()->current_test_info()) {
+    folder /= std::string(test->test_suite_name()) + "." + test->name();
+  }
   std::filesystem::create_directories(folder);
   return (folder / file_name).string();
 }

@@ -33,7 +33,7 @@ FormatReference format_reference(const std::string& name, const std::string& ext
 // A small committed fixture in tests/data (made by tests/data/make_fixtures.py).
 std::string fixture_path(const std::string& file_name);
 
-// A scratch folder for files a test writes.
+// A scratch file a test writes, in a folder of the running test's own.
 std::string scratch_path(const std::string& file_name);
 
 // A TorchScript module of one forward() written in `source`, saved as <scratch>/<name>.pt.

@@ -230,6 +230,9 @@ def test_a_module_exported_from_cuda_tensors_compiles_for_the_gpu_and_the_cpu(li
     torch.export.save(torch.export.export(Positions(), (x,)), path)
     on_the_cpu = opara.compile(path, [x.cpu()], device="cpu")
     torch.testing.assert_close(on_the_cpu(x.cpu()), expected.cpu())
+    # Compiled for the CPU from CUDA examples: called with CUDA tensors, as compiled.
+    from_cuda_inputs = opara.compile(path, [x], device="cpu")
+    torch.testing.assert_close(from_cuda_inputs(x), expected.cpu())
 
 
 class Scaled(torch.nn.Module):

@@ -4,7 +4,10 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/cuda.h>
+
+#include <set>
 
 #include "model_files.h"
 #include "opara/compiled_model.h"
@@ -168,6 +171,36 @@ TEST(ModelProfilerCuda, ASecondCuptiClientIsRefusedAndTheProfilerFallsBack) {
     EXPECT_THROW(ModelProfiler(graph, c10::Device(c10::kCUDA, 0), options).profile(inputs), CuptiUnavailable);
   }
   CuptiProfiler again;  // the holder let go
+}
+
+// torch.profiler with CUDA activities: Kineto holds CUPTI's activity buffers, perhaps without
+// subscribing. opara's profile falls back and says why; once the trace stopped, CUPTI is opara's.
+TEST(ModelProfilerCuda, InsideTorchProfilerTheProfilerFallsBackAndSaysWhy) {
+  OPARA_REQUIRE_GPU();
+  OPARA_REQUIRE_MODEL("branchy");
+  namespace kineto = torch::profiler::impl;
+  const Graph graph = load(testing::model_path("branchy", "pt"));
+  const std::vector<at::Tensor> inputs = testing::format_reference("branchy", "pt").tensors;
+  const kineto::ProfilerConfig config(kineto::ProfilerState::KINETO);
+  const std::set<kineto::ActivityType> activities{kineto::ActivityType::CPU, kineto::ActivityType::CUDA};
+  torch::autograd::profiler::prepareProfiler(config, activities);
+  torch::autograd::profiler::enableProfiler(config, activities);
+  ProfilerOptions options;
+  options.runs = 1;
+  Profile fallback;
+  std::string required;
+  try {
+    fallback = ModelProfiler(graph, c10::Device(c10::kCUDA, 0), options).profile(inputs);
+    options.require_cupti = true;
+    (void)ModelProfiler(graph, c10::Device(c10::kCUDA, 0), options).profile(inputs);
+  } catch (const CuptiUnavailable& error) {
+    required = error.what();
+  }
+  torch::autograd::profiler::disableProfiler();
+  EXPECT_EQ(fallback.demand_source, "static estimate");
+  EXPECT_THAT(fallback.notes, ::testing::Contains(HasSubstr("torch.profiler")));
+  EXPECT_THAT(required, HasSubstr("torch.profiler"));
+  CuptiProfiler after;  // the trace stopped: CUPTI is free again
 }
 
 }  // namespace
