@@ -154,9 +154,9 @@ def refuse(g, reason, saved_library_path):
     (build here, then every stage) with what is left of its time, so that it still brings something back."""
     print(f"gpu_check: refusing to run the carried build: {reason}", file=sys.stderr)
     if os.environ.get("OPARA_GPU_FALLBACK", "1") != "1":
-        g.runner.note("carried build", FAILED, f"refused: {reason}")
+        g.runner.note("preflight", FAILED, f"carried build refused: {reason}")
         return 1
-    g.runner.note("carried build", FAILED, f"refused: {reason}; the full path ran instead")
+    g.runner.note("preflight", FAILED, f"carried build refused: {reason}; the full path ran instead")
     print(f"gpu_check: building here instead (scripts/gpu_check.sh all, the full path) after {g.runner.seconds()} s",
           file=sys.stderr)
     # The carried libraries must not shadow the ones the full path builds.
@@ -398,6 +398,10 @@ def main(argv, root):
     g.models.mkdir(parents=True, exist_ok=True)
     os.environ["OPARA_MODELS"] = str(g.models)
     os.environ["OPARA_PYTHON"] = g.python
+    # As scripts/common.sh sets them, for a build there when ccache is found.
+    os.environ.setdefault("CCACHE_DIR", str(Path.home() / ".cache/opara/ccache"))
+    os.environ.setdefault("CCACHE_MAXSIZE", "5G")
+    os.environ.setdefault("CCACHE_BASEDIR", str(root))
     install_signal_handlers()
     code, stopped = 1, None
     runner.publish(logs=False)  # an earlier call's summary is replaced at once

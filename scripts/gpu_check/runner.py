@@ -271,7 +271,9 @@ class Runner:
 
     # ---- what comes back --------------------------------------------------------------------------
     def summary(self):
-        rows = [(name, status, detail) for name, (status, detail) in self.lines.items()]
+        # A warm machine's earlier call left results this call reuses: their lines say so.
+        rows = [(name, status, detail if name in self.mine else f"{detail} [an earlier call]".lstrip())
+                for name, (status, detail) in self.lines.items()]
         head = f"{self.title}: {self.state} after {self.seconds()} s"
         if self.running and self.state == "in progress":
             head += f" (running: {self.running})"

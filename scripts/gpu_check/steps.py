@@ -41,7 +41,6 @@ class Exports:
     def __init__(self, g, batch, specs, name):
         self.g, self.batch, self.name = g, batch, name
         self.procs = []  # (spec, stem, Popen)
-        self.started = g.runner.seconds()
         self.done = None
         models = g.models
         models.mkdir(parents=True, exist_ok=True)
@@ -52,7 +51,7 @@ class Exports:
             for old in models.glob(f"*_b{batch}.*"):
                 old.unlink()
         stamp.write_text(want + "\n")
-        for spec in specs:
+        for spec in dict.fromkeys(specs):  # each once, in order
             model, dtype = _split_spec(spec)
             stem = models / (model + ("" if dtype == "float32" else f"_{dtype}") + f"_b{batch}")
             if all(stem.with_name(stem.name + ext).exists() for ext in (".pt", ".pt2", ".json", ".ref.pt")):
@@ -177,14 +176,14 @@ def gpu_tests(g, deadline_s, exports):
               + (f"killed at {r.seconds()} s (time)" if run.killed else f"exit {run.rc} after {r.seconds()} s"))
         # Left to run: those this round never reached (after a crash or the kill).
         remaining = wanted - set(report.gtest_status(run.text(), run.killed))
+        if run.killed:  # the deadline came: what is left did not run for time
+            if remaining:
+                not_run = f"; {len(remaining)} not run for time (after {r.seconds()} s)"
+                r.add_hint("cold tests", f"killed at the deadline ({r.seconds()} s): the GPU tests with models")
+            break
         if remaining == wanted:
             break  # nothing ran: no point in a new round
         wanted = remaining
-        if run.killed:  # the deadline came: what is left did not run for time
-            if wanted:
-                not_run = f"; {len(wanted)} not run for time (after {r.seconds()} s)"
-                r.add_hint("cold tests", f"killed at the deadline ({r.seconds()} s): the GPU tests with models")
-            break
     results = {}
     for log, killed in logs:
         results.update(report.gtest_status(log.read_text(errors="replace") if log.exists() else "", killed))

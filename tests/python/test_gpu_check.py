@@ -250,3 +250,15 @@ def test_a_cold_call_without_a_carried_build_says_what_to_do(scratch):
     assert call.returncode == 1
     status, detail = steps_of(env["OUT"])["preflight"]
     assert status == "FAILED" and "scripts/gpu_check.sh pack" in detail
+
+
+def test_a_carried_build_of_another_torch_is_refused_and_says_how_to_carry_one_again(scratch):
+    root, env = scratch
+    manifest = root / ".gpu_carry/manifest.env"
+    manifest.write_text(manifest.read_text().replace("OPARA_PACK_TORCH_GIT=abc", "OPARA_PACK_TORCH_GIT=other"))
+    call = subprocess.run([root / "scripts/gpu_check.sh", "cold", "headline"], env=dict(env, OPARA_GPU_FALLBACK="0"),
+                          capture_output=True, text=True, timeout=60)
+    assert call.returncode == 1, call.stdout + call.stderr
+    status, detail = steps_of(env["OUT"])["preflight"]
+    assert status == "FAILED" and "carried build refused: another torch" in detail
+    assert "run fast1 b1" not in steps_of(env["OUT"])
