@@ -135,9 +135,6 @@ class Runner:
     def seconds(self):
         return int(self.elapsed())
 
-    def left(self):
-        return self.hard_s - self.elapsed()
-
     def in_time(self, name, hint, least_s=0):
         """True while a step needing least_s seconds fits; otherwise notes it as skipped and says,
         once per hint, which call runs it."""
