@@ -541,8 +541,8 @@ class ExportedProgramImporter {
 
   // FX passes Python numbers where a schema wants a Tensor (aten.mul.Tensor(x, 2.0)); like
   // Python's argument parser, make them wrapped-number tensors, which type promotion ranks
-  // below every real tensor.
-  // A number computed in the graph is wrapped at run time (ArgumentSlot::wrap_number).
+  // below every real tensor. A number computed in the graph (aten::item's) is wrapped at run
+  // time (ArgumentSlot::wrap_number), and only where the schema wants a Tensor.
   static void wrap_number_for_tensor_argument(const c10::Argument& formal, ArgumentSlot& slot) {
     auto type = formal.type();
     if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
