@@ -182,8 +182,7 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
     }
     ++eager_fallbacks_;
     eager = true;
-    if (!whole_eager_) whole_eager_ = std::make_unique<EagerExecutor>(graph_, device_);
-    outputs = whole_eager_->run(std::vector<c10::IValue>(static_inputs_.begin(), static_inputs_.end()));
+    outputs = run_eagerly_from(0, slots_);
   }
   std::optional<std::size_t> during;  // a graph launched once the next host step's inputs are queued
   for (std::size_t k = 0; k < segments_.size() && !eager; ++k) {
@@ -221,7 +220,13 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
     for (const at::Tensor& tensor : flatten_tensors(results)) {
       if (tensor.is_cuda()) tensor.record_stream(stream);
     }
-    outputs = run_rest_eagerly(k, slots_, results);
+    std::vector<c10::IValue> values = slots_;
+    for (std::size_t j = 0; j < results.size(); ++j) {
+      // Where the model has the value (its slot): a result the model keeps on the CPU stays there.
+      const ValueId value = segment.output_values[j];
+      values[value] = holds_cuda_tensors(values[value]) ? move_tensors(results[j], device_) : results[j];
+    }
+    outputs = run_eagerly_from(k + 1, std::move(values));
   }
   if (!eager) {
     for (ValueId output : graph_.outputs()) outputs.push_back(slots_[output]);
@@ -241,16 +246,8 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
   return tensors;
 }
 
-// From host step `first_segment` (whose fresh results are `host_outputs`) on, node by node on the
-// current stream: the graphs after it were captured for other values.
-std::vector<c10::IValue> CudaModel::run_rest_eagerly(std::size_t first_segment, std::vector<c10::IValue> values,
-                                                     const std::vector<c10::IValue>& host_outputs) {
-  for (std::size_t j = 0; j < host_outputs.size(); ++j) {
-    // Where the model has the value (its slot): a result the model keeps on the CPU stays there.
-    const ValueId value = segments_[first_segment].output_values[j];
-    values[value] = holds_cuda_tensors(values[value]) ? move_tensors(host_outputs[j], device_) : host_outputs[j];
-  }
-  for (std::size_t k = first_segment + 1; k < segments_.size(); ++k) {
+std::vector<c10::IValue> CudaModel::run_eagerly_from(std::size_t first, std::vector<c10::IValue> values) {
+  for (std::size_t k = first; k < segments_.size(); ++k) {
     const Segment& segment = segments_[k];
     if (!eager_[k]) eager_[k] = std::make_unique<EagerExecutor>(segment.graph, device_);
     std::vector<c10::IValue> inputs;

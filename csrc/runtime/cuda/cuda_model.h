@@ -55,8 +55,9 @@ class CudaModel {
   [[nodiscard]] double host_busy_ms() const;
 
  private:
-  std::vector<c10::IValue> run_rest_eagerly(std::size_t first_segment, std::vector<c10::IValue> values,
-                                            const std::vector<c10::IValue>& host_outputs);
+  // Segments `first` on, node by node on the current stream, from `values` (by whole-graph value):
+  // the graphs were captured for other values. Returns the graph's outputs.
+  std::vector<c10::IValue> run_eagerly_from(std::size_t first, std::vector<c10::IValue> values);
   // The input of a CPU scalar the graphs were captured with that now holds another value, if any.
   [[nodiscard]] std::optional<std::size_t> changed_scalar() const;
 
@@ -74,7 +75,6 @@ class CudaModel {
   std::vector<bool> read_in_place_;   // by input: a static input, read from the caller's tensor
   // By input: for a CPU scalar a captured graph reads, its value then (the graph holds it baked in).
   std::vector<at::Tensor> captured_scalars_;
-  std::unique_ptr<EagerExecutor> whole_eager_;  // the whole graph, made on demand
   bool warned_scalar_ = false;
   std::optional<CudaEvent> last_run_;
   std::unique_ptr<StreamLease> step_lease_;  // the host steps' stream, with overlap
