@@ -9,12 +9,14 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <set>
 
 #include "compile/overflow_choice.h"
 #include "exec/eager_executor.h"
 #include "exec/input_signature.h"
 #include "exec/node_op.h"
 #include "exec/outputs.h"
+#include "exec/state_buffers.h"
 #include "graph/graph_analysis.h"
 #include "opara/error.h"
 #include "opara/load.h"
@@ -34,7 +36,9 @@ struct CompiledModel::State {
   c10::Device device = c10::kCPU;
   std::optional<InputSignature> signature;
   std::vector<bool> host;
-  std::vector<bool> written;  // by input: the model writes it in place
+  std::vector<bool> written;       // by input: the model writes it in place
+  std::vector<int> static_inputs;  // read (and written) where they are: Options' and, with state_in_place, the written
+  std::vector<at::Tensor> state;   // the state buffers' live values (Graph::state()), inputs after the caller's
   CompiledStats stats;
   Plan plan;
   std::unique_ptr<CpuParallelExecutor> cpu;
@@ -81,6 +85,16 @@ c10::Device model_device(const Options& options, const std::vector<at::Tensor>& 
   return c10::kCPU;
 }
 
+// Options::static_inputs, and with Options::state_in_place every input of the caller's the model
+// writes, ascending.
+std::vector<int> read_in_place(const Options& options, const std::vector<bool>& written, std::size_t callers) {
+  std::set<int> indices(options.static_inputs.begin(), options.static_inputs.end());
+  for (std::size_t i = 0; options.state_in_place && i < callers; ++i) {
+    if (written[i]) indices.insert(static_cast<int>(i));
+  }
+  return {indices.begin(), indices.end()};
+}
+
 // MemoryProtection::kSmallerPool's choice: keep-alive only when its pool is smaller, since
 // record-stream frees each tensor earlier (a tie keeps that).
 MemoryProtection smaller_pool(std::size_t record_stream_bytes, std::size_t keep_alive_bytes) {
@@ -119,7 +133,7 @@ void compile_cuda(CompiledModel::State& state, const ExamplesForARun& examples_f
       try {
         const bool overlap = options.overflow.policy != OverflowPolicy::kNone;
         auto model = std::make_unique<CudaModel>(graph, state.device, placement, overlap, costs, examples,
-                                                 options.static_inputs, options.plan, attempt);
+                                                 state.static_inputs, options.plan, attempt);
         return std::make_pair(std::move(model), std::move(placement));
       } catch (const CaptureError& error) {
         if (cuda.on_uncapturable == CudaOptions::OnUncapturable::kError || uncapturable[error.node()]) throw;
@@ -248,17 +262,19 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   InputSignature{graph, example_inputs};  // count and definedness, before anything moves
   state->written = inputs_written_in_place(graph);
   const std::vector<bool>& written = state->written;
+  state->static_inputs = read_in_place(options, written, graph.caller_input_count());
+  state->state = initial_state(graph, state->device);
   std::vector<at::Tensor> examples;
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
     examples.push_back(place_input(example_inputs[i], state->device, /*copy=*/written[i]));
   }
   std::vector<at::Tensor> signature = example_inputs;
-  for (int index : options.static_inputs) {
+  for (int index : state->static_inputs) {
     if (index < 0 || static_cast<std::size_t>(index) >= examples.size()) continue;  // the signature names it
-    // A tensor of our own over the example's memory: the caller may swap the memory under its
-    // tensor (`param.data = other`), and the graphs must not read a freed block (run() then refuses
-    // the swapped tensor: another storage).
-    examples[index] = examples[index].alias();
+    // A tensor of our own over the caller's memory (state is written there, not in a copy): the
+    // caller may swap the memory under its tensor (`param.data = other`), and the graphs must not
+    // read a freed block (run() then refuses the swapped tensor: another storage).
+    examples[index] = example_inputs[index].alias();
     signature[index] = examples[index];
     const std::string& name = graph.value(graph.inputs()[index]).name;
     if (example_inputs[index].device() != state->device) {
@@ -268,14 +284,13 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
                       graph.source_path, index, name, example_inputs[index].device().str(), state->device.str(),
                       state->device.str()));
     }
-    if (written[index]) {
-      throw Error(
-          fmt::format("{}: static input {} ('{}') is written in place by the model; a static input is read, "
-                      "never written: pass it as an ordinary input",
-                      graph.source_path, index, name));
-    }
   }
-  state->signature.emplace(graph, signature, options.static_inputs);
+  state->signature.emplace(graph, signature, state->static_inputs);
+  // The state buffers are inputs the model feeds itself, read and written where they live.
+  for (std::size_t i = 0; i < state->state.size(); ++i) {
+    state->static_inputs.push_back(static_cast<int>(example_inputs.size() + i));
+    examples.push_back(state->state[i]);
+  }
   const ExamplesForARun examples_for_a_run = [&] {
     std::vector<at::Tensor> copies = examples;
     for (std::size_t i = 0; i < copies.size(); ++i) {
@@ -307,11 +322,13 @@ std::vector<at::Tensor> CompiledModel::run(const std::vector<at::Tensor>& inputs
   State& state = *state_;
   std::lock_guard<std::mutex> lock(state.mutex);
   state.signature->check(inputs);
+  std::vector<at::Tensor> with_state = inputs;
+  with_state.insert(with_state.end(), state.state.begin(), state.state.end());
   std::vector<at::Tensor> outputs;
   if (state.cpu) {
-    outputs = run_on_the_cpu(state, inputs);
+    outputs = run_on_the_cpu(state, with_state);
   } else {
-    outputs = state.cuda->run(inputs, state.options.outputs == Options::Outputs::kClone);
+    outputs = state.cuda->run(with_state, state.options.outputs == Options::Outputs::kClone);
     state.stats.eager_fallbacks = state.cuda->eager_fallbacks();
     state.stats.host_ms = state.cuda->host_busy_ms();
   }
@@ -330,6 +347,18 @@ CompiledStats CompiledModel::stats() const {
 
 const Graph& CompiledModel::graph() const {
   return state_->graph;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> CompiledModel::state() const {
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (std::size_t i = 0; i < state_->state.size(); ++i) {
+    named.emplace_back(state_->graph.state()[i].name, state_->state[i]);
+  }
+  return named;
+}
+
+const std::vector<int>& CompiledModel::static_inputs() const {
+  return state_->static_inputs;
 }
 
 const std::vector<bool>& CompiledModel::host_nodes() const {

@@ -17,11 +17,13 @@ std::string shape_text(c10::IntArrayRef sizes) {
 InputSignature::InputSignature(const Graph& graph, const std::vector<at::Tensor>& examples,
                                const std::vector<int>& static_inputs)
     : source_path_(graph.source_path) {
-  if (examples.size() != graph.inputs().size()) {
+  // The caller's inputs: the state buffers after them are the model's own.
+  const std::size_t count = graph.caller_input_count();
+  if (examples.size() != count) {
     std::vector<std::string> names;
-    for (ValueId input : graph.inputs()) names.push_back(graph.value(input).name);
-    throw Error(fmt::format("{}: the model takes {} inputs ({}), {} example inputs were given", source_path_,
-                            graph.inputs().size(), fmt::join(names, ", "), examples.size()));
+    for (std::size_t i = 0; i < count; ++i) names.push_back(graph.value(graph.inputs()[i]).name);
+    throw Error(fmt::format("{}: the model takes {} inputs ({}), {} example inputs were given", source_path_, count,
+                            fmt::join(names, ", "), examples.size()));
   }
   for (std::size_t i = 0; i < examples.size(); ++i) {
     const std::string& name = graph.value(graph.inputs()[i]).name;

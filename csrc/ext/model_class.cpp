@@ -40,6 +40,15 @@ class Model : public torch::CustomClassHolder {
 
   std::string device() const { return model_.stats().device; }
 
+  std::vector<int64_t> static_inputs() const { return {model_.static_inputs().begin(), model_.static_inputs().end()}; }
+
+  // The live state buffers by name (CompiledModel::state()).
+  c10::Dict<std::string, at::Tensor> state() const {
+    c10::Dict<std::string, at::Tensor> named;
+    for (const auto& [name, tensor] : model_.state()) named.insert(name, tensor);
+    return named;
+  }
+
   // Every number CompiledStats has; the device is device().
   c10::Dict<std::string, double> stats() const { return stats_dict(model_.stats()); }
 
@@ -65,7 +74,11 @@ TORCH_LIBRARY_FRAGMENT(opara, m) {
       .def("plan", &Model::plan, "The schedule as JSON (streams, launch order, events)")
       .def("save_plan", &Model::save_plan, "Writes plan() to a file")
       .def("stats", &Model::stats, "Compile-time and run-time counters")
-      .def("device", &Model::device, "The device the model runs on");
+      .def("device", &Model::device, "The device the model runs on")
+      .def("static_inputs", &Model::static_inputs,
+           "The inputs read and written where they are: each run must pass these very tensors")
+      .def("state", &Model::state,
+           "The buffers the model keeps between runs, by name: the live tensors (copy_ into them to set them)");
 }
 
 }  // namespace opara::ext

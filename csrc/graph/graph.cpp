@@ -17,9 +17,16 @@ void insert_sorted(std::vector<NodeId>& list, NodeId id) {
 }  // namespace
 
 ValueId Graph::add_input(std::string name, std::string type) {
+  if (!state_.empty()) throw std::logic_error(fmt::format("opara bug: input {} added after the state buffers", name));
   const auto id = static_cast<ValueId>(values_.size());
   values_.push_back(Value{id, std::move(name), std::move(type), kNoNode, {}});
   inputs_.push_back(id);
+  return id;
+}
+
+ValueId Graph::add_state(std::string name, std::shared_ptr<const NodeOp> initial) {
+  const ValueId id = add_input(name, "Tensor");
+  state_.push_back(StateBuffer{id, std::move(name), std::move(initial)});
   return id;
 }
 

@@ -13,16 +13,18 @@
 #include <unordered_map>
 
 #include "exec/first_line.h"
+#include "exec/state_buffers.h"
 #include "import/archive.h"
 #include "import/dispatcher_node_op.h"
+#include "import/exported_names.h"
+#include "import/exported_state.h"
 #include "import/import_errors.h"
+#include "import/inline_wrappers.h"
 #include "import/node_properties.h"
 #include "import/schema_alias_edges.h"
 
 namespace opara {
 namespace {
-
-namespace ep = torch::_export;
 
 // The serialization schema numbers dtypes its own way (torch/_export/serde/schema.py).
 c10::ScalarType to_scalar_type(ep::ScalarType type) {
@@ -98,9 +100,14 @@ class ExportedProgramImporter {
     try {
       read_payload(fmt::format("data/weights/{}_weights_config.json", model_name_), "data/weights/");
       read_payload(fmt::format("data/constants/{}_constants_config.json", model_name_), "data/constants/");
+      reading = "the graph's wrapped regions";
+      InlinedNodes inlined = inline_wrappers(module.get_graph(), path_);
+      reading = "the program's state";
+      state_ = program_state(module.get_signature(), inlined.nodes);
+      aliases_ = std::move(inlined.aliases);
       reading = "the graph signature's inputs";
       add_inputs(module.get_signature());
-      for (const ep::Node& node : module.get_graph().get_nodes()) {
+      for (const ep::Node& node : inlined.nodes) {
         reading = fmt::format("node {} ({})", graph_.size(), node.get_target());
         add_node(node);
       }
@@ -198,13 +205,18 @@ class ExportedProgramImporter {
 
   void add_inputs(const ep::GraphSignature& signature) {
     using Tag = ep::InputSpec::Tag;
+    std::vector<const ep::InputToBufferSpec*> state;  // after the caller's inputs
     for (const ep::InputSpec& spec : signature.get_input_specs()) {
       switch (spec.tag()) {
         case Tag::PARAMETER:
           constants_[spec.get_parameter().get_arg().get_name()] = weight(spec.get_parameter().get_parameter_name());
           break;
         case Tag::BUFFER:
-          constants_[spec.get_buffer().get_arg().get_name()] = weight(spec.get_buffer().get_buffer_name());
+          if (state_.state_buffers.count(spec.get_buffer().get_arg().get_name())) {
+            state.push_back(&spec.get_buffer());
+          } else {
+            constants_[spec.get_buffer().get_arg().get_name()] = weight(spec.get_buffer().get_buffer_name());
+          }
           break;
         case Tag::TENSOR_CONSTANT:
           constants_[spec.get_tensor_constant().get_arg().get_name()] =
@@ -225,20 +237,41 @@ class ExportedProgramImporter {
                       "without custom classes or effectful ops");
       }
     }
+    for (const ep::InputToBufferSpec* buffer : state) {
+      values_[buffer->get_arg().get_name()] = graph_.add_state(
+          buffer->get_buffer_name(), std::make_shared<InitialValueOp>(weight(buffer->get_buffer_name())));
+    }
   }
 
+  // A functional program's writes (a mutation output) land in their input or buffer: by the node
+  // that made the value, run as its in-place twin when nothing reads the old value after it,
+  // else by a copy after the graph. Then the outputs the caller gets.
   void add_outputs(const ep::GraphSignature& signature) {
+    using Tag = ep::OutputSpec::Tag;
     for (const ep::OutputSpec& spec : signature.get_output_specs()) {
-      if (spec.tag() != ep::OutputSpec::Tag::USER_OUTPUT) {
+      if (spec.tag() != Tag::BUFFER_MUTATION && spec.tag() != Tag::USER_INPUT_MUTATION) continue;
+      const std::string& written = spec.tag() == Tag::BUFFER_MUTATION
+                                       ? spec.get_buffer_mutation().get_arg().get_name()
+                                       : spec.get_user_input_mutation().get_arg().get_name();
+      auto placeholder = state_.written_back.find(written);
+      if (placeholder == state_.written_back.end() || !values_.count(placeholder->second)) {
+        fail_import(path_, "the program writes {} into a buffer or input it does not take; the file is damaged",
+                    written);
+      }
+      if (!state_.in_place.count(written)) add_node(copy_node(placeholder->second, resolved(written)));
+    }
+    for (const ep::OutputSpec& spec : signature.get_output_specs()) {
+      if (spec.tag() == Tag::BUFFER_MUTATION || spec.tag() == Tag::USER_INPUT_MUTATION) continue;
+      if (spec.tag() != Tag::USER_OUTPUT) {
         fail_import(path_,
-                    "the program updates state (a buffer or input mutation) on each call; opara runs "
-                    "stateless inference graphs. Export in eval() mode without state updates");
+                    "the program has a training output (a loss, a gradient, a parameter update or a token); opara "
+                    "runs inference graphs. Export the model in eval() mode under torch.no_grad()");
       }
       const ep::Argument& arg = spec.get_user_output().get_arg();
       if (arg.tag() != ep::Argument::Tag::AS_TENSOR) {
         fail_import(path_, "a non-tensor model output; opara returns tensors only");
       }
-      const std::string& name = arg.get_as_tensor().get_name();
+      const std::string name = resolved(arg.get_as_tensor().get_name());
       auto found = values_.find(name);
       if (found != values_.end()) {
         graph_.add_output(found->second);
@@ -246,6 +279,39 @@ class ExportedProgramImporter {
         fail_import(path_, "the output {} is a parameter or constant, not computed; opara cannot return it", name);
       }
     }
+  }
+
+  // `placeholder.copy_(value)`, as the program would have said it.
+  static ep::Node copy_node(const std::string& placeholder, const std::string& value) {
+    const auto tensor = [](const std::string& name) {
+      ep::TensorArgument tensor;
+      tensor.set_name(name);
+      ep::Argument arg;
+      arg.set_as_tensor(std::move(tensor));
+      return arg;
+    };
+    const auto named = [](const std::string& name, ep::Argument arg) {
+      ep::NamedArgument named;
+      named.set_name(name);
+      named.set_arg(std::move(arg));
+      return named;
+    };
+    ep::Node node;
+    node.set_target("torch.ops.aten.copy_.default");
+    node.set_inputs({named("self", tensor(placeholder)), named("src", tensor(value))});
+    node.set_outputs({tensor(fmt::format("{}.written_back", placeholder))});
+    return node;
+  }
+
+  static std::string first_name(const ep::Argument& arg) {
+    const std::vector<std::string> names = value_names(arg);
+    return names.empty() ? std::string() : names.front();
+  }
+
+  // What a name a wrapped region returned unchanged stands for.
+  std::string resolved(const std::string& name) const {
+    auto found = aliases_.find(name);
+    return found != aliases_.end() ? found->second : name;
   }
 
   c10::OperatorHandle find_operator(const std::string& target, const std::string& where) {
@@ -264,14 +330,7 @@ class ExportedProgramImporter {
                   "control flow",
                   where, target);
     }
-    const std::string rest = target.substr(prefix.size());
-    const auto first = rest.find('.');
-    const auto last = rest.rfind('.');
-    if (first == std::string::npos || first == last) fail_import(path_, "{}: malformed target {}", where, target);
-    const std::string name = rest.substr(0, first) + "::" + rest.substr(first + 1, last - first - 1);
-    std::string overload = rest.substr(last + 1);
-    if (overload == "default") overload.clear();
-    auto op = c10::Dispatcher::singleton().findSchema({name, overload});
+    auto op = dispatcher_operator(target);
     if (!op) {
       fail_import(path_,
                   "{}: the operator {} is not registered in this LibTorch. Load the library that "
@@ -409,7 +468,9 @@ class ExportedProgramImporter {
   }
 
   void add_node(const ep::Node& node) {
-    const std::string& target = node.get_target();
+    // A functional write into state whose node may do it in place (ProgramState::in_place).
+    const bool in_place = node.get_outputs().size() == 1 && state_.in_place.count(first_name(node.get_outputs()[0]));
+    const std::string target = in_place ? in_place_target(node.get_target()) : node.get_target();
     std::string where = fmt::format("node {} ({})", graph_.size(), target);
     if (auto stack = node.get_metadata().find("stack_trace"); stack != node.get_metadata().end()) {
       source_ = last_frame(stack->second);
@@ -580,6 +641,8 @@ class ExportedProgramImporter {
   std::unordered_map<std::string, at::Tensor> constants_;  // by graph placeholder name
   std::unordered_map<std::string, ValueId> values_;        // by graph value name
   std::vector<NodeAliasing> aliasing_;                     // by NodeId
+  ProgramState state_;
+  std::unordered_map<std::string, std::string> aliases_;  // InlinedNodes::aliases
   Graph graph_;
 };
 

@@ -162,6 +162,7 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
          for (const std::string& index : split_names(v))
            o.static_inputs.push_back(parse_int("static_inputs", index, 0));
        }},
+      {"state_in_place", [](Options& o, const std::string& v) { o.state_in_place = parse_bool("state_in_place", v); }},
   };
   return table;
 }

@@ -38,6 +38,15 @@ class OPARA_API CompiledModel {
   [[nodiscard]] const Graph& graph() const;
   // Per node: true when it runs in a host step.
   [[nodiscard]] const std::vector<bool>& host_nodes() const;
+  // The inputs read (and written) where they are, ascending: Options::static_inputs and, with
+  // Options::state_in_place, every input the model writes in place. run() must be given these
+  // very tensors again.
+  [[nodiscard]] const std::vector<int>& static_inputs() const;
+  // The buffers the model keeps between runs and writes in place (a counter, a cache registered
+  // on the module: Graph::state()), by name: the live tensors on the model's device, first the
+  // values the model file saved. Read them after a run (on CUDA, once the caller's stream is
+  // done); copy_ into them between runs to set the state.
+  [[nodiscard]] std::vector<std::pair<std::string, at::Tensor>> state() const;
 
   struct State;
   explicit CompiledModel(std::shared_ptr<State> state) : state_(std::move(state)) {}

@@ -62,12 +62,23 @@ struct Value {
   std::vector<NodeId> users;  // in program order; a node that reads it twice appears once
 };
 
+// A buffer the model keeps between calls and writes in place (a counter, a cache registered on
+// the module): a graph input after the caller's, which compile() feeds itself. `initial` makes its
+// value at compile time (an op of no inputs and one tensor result: the value saved in the file).
+struct StateBuffer {
+  ValueId value = -1;
+  std::string name;  // the module's name for it ("layers.0.count")
+  std::shared_ptr<const NodeOp> initial;
+};
+
 // The operator DAG of one model. Nodes are added in program order and every edge goes from an
 // earlier node to a later one, so the graph is acyclic by construction and node ids are a
 // topological order.
 class OPARA_API Graph {
  public:
   ValueId add_input(std::string name, std::string type = "Tensor");
+  // A graph input that holds state (StateBuffer); after every input add_input made.
+  ValueId add_state(std::string name, std::shared_ptr<const NodeOp> initial);
   // Adds a node reading `inputs` and producing `output_types.size()` new values; data edges from
   // the producers of the inputs are added with it.
   NodeId add_node(std::string kind, std::vector<ValueId> inputs, std::vector<std::string> output_types,
@@ -85,6 +96,9 @@ class OPARA_API Graph {
   [[nodiscard]] const Value& value(ValueId id) const;
   [[nodiscard]] const std::vector<ValueId>& inputs() const { return inputs_; }
   [[nodiscard]] const std::vector<ValueId>& outputs() const { return outputs_; }
+  // The state buffers, the last state().size() of inputs(); the caller gives the others.
+  [[nodiscard]] const std::vector<StateBuffer>& state() const { return state_; }
+  [[nodiscard]] std::size_t caller_input_count() const { return inputs_.size() - state_.size(); }
   [[nodiscard]] const std::vector<Edge>& edges() const { return edges_; }
   [[nodiscard]] std::size_t size() const { return nodes_.size(); }
   [[nodiscard]] bool has_edge(NodeId from, NodeId to) const;
@@ -103,6 +117,7 @@ class OPARA_API Graph {
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
   std::vector<Edge> edges_;
+  std::vector<StateBuffer> state_;
 };
 
 }  // namespace opara

@@ -112,9 +112,16 @@ struct Options {
   // be given the very example tensors again, and on CUDA the graphs read their memory directly,
   // with no copy per run, so an in-place change (load_state_dict, an optimiser step) is seen by
   // the next run. Another tensor in their place (another address, shape, dtype or device) is an
-  // error naming the input: compile again. They must already be on the model's device, and a
-  // model that writes one in place is refused. By input index.
+  // error naming the input: compile again. They must already be on the model's device. One the
+  // model writes in place (a KV cache, a counter) is state: written where it lives, by the
+  // captured graphs themselves. By input index.
   std::vector<int> static_inputs;
+
+  // Every input the model writes in place is a static input too (what torch.compile's backend
+  // asks: a KV cache passed as an input is written where it lives, never copied per call). Off:
+  // such an input is copied into a buffer of the model's own and the writes copied back after
+  // each run, so any tensor of the signature may be passed.
+  bool state_in_place = false;
 };
 
 // CPU: one schedule compile() timed while tuning (CpuOptions::tuning_ms).

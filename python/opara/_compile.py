@@ -48,6 +48,16 @@ def _archive(save: Callable[[io.BytesIO], None]) -> torch.Tensor:
     return torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
 
 
+def _casts_written(exported: Any) -> Any:
+    """`exported` with its torch.autocast regions made plain code: autocast picks dtypes at run
+    time, which a graph opara runs does not; decomposing (no decomposition table: every op stays)
+    writes the casts into the graph. Other programs are returned as they are."""
+    autocast = torch.ops.higher_order.wrap_with_autocast
+    if any(node.target is autocast for node in exported.graph.nodes):
+        return exported.run_decompositions({})
+    return exported
+
+
 def _export_module(module: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, str, Any]:
     """`module` as an archive in memory that opara loads (no file: errors name the module, not a
     temporary path): torch.export first, TorchScript tracing when export fails. Returns the
@@ -55,7 +65,7 @@ def _export_module(module: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple
     if isinstance(module, torch.jit.ScriptModule):
         return _archive(lambda buffer: torch.jit.save(module, buffer)), "torchscript", None
     try:
-        exported = torch.export.export(module, tuple(inputs), strict=False)
+        exported = _casts_written(torch.export.export(module, tuple(inputs), strict=False))
         return _archive(lambda buffer: torch.export.save(exported, buffer)), "torch.export", exported.call_spec.out_spec
     except Exception as error:  # export fails in many ways; tracing is the documented fallback
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -110,6 +120,13 @@ class CompiledModel(_Runs):
     def stats(self) -> dict[str, float]:
         """Streams, events, graph segments, host nodes, compile and capture times, memory, runs."""
         return dict(self._handle.stats())
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """The buffers the model keeps between calls and writes in place (a counter, a cache
+        registered on the module), by name: the live tensors on the model's device, first the
+        values the module had when compiled. The module's own buffers are not written: read these
+        after a call, copy_ into them between calls to set the state."""
+        return dict(self._handle.state())
 
     def __repr__(self) -> str:
         stats = self.stats()
@@ -172,7 +189,10 @@ def compile(
         comma-separated string ("12,aten::relu") or one .json file ({"cpu": [...]}).
     static_inputs: indices of inputs read where they are (weights passed as inputs): each call must
         pass the same tensors, which on CUDA the graphs read with no copy per run; on the device
-        already, never written by the model.
+        already. One the model writes in place (a KV cache) is written where it lives.
+    state_in_place: True: every input the model writes in place (a KV cache, a counter) is a
+        static input too, written where it lives (no copy per call on CUDA); False (default): it
+        is copied into a buffer of the model's own and the writes copied back after each call.
 
     Values are strings, numbers, bools, paths or a torch.device. An unknown option or a bad value
     raises RuntimeError naming it and what it accepts.

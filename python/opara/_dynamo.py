@@ -21,7 +21,7 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
-from ._compile import _archive, _options_text
+from ._compile import _archive, _casts_written, _options_text
 from ._library import load_library
 
 # What the backend did since the process started (or since counters.clear()): graphs Dynamo
@@ -92,16 +92,16 @@ class _Compiled:
     """One shape's compiled graph: the extension's handle, how to rebuild the outputs, and the
     static inputs it reads where they are."""
 
-    def __init__(self, handle: Any, out_spec: Any, static: list[torch.Tensor]):
+    def __init__(self, handle: Any, out_spec: Any, tensors: list[torch.Tensor], read_in_place: list[int]):
         self.handle = handle
         self.out_spec = out_spec
-        # Where each static input's memory was: a parameter object may be given new memory
-        # (`param.data = ...`, module.to(...)), and then it is another input.
-        self.static = [(t.data_ptr(), t.stride()) for t in static]
+        # Where each input read in place (a weight, a KV cache the graph writes) had its memory: a
+        # parameter may be given new memory (`param.data = ...`, module.to(...)) and a cache be
+        # made anew, and then it is another input.
+        self.static = {p: (tensors[p].data_ptr(), tensors[p].stride()) for p in read_in_place}
 
-    def reads(self, tensors: list[torch.Tensor], static_positions: list[int]) -> bool:
-        return all((tensors[p].data_ptr(), tensors[p].stride()) == where
-                   for p, where in zip(static_positions, self.static))
+    def reads(self, tensors: list[torch.Tensor]) -> bool:
+        return all((tensors[p].data_ptr(), tensors[p].stride()) == where for p, where in self.static.items())
 
 
 class _EagerGraph:
@@ -157,14 +157,16 @@ class OparaGraph:
         static_positions = self._static_positions(args)
         try:
             with torch.no_grad():
-                exported = torch.export.export(_Specialized(self.graph_module, args), tuple(tensors), strict=False)
+                exported = _casts_written(
+                    torch.export.export(_Specialized(self.graph_module, args), tuple(tensors), strict=False))
             archive = _archive(lambda buffer: torch.export.save(exported, buffer))
             options = dict(self.options)
             if static_positions:
                 options["static_inputs"] = ",".join(map(str, static_positions))
+            options["state_in_place"] = "true"  # a KV cache Dynamo passes in is written where it lives
             handle = torch.classes.opara.Model.from_archive(archive, self.name, tensors, options)
-            compiled: _Compiled | _EagerGraph = _Compiled(handle, exported.call_spec.out_spec,
-                                                          [tensors[p] for p in static_positions])
+            compiled: _Compiled | _EagerGraph = _Compiled(handle, exported.call_spec.out_spec, tensors,
+                                                          list(handle.static_inputs()))
             counters["compiles"] += 1
         except Exception as error:  # export and opara fail in many ways; eager is always right
             if self.fallback == "error":
@@ -188,7 +190,7 @@ class OparaGraph:
         key = self._key(args)
         compiled = self.by_shape.get(key)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if isinstance(compiled, _Compiled) and not compiled.reads(tensors, self._static_positions(args)):
+        if isinstance(compiled, _Compiled) and not compiled.reads(tensors):
             compiled = None  # a weight was replaced or moved: compile again for the new one
         if compiled is None:
             compiled = self._compile(list(args))

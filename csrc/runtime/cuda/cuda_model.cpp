@@ -232,8 +232,9 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
     for (ValueId output : graph_.outputs()) outputs.push_back(slots_[output]);
   }
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    // As eager PyTorch does: the caller's tensor takes the model's in-place writes.
-    if (written_inputs_[i]) inputs[i].copy_(static_inputs_[i], /*non_blocking=*/true);
+    // As eager PyTorch does: the caller's tensor takes the model's in-place writes (state read in
+    // place took them where it lives).
+    if (written_inputs_[i] && !read_in_place_[i]) inputs[i].copy_(static_inputs_[i], /*non_blocking=*/true);
   }
   std::vector<at::Tensor> tensors = flatten_tensors(outputs);
   if (clone_outputs) {

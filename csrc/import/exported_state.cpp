@@ -1,0 +1,140 @@
+#include "import/exported_state.h"
+
+#include <map>
+
+namespace opara {
+namespace {
+
+// Per placeholder of interest, the names that may alias it (views, in-place results), and for
+// each root the last node (by position) that reads any of them.
+struct AliasScan {
+  std::unordered_map<std::string, std::string> root;  // name -> placeholder
+  std::map<std::string, std::size_t> last_read;       // placeholder -> node position
+  std::set<std::string> written;                      // placeholders written in place
+};
+
+AliasScan scan_aliases(const std::vector<std::string>& placeholders, const std::vector<ep::Node>& nodes) {
+  AliasScan scan;
+  for (const std::string& name : placeholders) scan.root[name] = name;
+  for (std::size_t position = 0; position < nodes.size(); ++position) {
+    const ep::Node& node = nodes[position];
+    const auto op = dispatcher_operator(node.get_target());
+    std::map<std::string, const ep::Argument*> given;
+    for (const ep::NamedArgument& input : node.get_inputs()) given[input.get_name()] = &input.get_arg();
+    std::set<std::string> roots_read;
+    for (const ep::NamedArgument& input : node.get_inputs()) {
+      for (const std::string& name : value_names(input.get_arg())) {
+        auto found = scan.root.find(name);
+        if (found != scan.root.end()) roots_read.insert(found->second);
+      }
+    }
+    for (const std::string& root : roots_read) scan.last_read[root] = position;
+    if (roots_read.empty()) continue;
+    if (!op) {
+      // Not an operator with a schema: its results may be anything it read.
+      for (const ep::Argument& output : node.get_outputs()) {
+        for (const std::string& name : value_names(output)) scan.root[name] = *roots_read.begin();
+      }
+      continue;
+    }
+    const c10::FunctionSchema& schema = op->schema();
+    // The roots behind each alias set of the arguments ("a" of Tensor(a!) self).
+    std::map<c10::Symbol, std::string> set_roots;
+    for (const c10::Argument& formal : schema.arguments()) {
+      auto found = given.find(formal.name());
+      if (found == given.end() || !formal.alias_info()) continue;
+      for (const std::string& name : value_names(*found->second)) {
+        auto root = scan.root.find(name);
+        if (root == scan.root.end()) continue;
+        if (formal.alias_info()->isWrite()) scan.written.insert(root->second);
+        for (const c10::Symbol& set : formal.alias_info()->beforeSets()) set_roots[set] = root->second;
+      }
+    }
+    const auto& outputs = node.get_outputs();
+    for (std::size_t i = 0; i < outputs.size() && i < schema.returns().size(); ++i) {
+      const auto& alias = schema.returns()[i].alias_info();
+      if (!alias) continue;
+      for (const c10::Symbol& set : alias->beforeSets()) {
+        auto root = set_roots.find(set);
+        if (root == set_roots.end()) continue;
+        for (const std::string& name : value_names(outputs[i])) scan.root[name] = root->second;
+      }
+    }
+  }
+  return scan;
+}
+
+// Whether node `node` at `position` may become its in-place twin writing `placeholder`.
+bool may_write_in_place(const ep::Node& node, std::size_t position, const std::string& placeholder,
+                        const AliasScan& scan) {
+  if (node.get_outputs().size() != 1) return false;
+  const auto op = dispatcher_operator(node.get_target());
+  const auto twin = dispatcher_operator(in_place_target(node.get_target()));
+  if (!op || !twin || op->schema().is_mutable()) return false;
+  const auto& arguments = op->schema().arguments();
+  const auto& twin_arguments = twin->schema().arguments();
+  if (arguments.size() != twin_arguments.size() || arguments.empty()) return false;
+  for (std::size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].name() != twin_arguments[i].name()) return false;
+  }
+  const auto& inputs = node.get_inputs();
+  const bool self_is_placeholder = !inputs.empty() && inputs.front().get_name() == arguments.front().name() &&
+                                   inputs.front().get_arg().tag() == ep::Argument::Tag::AS_TENSOR &&
+                                   inputs.front().get_arg().get_as_tensor().get_name() == placeholder;
+  auto last = scan.last_read.find(placeholder);
+  return self_is_placeholder && last != scan.last_read.end() && last->second == position;
+}
+
+}  // namespace
+
+std::string in_place_target(const std::string& target) {
+  const auto last = target.rfind('.');
+  if (last == std::string::npos || last == 0) return target;
+  return target.substr(0, last) + "_" + target.substr(last);
+}
+
+ProgramState program_state(const ep::GraphSignature& signature, const std::vector<ep::Node>& nodes) {
+  ProgramState state;
+  std::unordered_map<std::string, std::string> buffer_placeholders;  // by state-dict name
+  std::vector<std::string> placeholders;
+  for (const ep::InputSpec& spec : signature.get_input_specs()) {
+    if (spec.tag() == ep::InputSpec::Tag::BUFFER) {
+      const std::string& name = spec.get_buffer().get_arg().get_name();
+      buffer_placeholders[spec.get_buffer().get_buffer_name()] = name;
+      placeholders.push_back(name);
+    } else if (spec.tag() == ep::InputSpec::Tag::USER_INPUT &&
+               spec.get_user_input().get_arg().tag() == ep::Argument::Tag::AS_TENSOR) {
+      placeholders.push_back(spec.get_user_input().get_arg().get_as_tensor().get_name());
+    }
+  }
+  const AliasScan scan = scan_aliases(placeholders, nodes);
+  for (const auto& [buffer, placeholder] : buffer_placeholders) {
+    if (scan.written.count(placeholder)) state.state_buffers.insert(placeholder);
+  }
+  for (const ep::OutputSpec& spec : signature.get_output_specs()) {
+    if (spec.tag() == ep::OutputSpec::Tag::BUFFER_MUTATION) {
+      const auto& mutation = spec.get_buffer_mutation();
+      auto placeholder = buffer_placeholders.find(mutation.get_buffer_name());
+      if (placeholder == buffer_placeholders.end()) continue;  // the importer names the missing buffer
+      state.state_buffers.insert(placeholder->second);
+      state.written_back[mutation.get_arg().get_name()] = placeholder->second;
+    } else if (spec.tag() == ep::OutputSpec::Tag::USER_INPUT_MUTATION) {
+      const auto& mutation = spec.get_user_input_mutation();
+      state.written_back[mutation.get_arg().get_name()] = mutation.get_user_input_name();
+    }
+  }
+  for (std::size_t position = 0; position < nodes.size(); ++position) {
+    const ep::Node& node = nodes[position];
+    for (const ep::Argument& output : node.get_outputs()) {
+      for (const std::string& name : value_names(output)) {
+        auto placeholder = state.written_back.find(name);
+        if (placeholder != state.written_back.end() && may_write_in_place(node, position, placeholder->second, scan)) {
+          state.in_place.insert(name);
+        }
+      }
+    }
+  }
+  return state;
+}
+
+}  // namespace opara
