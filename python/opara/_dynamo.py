@@ -15,6 +15,7 @@ another tensor, or moved, gets the graph compiled again for it at its next call.
 from __future__ import annotations
 
 import collections
+import types
 import warnings
 from typing import Any, Callable
 
@@ -71,16 +72,36 @@ def _first_line(error: BaseException) -> str:
 
 class _Specialized(torch.nn.Module):
     """The graph with its non-tensor arguments (a symbolic size's value) fixed: torch.export and
-    opara take tensors only."""
+    opara take tensors only. Its non-tensor results (a size the graph returns, a lazily made
+    cache's batch) are fixed too, read off the trace: it returns the tensors alone, and
+    `results(tensors)` puts the graph's whole output back together."""
 
     def __init__(self, graph: torch.fx.GraphModule, args: list[Any]):
         super().__init__()
         self.graph_module = graph
         self.fixed = [None if isinstance(arg, torch.Tensor) else arg for arg in args]
+        # What the trace saw (torch.export puts a module's own attributes back after tracing).
+        self.traced = types.SimpleNamespace(out_spec=None, fixed_results=[])  # by leaf: None for a tensor
 
-    def forward(self, *tensors: torch.Tensor) -> Any:
+    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         given = iter(tensors)
-        return self.graph_module(*[next(given) if fixed is None else fixed for fixed in self.fixed])
+        output = self.graph_module(*[next(given) if fixed is None else fixed for fixed in self.fixed])
+        leaves, self.traced.out_spec = pytree.tree_flatten(output)
+        self.traced.fixed_results = []
+        for leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                self.traced.fixed_results.append(None)
+            elif isinstance(leaf, (bool, int, float, str, type(None))):
+                self.traced.fixed_results.append(leaf)
+            else:  # a SymInt computed from the data: no fixed value to give back
+                raise TypeError(f"the graph returns {type(leaf).__name__} {leaf}, computed from tensor data; "
+                                "opara returns tensors and fixed values only")
+        return tuple(leaf for leaf in leaves if isinstance(leaf, torch.Tensor))
+
+    def results(self, tensors: list[torch.Tensor]) -> Any:
+        given = iter(tensors)
+        leaves = [next(given) if fixed is None else fixed for fixed in self.traced.fixed_results]
+        return pytree.tree_unflatten(leaves, self.traced.out_spec)
 
 
 def _is_static(value: Any) -> bool:
@@ -92,9 +113,9 @@ class _Compiled:
     """One shape's compiled graph: the extension's handle, how to rebuild the outputs, and the
     static inputs it reads where they are."""
 
-    def __init__(self, handle: Any, out_spec: Any, tensors: list[torch.Tensor], read_in_place: list[int]):
+    def __init__(self, handle: Any, graph: _Specialized, tensors: list[torch.Tensor], read_in_place: list[int]):
         self.handle = handle
-        self.out_spec = out_spec
+        self.graph = graph
         # Where each input read in place (a weight, a KV cache the graph writes) had its memory: a
         # parameter may be given new memory (`param.data = ...`, module.to(...)) and a cache be
         # made anew, and then it is another input.
@@ -157,15 +178,15 @@ class OparaGraph:
         static_positions = self._static_positions(args)
         try:
             with torch.no_grad():
-                exported = _casts_written(
-                    torch.export.export(_Specialized(self.graph_module, args), tuple(tensors), strict=False))
+                specialized = _Specialized(self.graph_module, args)
+                exported = _casts_written(torch.export.export(specialized, tuple(tensors), strict=False))
             archive = _archive(lambda buffer: torch.export.save(exported, buffer))
             options = dict(self.options)
             if static_positions:
                 options["static_inputs"] = ",".join(map(str, static_positions))
             options["state_in_place"] = "true"  # a KV cache Dynamo passes in is written where it lives
             handle = torch.classes.opara.Model.from_archive(archive, self.name, tensors, options)
-            compiled: _Compiled | _EagerGraph = _Compiled(handle, exported.call_spec.out_spec, tensors,
+            compiled: _Compiled | _EagerGraph = _Compiled(handle, specialized, tensors,
                                                           list(handle.static_inputs()))
             counters["compiles"] += 1
         except Exception as error:  # export and opara fail in many ways; eager is always right
@@ -205,9 +226,7 @@ class OparaGraph:
             counters["fallbacks"] += 1
             self.by_shape[key] = _EagerGraph()
             return self.graph_module(*args)
-        if compiled.out_spec is not None and compiled.out_spec.num_leaves == len(outputs):
-            return pytree.tree_unflatten(outputs, compiled.out_spec)
-        return tuple(outputs)
+        return compiled.graph.results(outputs)
 
 
 def opara_backend(graph: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, Any] | None = None,

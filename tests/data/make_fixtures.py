@@ -9,6 +9,15 @@ refuse or flag. Run with the project's venv; the outputs are committed (a few KB
   item.pt           .item(): runs, but cannot be captured in a CUDA graph
   asserts.pt2       aten::_assert_async: a device-side check that can be captured (TorchScript
                     drops it as dead code; torch.export keeps it)
+  counter.pt/.pt2   state in a buffer: a call counter incremented in place on each call (.pt: the
+                    eager reference, scripted; .pt2 keeps the add_; counter_functional.pt2 is
+                    decomposed: a functional add and a BUFFER_MUTATION output)
+  cache_update.pt/.pt2  state in an input: a cache written at a position given as an input
+                    (index_copy_) and read on two branches; cache_update_functional.pt2 lists the
+                    write as a USER_INPUT_MUTATION output
+  wrapped.pt2       a @torch.no_grad() method and a torch.autocast(enabled=False) region, which
+                    torch.export keeps as higher-order wrappers around subgraphs
+  autocast_on.pt2   a torch.autocast region that is enabled: it picks dtypes at run time
 """
 
 from pathlib import Path
@@ -67,6 +76,62 @@ class Asserts(torch.nn.Module):
         return y * 2.0
 
 
+class Counter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(3, 3))
+        self.register_buffer("count", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, x):
+        self.count.add_(1)
+        return x @ self.weight + self.count
+
+
+class CacheUpdate(torch.nn.Module):
+    def forward(self, x, cache, position):
+        before = cache.relu()
+        cache.index_copy_(0, position, x)
+        return before + cache.abs() * 2
+
+
+class Wrapped(torch.nn.Module):
+    @torch.no_grad()
+    def rotary(self, x):
+        return torch.cos(x), torch.sin(x) * 2, x
+
+    def forward(self, x):
+        with torch.autocast("cpu", enabled=False):
+            y = x.float() + 1
+        c, s, same = self.rotary(x)
+        return c + s + y + same
+
+
+class AutocastOn(torch.nn.Module):
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return x @ x
+
+
+def export_state_fixtures():
+    """The same weights in the scripted reference and both export forms."""
+    torch.manual_seed(0)
+    counter = Counter()
+    torch.jit.script(counter).save(str(HERE / "counter.pt"))
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        exported = torch.export.export(counter, (x,))
+        torch.export.save(exported, str(HERE / "counter.pt2"))
+        torch.export.save(exported.run_decompositions({}), str(HERE / "counter_functional.pt2"))
+    torch.jit.script(CacheUpdate()).save(str(HERE / "cache_update.pt"))
+    args = (torch.randn(1, 4), torch.randn(5, 4), torch.tensor([2]))
+    with torch.no_grad():
+        exported = torch.export.export(CacheUpdate(), args)
+        torch.export.save(exported, str(HERE / "cache_update.pt2"))
+        torch.export.save(exported.run_decompositions({}), str(HERE / "cache_update_functional.pt2"))
+    torch.export.save(torch.export.export(Wrapped(), (torch.randn(4),)), str(HERE / "wrapped.pt2"))
+    torch.export.save(torch.export.export(AutocastOn(), (torch.randn(3, 3),)), str(HERE / "autocast_on.pt2"))
+
+
 def main():
     x = torch.randn(2, 3)
     torch.jit.script(ControlFlow()).save(str(HERE / "control_flow.pt"))
@@ -76,6 +141,7 @@ def main():
     torch.export.save(torch.export.export(Cond(), (x,)), str(HERE / "cond.pt2"))
     torch.jit.script(Item()).save(str(HERE / "item.pt"))
     torch.export.save(torch.export.export(Asserts(), (torch.randn(4, 8),)), str(HERE / "asserts.pt2"))
+    export_state_fixtures()
     print(f"fixtures written to {HERE}")
 
 

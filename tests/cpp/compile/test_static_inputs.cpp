@@ -1,7 +1,8 @@
 // Inputs read where they are (Options::static_inputs: a module's weights passed as inputs, as a
 // torch.compile graph takes them): runs give the model's outputs, an in-place change to the weight
-// is seen by the next run, another tensor in its place is refused naming the input, and a static
-// input the model writes, or one that does not exist, is refused at compile time. On a GPU
+// is seen by the next run, another tensor in its place is refused naming the input, one that does
+// not exist is refused at compile time, and one the model writes is written where it lives, once
+// per run (compiling writes nothing). On a GPU
 // (skipped without one) the graph reads the weight's memory: compiling copies none of it.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -95,15 +96,38 @@ TEST(StaticInputs, ATensorGivenNewMemoryIsAnotherTensor) {
   }
 }
 
-TEST(StaticInputs, OnesThatDoNotExistOrAreWrittenAreRefused) {
+TEST(StaticInputs, OnesThatDoNotExistAreRefused) {
   const at::Tensor x = at::randn({4, 16});
   const at::Tensor weight = at::randn({16, 8});
   EXPECT_THAT(compile_error(testing::saved_module("weights_as_inputs", kWeightsAsInputs), {x, weight, at::randn({8})},
                             static_options(c10::kCPU, {3})),
               HasSubstr("static input 3 does not exist; the model takes 3 inputs"));
-  EXPECT_THAT(compile_error(testing::saved_module("writes_its_weight", kWritesItsWeight), {x, weight},
-                            static_options(c10::kCPU, {1})),
-              HasSubstr("static input 1 ('weight.1') is written in place by the model"));
+}
+
+void expect_a_written_static_input_written_where_it_lives(c10::Device device) {
+  const auto on = at::TensorOptions().device(device);
+  const at::Tensor x = at::randn({4, 16}, on);
+  const at::Tensor weight = at::randn({16, 8}, on);
+  const at::Tensor first = weight.clone();
+  const CompiledModel compiled =
+      compile(testing::saved_module("writes_its_weight", kWritesItsWeight), {x, weight}, static_options(device, {1}));
+  EXPECT_TRUE(at::equal(weight, first)) << "compiling wrote the caller's tensor";
+  for (int run = 1; run <= 3; ++run) {
+    const at::Tensor output = compiled.run({x, weight}).at(0);
+    const at::Tensor expected_weight = first * static_cast<double>(1 << run);
+    EXPECT_TRUE(at::allclose(weight, expected_weight)) << "after run " << run;
+    EXPECT_TRUE(at::allclose(output, at::mm(x, expected_weight), 1e-4, 1e-4)) << "run " << run;
+  }
+  EXPECT_EQ(compiled.static_inputs(), std::vector<int>{1});
+}
+
+TEST(StaticInputs, OneTheModelWritesIsWrittenWhereItLivesOnTheCpu) {
+  expect_a_written_static_input_written_where_it_lives(c10::kCPU);
+}
+
+TEST(StaticInputs, OnTheGpuOneTheModelWritesIsWrittenWhereItLives) {
+  OPARA_REQUIRE_GPU();
+  expect_a_written_static_input_written_where_it_lives(c10::Device(c10::kCUDA, 0));
 }
 
 TEST(StaticInputs, OnTheGpuAWeightIsReadWhereItIsAndNotCopied) {

@@ -33,13 +33,13 @@ TEST(OptionsText, NoKeysGiveTheDefaults) {
 
 TEST(OptionsText, EveryKeySetsItsMember) {
   const Options options = options_from_text({
-      {"device", "cuda:1"},         {"streams", "nimble"}, {"order", "topological"},
-      {"max_streams", "4"},         {"profile", "p.json"}, {"allow_profile_mismatch", "true"},
-      {"ridge_point", "8.5"},       {"outputs", "view"},   {"memory", "keep-alive"},
-      {"on_uncapturable", "error"}, {"warmup_runs", "3"},  {"intra_op_threads", "3"},
-      {"pin_workers", "false"},     {"split_min_us", "0"}, {"cpu_tuning_ms", "0"},
-      {"overflow", "manual"},       {"alpha_us", "0"},     {"cpu_nodes", "12,aten::relu,"},
-      {"static_inputs", "0,2"},
+      {"device", "cuda:1"},         {"streams", "nimble"},      {"order", "topological"},
+      {"max_streams", "4"},         {"profile", "p.json"},      {"allow_profile_mismatch", "true"},
+      {"ridge_point", "8.5"},       {"outputs", "view"},        {"memory", "keep-alive"},
+      {"on_uncapturable", "error"}, {"warmup_runs", "3"},       {"intra_op_threads", "3"},
+      {"pin_workers", "false"},     {"split_min_us", "0"},      {"cpu_tuning_ms", "0"},
+      {"overflow", "manual"},       {"alpha_us", "0"},          {"cpu_nodes", "12,aten::relu,"},
+      {"static_inputs", "0,2"},     {"state_in_place", "true"},
   });
   ASSERT_TRUE(options.device.has_value());
   EXPECT_EQ(*options.device, c10::Device(c10::kCUDA, 1));
@@ -62,7 +62,8 @@ TEST(OptionsText, EveryKeySetsItsMember) {
   EXPECT_DOUBLE_EQ(options.overflow.alpha_us, 0);
   EXPECT_EQ(options.overflow.cpu_nodes, (std::vector<std::string>{"12", "aten::relu"}));
   EXPECT_EQ(options.static_inputs, (std::vector<int>{0, 2}));
-  EXPECT_EQ(option_keys().size(), 19u) << "a key was added: test it here";
+  EXPECT_TRUE(options.state_in_place);
+  EXPECT_EQ(option_keys().size(), 20u) << "a key was added: test it here";
 }
 
 TEST(OptionsText, AnUnknownKeyListsTheKnownOnes) {
