@@ -118,7 +118,7 @@ void run_plan(const PlanCommandOptions& options) {
   }
 
   if (!options.json.empty()) {
-    nlohmann::json report = nlohmann::json::parse(to_json(plan));
+    nlohmann::json report = nlohmann::json::parse(to_json(graph, plan));  // kinds and sources too
     report["model"] = model.path;
     report["kernels"] = kernels;
     report["plan_us"] = timed.plan_us;
@@ -126,9 +126,6 @@ void run_plan(const PlanCommandOptions& options) {
     std::vector<std::size_t> sizes;
     for (const auto& nodes : per_stream) sizes.push_back(nodes.size());
     report["nodes_per_stream"] = sizes;
-    std::vector<std::string> kinds;
-    for (const Node& node : graph.nodes()) kinds.push_back(node.kind);
-    report["kinds"] = kinds;
     if (options.show_overflow) report["overflow"] = overflow;
     if (options.check) {
       report["valid"] = problems.empty();

@@ -34,9 +34,11 @@ class Model : public torch::CustomClassHolder {
 
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const { return model_.run(inputs); }
 
-  std::string plan() const { return to_json(model_.plan()); }
+  std::string plan() const { return to_json(model_.graph(), model_.plan()); }
 
-  void save_plan(const std::string& path) const { write_text_file(path, to_json(model_.plan()) + "\n", "the plan"); }
+  void save_plan(const std::string& path) const {
+    write_text_file(path, to_json(model_.graph(), model_.plan()) + "\n", "the plan");
+  }
 
   std::string device() const { return model_.stats().device; }
 
@@ -71,7 +73,7 @@ TORCH_LIBRARY_FRAGMENT(opara, m) {
                   "Loads a model archive held in memory (a uint8 tensor of the bytes torch.export.save or "
                   "torch.jit.save wrote), plans it and compiles it for the example inputs' signature")
       .def("run", &Model::run, "Runs the compiled model; inputs must match the examples' shapes, dtypes and device")
-      .def("plan", &Model::plan, "The schedule as JSON (streams, launch order, events)")
+      .def("plan", &Model::plan, "The schedule as JSON (streams, launch order, events; each node's kind and source)")
       .def("save_plan", &Model::save_plan, "Writes plan() to a file")
       .def("stats", &Model::stats, "Compile-time and run-time counters")
       .def("device", &Model::device, "The device the model runs on")

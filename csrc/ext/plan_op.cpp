@@ -17,7 +17,7 @@ std::string plan_model(const std::string& path, const std::optional<std::vector<
   const ModelCosts costs = model_costs(graph, example_inputs.value_or(std::vector<at::Tensor>{}), options.costs);
   Plan plan = make_plan(graph, options.plan, costs.costs);
   plan.cost_source = costs.source;
-  return to_json(plan);
+  return to_json(graph, plan);
 }
 
 }  // namespace

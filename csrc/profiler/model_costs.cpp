@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "exec/record_shapes.h"
+#include "exec/state_buffers.h"
 #include "graph/graph_analysis.h"
 #include "opara/profile.h"
 #include "profiler/device_limits.h"
@@ -44,6 +45,9 @@ ModelCosts model_costs(const Graph& graph, const std::vector<at::Tensor>& exampl
   std::vector<c10::IValue> inputs;
   for (std::size_t i = 0; i < examples.size(); ++i) {
     inputs.emplace_back(i < written.size() && written[i] ? examples[i].clone() : examples[i]);
+  }
+  if (examples.size() == graph.caller_input_count()) {  // the caller's inputs: the state buffers' first values follow
+    for (const at::Tensor& value : initial_state(graph, device.value_or(c10::kCPU))) inputs.emplace_back(value);
   }
   return {estimate_costs(graph, record_shapes(graph, inputs, device.value_or(c10::kCPU)), options.ridge_point),
           "shapes"};

@@ -35,6 +35,19 @@ std::string to_json(const Plan& plan) {
   return json.dump();
 }
 
+std::string to_json(const Graph& graph, const Plan& plan) {
+  nlohmann::json json = nlohmann::json::parse(to_json(plan));
+  std::vector<std::string> kinds;
+  std::vector<std::string> sources;
+  for (const Node& node : graph.nodes()) {
+    kinds.push_back(node.kind);
+    sources.push_back(node.source);
+  }
+  json["kinds"] = kinds;
+  json["sources"] = sources;
+  return json.dump();
+}
+
 Plan plan_from_json(std::string_view text) {
   try {
     const auto json = nlohmann::json::parse(text);

@@ -85,7 +85,11 @@ class _Specialized(torch.nn.Module):
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         given = iter(tensors)
-        output = self.graph_module(*[next(given) if fixed is None else fixed for fixed in self.fixed])
+        arguments = [next(given) if fixed is None else fixed for fixed in self.fixed]
+        # Node by node, keeping each node's metadata: the exported nodes then name the model's own
+        # lines and modules (plan()'s "sources"), not the graph module's generated code.
+        with torch.fx.traceback.preserve_node_meta():
+            output = torch.fx.Interpreter(self.graph_module).run(*arguments)
         leaves, self.traced.out_spec = pytree.tree_flatten(output)
         self.traced.fixed_results = []
         for leaf in leaves:

@@ -9,6 +9,7 @@ Every model is a tiny config with random weights (torch.manual_seed), never down
 
 import collections
 import copy
+import inspect
 import json
 import warnings
 
@@ -156,18 +157,40 @@ def test_eager_experts_break_the_graph_at_the_routing_and_still_give_eagers_toke
     assert dynamo_graphs() > 2 and opara.dynamo_counters["compiles"] >= dynamo_graphs()
 
 
-@pytest.mark.parametrize("experts", [None, "batched_mm"])
-def test_qwen2_moe_decode_step_is_one_graph_planned_on_several_streams(experts):
-    """The whole decode step (every layer's attention, shared expert, router and routed experts,
-    the routing on the device) is one graph, and opara's plan for it runs on several streams.
+def shared_and_routed_experts(plan, layers):
+    """Per layer, the streams of the shared expert's projections (Qwen2MoeMLP.forward's lines) and
+    of the routed experts' matrix products (transformers/integrations/moe.py), found by the
+    plan's node kinds and sources. Nodes are in program order, one layer after the other."""
+    lines, first = inspect.getsourcelines(transformers.models.qwen2_moe.modeling_qwen2_moe.Qwen2MoeMLP.forward)
+    mlp_file = inspect.getsourcefile(transformers.models.qwen2_moe.modeling_qwen2_moe.Qwen2MoeMLP)
 
-    Which stream the shared expert gets beside the routed experts cannot be asserted here: plan()
-    gives stream_of, launch_order, waits and records by node index only, with no node kind or
-    module scope to find the shared expert's nodes by."""
+    def is_shared(kind, source):
+        path, _, line = source.rpartition(":")
+        return kind == "aten::linear" and path == mlp_file and first <= int(line or 0) < first + len(lines)
+
+    def is_routed(kind, source):
+        return source.rpartition(":")[0].endswith("integrations/moe.py") and kind in (
+            "aten::bmm", "aten::_grouped_mm", "transformers::grouped_mm_fallback")
+
+    shared = [n for n, (k, s) in enumerate(zip(plan["kinds"], plan["sources"])) if is_shared(k, s)]
+    routed = [n for n, (k, s) in enumerate(zip(plan["kinds"], plan["sources"])) if is_routed(k, s)]
+    assert len(shared) == 3 * layers and routed and len(routed) % layers == 0, (shared, routed)
+    per_layer = len(routed) // layers
+    return [({plan["stream_of"][n] for n in shared[3 * layer:3 * layer + 3]},
+             {plan["stream_of"][n] for n in routed[per_layer * layer:per_layer * (layer + 1)]})
+            for layer in range(layers)]
+
+
+@pytest.mark.parametrize("experts", [None, "batched_mm"])
+def test_qwen2_moe_decode_puts_each_layers_shared_expert_on_a_stream_beside_its_routed_experts(experts):
+    """The whole decode step (every layer's attention, shared expert, router and routed experts,
+    the routing on the device) is one graph; opara's plan runs it on several streams, and without
+    being told puts each layer's shared expert on streams of its own, beside the routed experts.
+    The plan is the untuned one (cpu_tuning_ms=0: every stream the plan opens, as on a GPU)."""
     graphs = []
 
     def recording_backend(graph, example_inputs):
-        compiled = opara.opara_backend(graph, example_inputs, options=cpu_options())
+        compiled = opara.opara_backend(graph, example_inputs, options={"device": "cpu", "cpu_tuning_ms": 0})
         graphs.append(compiled)
         return compiled
 
@@ -183,7 +206,8 @@ def test_qwen2_moe_decode_step_is_one_graph_planned_on_several_streams(experts):
     plan = json.loads(decode.handle.plan())
     assert plan["streams"] > 1
     assert sorted(plan["launch_order"]) == list(range(plan["nodes"]))
-    assert max(plan["stream_of"]) == plan["streams"] - 1
+    for layer, (shared, routed) in enumerate(shared_and_routed_experts(plan, model.config.num_hidden_layers)):
+        assert shared and routed and not shared & routed, f"layer {layer}: shared {shared}, routed {routed}"
 
 
 class CacheWriteRead(torch.nn.Module):
