@@ -85,11 +85,13 @@ c10::Device model_device(const Options& options, const std::vector<at::Tensor>& 
   return c10::kCPU;
 }
 
-// Options::static_inputs, and with Options::state_in_place every input of the caller's the model
-// writes, ascending.
-std::vector<int> read_in_place(const Options& options, const std::vector<bool>& written, std::size_t callers) {
+// Options::static_inputs, and with Options::state_in_place on CUDA every input of the caller's the
+// model writes, ascending. (The CPU executor reads and writes every input where it is already:
+// binding them would only refuse a cache made anew for the next request.)
+std::vector<int> read_in_place(const Options& options, const std::vector<bool>& written, std::size_t callers,
+                               c10::Device device) {
   std::set<int> indices(options.static_inputs.begin(), options.static_inputs.end());
-  for (std::size_t i = 0; options.state_in_place && i < callers; ++i) {
+  for (std::size_t i = 0; options.state_in_place && device.is_cuda() && i < callers; ++i) {
     if (written[i]) indices.insert(static_cast<int>(i));
   }
   return {indices.begin(), indices.end()};
@@ -262,7 +264,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   InputSignature{graph, example_inputs};  // count and definedness, before anything moves
   state->written = inputs_written_in_place(graph);
   const std::vector<bool>& written = state->written;
-  state->static_inputs = read_in_place(options, written, graph.caller_input_count());
+  state->static_inputs = read_in_place(options, written, graph.caller_input_count(), state->device);
   state->state = initial_state(graph, state->device);
   std::vector<at::Tensor> examples;
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {

@@ -117,10 +117,11 @@ struct Options {
   // captured graphs themselves. By input index.
   std::vector<int> static_inputs;
 
-  // Every input the model writes in place is a static input too (what torch.compile's backend
-  // asks: a KV cache passed as an input is written where it lives, never copied per call). Off:
-  // such an input is copied into a buffer of the model's own and the writes copied back after
-  // each run, so any tensor of the signature may be passed.
+  // CUDA: every input the model writes in place is a static input too (what torch.compile's
+  // backend asks: a KV cache passed as an input is written where it lives by the captured graphs,
+  // never copied per call; another cache tensor then needs another compile). Off: such an input
+  // is copied into a buffer of the model's own and the writes copied back after each run, so any
+  // tensor of the signature may be passed. The CPU reads and writes every input where it is.
   bool state_in_place = false;
 };
 

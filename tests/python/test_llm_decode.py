@@ -120,6 +120,21 @@ def test_greedy_decode_gives_eagers_tokens_and_compiles_each_step_once_per_batch
     assert not torch._dynamo.utils.counters["graph_break"]
 
 
+def test_later_requests_reuse_the_compiled_steps_on_the_cpu():
+    """generate() makes a new static cache for each request (transformers 5). On the CPU opara reads
+    and writes the cache where it is, so a second request, or a batch size seen before, compiles
+    nothing more (on CUDA a captured graph holds the cache's address: a new cache is captured anew)."""
+    torch.manual_seed(0)
+    model = tiny_llama().eval()
+    requests = [torch.randint(0, VOCAB, (batch, PROMPT)) for batch in (1, 1, 2, 1)]
+    expected = [generate(model, ids, new_tokens=4) for ids in requests]
+    model.forward = torch.compile(model.forward, backend="opara", dynamic=False, options=cpu_options())
+    for number, (ids, tokens) in enumerate(zip(requests, expected)):
+        assert torch.equal(generate(model, ids, new_tokens=4), tokens), f"request {number}"
+    assert opara.dynamo_counters["compiles"] == 4  # prefill and decode, for batch 1 and batch 2
+    assert opara.dynamo_counters["fallbacks"] == 0
+
+
 def test_with_dynamic_shapes_a_new_batch_size_compiles_each_step_once_more():
     """torch.compile's default (dynamic=None): the second batch size makes Dynamo recompile both
     steps with a symbolic batch; opara compiles those once per concrete batch size, with a note."""
