@@ -135,6 +135,32 @@ def test_later_requests_reuse_the_compiled_steps_on_the_cpu():
     assert opara.dynamo_counters["fallbacks"] == 0
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")
+@pytest.mark.parametrize("name", ["llama", "qwen2_moe-batched_mm"])
+def test_on_the_gpu_every_decode_step_replays_the_captured_graph(name, no_tf32):
+    """On a GPU the decode step is captured with the cache and its position counter read and
+    written where they live: every step replays it (no eager run for a changed scalar, no
+    fallback) and the tokens are eager's."""
+    graphs = []
+
+    def recording_backend(graph, example_inputs):
+        compiled = opara.opara_backend(graph, example_inputs, options={"device": "cuda"})
+        graphs.append(compiled)
+        return compiled
+
+    model, prompts = model_and_prompts(name, batches=(1,))
+    model = model.cuda()
+    ids = prompts[1].cuda()
+    expected = generate(model, ids)
+    model.forward = torch.compile(model.forward, backend=recording_backend, dynamic=False)
+    tokens = generate(model, ids)
+    assert torch.equal(tokens, expected)
+    assert opara.dynamo_counters["fallbacks"] == 0 and opara.dynamo_counters["compiles"] == 2
+    (decode,) = graphs[1].by_shape.values()
+    stats = decode.handle.stats()
+    assert stats["runs"] == NEW_TOKENS - 1 and stats["eager_fallbacks"] == 0, dict(stats)
+
+
 def test_with_dynamic_shapes_a_new_batch_size_compiles_each_step_once_more():
     """torch.compile's default (dynamic=None): the second batch size makes Dynamo recompile both
     steps with a symbolic batch; opara compiles those once per concrete batch size, with a note."""
