@@ -9,7 +9,7 @@ Cold path: one call on a bare machine, with a build made on the CPU machine.
          (torch version and build, git commit, a hash of the C++ sources), and fetches .gpu_deps/
          when it is missing; prints the sizes and the device call.
   there: scripts/gpu_check.sh cold [STEP...]            carry: .gpu_carry .gpu_deps
-         STEP: tests headline compile serve profiles sanitizer pytest overflow trace half batch8
+         STEP: tests headline compile llm serve profiles sanitizer pytest overflow trace half batch8
          downstream (default: all of them, in that order). A carried build made with another torch
          or from other C++ sources than the tree that travelled is refused, and the call goes on as
          the full path (OPARA_GPU_FALLBACK=0: it stops instead).

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from .runner import Runner
 
-COLD_STEPS = ["tests", "headline", "compile", "serve", "profiles", "sanitizer", "pytest", "overflow", "trace", "half",
-              "batch8", "downstream"]
+COLD_STEPS = ["tests", "headline", "compile", "llm", "serve", "profiles", "sanitizer", "pytest", "overflow", "trace",
+              "half", "batch8", "downstream"]
 # The full path's table: these models at batch 1 and 8, every mode.
 TABLE_MODELS = ["googlenet", "inception_v3", "resnet50", "bert_base", "t5_small", "branchy"]
 # The headline table (issue 21; the cold path): these models at batch 1, every mode.
@@ -39,6 +39,7 @@ LIMITS = {
     "sanitizer": 150,  # one compute-sanitizer tool
     "pytest": 420,
     "compile": 540,  # Inductor compiles for a minute or more a model
+    "llm": 480,  # LLM decode: Inductor (two modes) compiles a prefill and a decode graph per row
     "serve": 300,
     "configure": 180,
     "build": 540,

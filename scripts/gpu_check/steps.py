@@ -6,6 +6,7 @@ hint: the call (cold step or stage) that runs a step skipped here, named on the 
 """
 
 import hashlib
+import json
 import re
 import shutil
 
@@ -387,6 +388,42 @@ def compile_(g, hint):
                     LIMITS["compile"], env=g.env(OPARA_LIBRARY=g.ext), step=name)
     r.note_outcome(name, outcome, "torch_compile.txt", hint=hint)
     g.print_tail(outcome.log, 10**6)
+
+
+def llm_decode(g, hint):
+    """LLM decode (issue 30): greedy generate with a static KV cache, Llama-style and Qwen2-MoE-style
+    models of about 20M parameters at batch 1 and 8, eager, Inductor (default and reduce-overhead)
+    and backend="opara": first-call time, tokens/s, tokens against eager's, opara's compiles
+    (bench/llm_decode_bench.py; both sizes and four backends would not fit in one call: --sizes
+    small,large by hand). Each row lands in the JSON as it ends: a killed run keeps its rows."""
+    r = g.runner
+    name = "LLM decode (eager, inductor, opara)"
+    if not r.in_time(name, hint, 120):
+        return
+    args = ["--device", g.device, "--sizes", "large", "--json", g.out / "llm_decode.json"]
+    if g.dry_run:
+        args = ["--device", g.device, "--quick", "--backends", "eager,opara", "--json", g.out / "llm_decode.json"]
+    outcome = r.run([g.python, g.root / "bench/llm_decode_bench.py", *args], g.out / "llm_decode.txt",
+                    LIMITS["llm"], env=g.env(OPARA_LIBRARY=g.ext), step=name)
+    r.note_outcome(name, outcome, "llm_decode.txt", ok_detail=_llm_summary(g.out / "llm_decode.json"), hint=hint)
+    g.print_tail(outcome.log, 10**6)
+
+
+def _llm_summary(path):
+    """The LLM decode line's detail: rows, and those where opara ran eagerly or a backend's tokens
+    were not eager's (on a GPU kernels that differ may change an argmax: read the log)."""
+    try:
+        rows = json.loads(path.read_text())["results"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "no llm_decode.json"
+
+    def named(keep):
+        found = [f"{r.get('model')} {r.get('size')} b{r.get('batch')} {r.get('backend')}" for r in rows if keep(r)]
+        return ", ".join(found) or "none"
+
+    return (f"{len(rows)} rows; opara ran a graph eagerly in: "
+            f"{named(lambda r: r.get('counters', {}).get('fallbacks', 0) > 0)}; tokens not eager's in: "
+            f"{named(lambda r: r.get('tokens_equal') is False)}")
 
 
 def serve(g, hint):

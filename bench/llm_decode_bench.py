@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Greedy decoding with a static KV cache (issue 30): tokens per second of `model.generate` for a
+Llama-style model (grouped-query attention) and a Qwen2-MoE-style model (8 experts, top-2, one
+shared expert), eager against torch.compile's Inductor and torch.compile(backend="opara").
+A benchmark, not a test: ratios are meaningful within one run on one machine.
+
+    ~/.cache/opara/venv/bin/python bench/llm_decode_bench.py --device cpu
+    python3 bench/llm_decode_bench.py --device cuda --json out.json     (scripts/gpu_check.sh)
+
+The models are built from configs with random weights (torch.manual_seed; nothing is downloaded).
+Each backend is applied the way a user does it:
+
+    model.forward = torch.compile(model.forward, backend=...)
+    model.generate(input_ids, attention_mask=..., max_new_tokens=N, do_sample=False, cache_implementation="static")
+
+under torch.no_grad(), with transformers' own compile of the decode step off (disable_compile=True;
+on CUDA it would otherwise compile "eager" too). Every (model, size, batch, backend) row starts
+from torch._dynamo.reset() and opara's counters cleared, so its compiles are its own (opara: one
+prefill graph and one decode graph). Per row: the first generate (Dynamo, the backend's compiles
+and the run), then --repeats timed generates of N new tokens and of 1 (the prefill alone), in
+turn, each round followed by one eager generate of N (the model's own forward): tokens/s = batch * N
+/ median(N), decode tokens/s = batch * (N - 1) / (median(N) - median(1)), x eager = the median over
+rounds of eager's time / the backend's (a machine that changes speed slows both alike).
+The tokens are compared with eager's (exact equality; on a GPU, kernels that differ may change an
+argmax, so a mismatch there is not necessarily a bug).
+
+Backends: eager, inductor (torch.compile's default), inductor-ro (mode="reduce-overhead": CUDA
+graphs, what users of a GPU compare against; in the default list on CUDA), opara (options device).
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+BACKENDS = ("eager", "inductor", "inductor-ro", "opara")
+SEED = 0
+# name -> size -> config keywords. Small: about 1M parameters; large: about 20M.
+CONFIGS = {
+    "llama": {
+        "small": dict(hidden_size=128, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=2048),
+        "large": dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8,
+                      num_key_value_heads=2, vocab_size=8192),
+    },
+    "qwen2_moe": {
+        "small": dict(hidden_size=128, moe_intermediate_size=64, shared_expert_intermediate_size=256,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=2048),
+        "large": dict(hidden_size=384, moe_intermediate_size=256, shared_expert_intermediate_size=1024,
+                      num_hidden_layers=4, num_attention_heads=6, num_key_value_heads=2, vocab_size=8192),
+    },
+}
+MOE = dict(num_experts=8, num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=False)
+
+
+def build_model(name, size, device):
+    import transformers
+
+    torch.manual_seed(SEED)
+    common = dict(max_position_embeddings=512, pad_token_id=0, bos_token_id=1, eos_token_id=None,
+                  tie_word_embeddings=False)
+    if name == "llama":
+        config = transformers.LlamaConfig(**CONFIGS[name][size], **common)
+        model = transformers.LlamaForCausalLM(config)
+    else:
+        config = transformers.Qwen2MoeConfig(**CONFIGS[name][size], **MOE, **common)
+        model = transformers.Qwen2MoeForCausalLM(config)
+    # Greedy, no end token (random weights would stop rows at different steps), pad 0.
+    model.generation_config.pad_token_id = 0
+    model.generation_config.eos_token_id = None
+    return model.eval().to(device)
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def generate(model, inputs, new_tokens, device):
+    synchronize(device)
+    started = time.perf_counter()
+    tokens = model.generate(**inputs, max_new_tokens=new_tokens, do_sample=False,
+                            cache_implementation="static", disable_compile=True)
+    synchronize(device)
+    return tokens, time.perf_counter() - started
+
+
+def compile_forward(model, backend, device):
+    """The user's way: the model's forward replaced by its compiled self (undone by `del model.forward`)."""
+    if backend == "eager":
+        return
+    if backend == "inductor":
+        model.forward = torch.compile(model.forward)
+    elif backend == "inductor-ro":
+        model.forward = torch.compile(model.forward, mode="reduce-overhead")
+    else:
+        model.forward = torch.compile(model.forward, backend="opara", options={"device": device.type})
+
+
+def measure(model, inputs, backend, reference, device, args, opara):
+    batch = inputs["input_ids"].shape[0]
+    row = {"backend": backend}
+    torch._dynamo.reset()
+    opara.dynamo_counters.clear()
+    model.__dict__.pop("_previous_max_cache_length", None)  # the static cache's length: this row's own
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            compile_forward(model, backend, device)
+            compiled = model.__dict__.get("forward")
+            tokens, first_s = generate(model, inputs, args.new_tokens, device)
+            full, prefill, eager = [], [], []
+            for _ in range(args.repeats):
+                full.append(generate(model, inputs, args.new_tokens, device)[1])
+                prefill.append(generate(model, inputs, 1, device)[1])
+                if compiled is not None:  # eager beside it, so that a machine that changes speed slows both
+                    del model.forward
+                    eager.append(generate(model, inputs, args.new_tokens, device)[1])
+                    model.forward = compiled
+    except Exception as error:  # a backend that fails is a row saying so, not a lost run
+        row["error"] = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
+        return row, None
+    finally:
+        model.__dict__.pop("forward", None)
+    full_s, prefill_s = statistics.median(full), statistics.median(prefill)
+    row.update(first_call_s=first_s, median_s=full_s, prefill_s=prefill_s,
+               tokens_per_s=batch * args.new_tokens / full_s,
+               decode_tokens_per_s=(batch * (args.new_tokens - 1) / (full_s - prefill_s)
+                                    if args.new_tokens > 1 and full_s > prefill_s else None),
+               new_tokens=int(tokens.shape[1] - inputs["input_ids"].shape[1]),
+               speedup_vs_eager=statistics.median(e / f for e, f in zip(eager, full)) if eager else 1.0)
+    if reference is not None:
+        row["tokens_equal"] = bool(tokens.shape == reference.shape and torch.equal(tokens.cpu(), reference.cpu()))
+        if not row["tokens_equal"] and tokens.shape == reference.shape:
+            row["tokens_differing"] = int((tokens.cpu() != reference.cpu()).sum())
+    if backend == "opara":
+        row["counters"] = {k: opara.dynamo_counters.get(k, 0) for k in ("graphs", "compiles", "fallbacks")}
+    # opara's warnings (a graph that runs eagerly, symbolic sizes), each once, verbatim.
+    row["warnings"] = list(dict.fromkeys(str(w.message) for w in caught if "opara" in str(w.message)))
+    return row, tokens
+
+
+def cell(value, fmt):
+    return "-" if value is None else format(value, fmt)
+
+
+def table(results):
+    lines = ["| model | size | params | batch | backend | first call s | tokens/s | decode tokens/s | x eager "
+             "| tokens = eager | opara graphs / compiles / fallbacks |",
+             "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | --- |"]
+    for r in results:
+        head = f"| {r['model']} | {r['size']} | {r['params'] / 1e6:.1f}M | {r['batch']} | {r['backend']} "
+        if "error" in r:
+            lines.append(head + f"| FAILED: {r['error']} | | | | | |")
+            continue
+        same = {True: "yes", False: f"NO ({r.get('tokens_differing', 'shape')} differ)", None: "-"}[
+            r.get("tokens_equal")] if r["backend"] != "eager" else "(reference)"
+        c = r.get("counters")
+        counts = f"{c['graphs']} / {c['compiles']} / {c['fallbacks']}" if c else ""
+        lines.append(head + f"| {r['first_call_s']:.2f} | {r['tokens_per_s']:.0f} | "
+                     f"{cell(r['decode_tokens_per_s'], '.0f')} | {r['speedup_vs_eager']:.2f} | {same} | {counts} |")
+    return "\n".join(lines)
+
+
+def write_json(args, device, results):
+    if args.json:
+        text = json.dumps({"device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
+                           "new_tokens": args.new_tokens, "prompt_len": args.prompt_len, "repeats": args.repeats,
+                           "results": results}, indent=2)
+        partial = args.json.with_name(args.json.name + ".part")
+        partial.write_text(text + "\n")
+        partial.replace(args.json)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    parser.add_argument("--models", default="llama,qwen2_moe", help="comma-separated: llama, qwen2_moe")
+    parser.add_argument("--sizes", default="small,large", help="comma-separated: small (~1M), large (~20M)")
+    parser.add_argument("--batches", default="1,8", help="comma-separated batch sizes (default 1,8)")
+    parser.add_argument("--backends", help="comma-separated, of " + ", ".join(BACKENDS) +
+                        " (default: eager,inductor,opara; on cuda eager,inductor,inductor-ro,opara)")
+    parser.add_argument("--new-tokens", type=int, default=32, help="tokens generated per call (default 32)")
+    parser.add_argument("--prompt-len", type=int, default=8, help="prompt tokens (default 8)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed generate calls of each kind (default 5)")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke test: llama small, batch 1, 4 new tokens, 1 repeat (unless given)")
+    parser.add_argument("--inductor-cache", action="store_true",
+                        help="let Inductor use its on-disk caches (default: off, so its first call compiles)")
+    given = {a.split("=")[0] for a in sys.argv[1:] if a.startswith("--")}
+    args = parser.parse_args()
+    if args.quick:  # flags given explicitly win
+        for flag, value in (("--models", "llama"), ("--sizes", "small"), ("--batches", "1"), ("--new-tokens", 4),
+                            ("--repeats", 1)):
+            if flag not in given:
+                setattr(args, flag[2:].replace("-", "_"), value)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA GPU here")
+    backends = (args.backends or ("eager,inductor,inductor-ro,opara" if device.type == "cuda"
+                                  else "eager,inductor,opara")).split(",")
+    for flag, values, allowed in (("--backends", backends, BACKENDS), ("--models", args.models.split(","), CONFIGS),
+                                  ("--sizes", args.sizes.split(","), ("small", "large"))):
+        unknown = [v for v in values if v not in allowed]
+        if unknown:
+            parser.error(f"{flag}: unknown {', '.join(unknown)}; choose from {', '.join(allowed)}")
+    if args.new_tokens < 1 or args.repeats < 1:
+        parser.error("--new-tokens and --repeats must be at least 1")
+    import opara  # registers backend="opara"
+
+    if not args.inductor_cache:
+        from torch._inductor import config as inductor_config
+
+        inductor_config.force_disable_caches = True
+    torch.set_grad_enabled(False)
+    results = []
+    started = time.perf_counter()
+    for name in args.models.split(","):
+        for size in args.sizes.split(","):
+            model = build_model(name, size, device)
+            params = sum(p.numel() for p in model.parameters())
+            for batch in map(int, args.batches.split(",")):
+                generator = torch.Generator().manual_seed(SEED + batch)
+                ids = torch.randint(1, model.config.vocab_size, (batch, args.prompt_len), generator=generator)
+                inputs = {"input_ids": ids.to(device), "attention_mask": torch.ones_like(ids).to(device)}
+                reference = None
+                for backend in ["eager"] + [b for b in backends if b != "eager"]:
+                    row, tokens = measure(model, inputs, backend, reference, device, args, opara)
+                    if backend == "eager":
+                        reference = tokens
+                        if "eager" not in backends:
+                            continue
+                    row.update(model=name, size=size, params=params, batch=batch)
+                    results.append(row)
+                    print(f"{name} {size} ({params / 1e6:.1f}M) b{batch} {backend}: " + (
+                        f"FAILED: {row['error']}" if "error" in row else
+                        f"first call {row['first_call_s']:.2f} s, {row['tokens_per_s']:.0f} tokens/s, decode "
+                        f"{cell(row['decode_tokens_per_s'], '.0f')} tokens/s, tokens = eager: "
+                        f"{row.get('tokens_equal', '-')}" + (f", counters {row['counters']}" if "counters" in row
+                                                            else "")), flush=True)
+                    for message in row.get("warnings", []):
+                        print(f"  warning: {message}", flush=True)
+                    write_json(args, device, results)  # after every row: a run killed midway keeps its rows
+            del model
+    print(f"\n{len(results)} rows in {time.perf_counter() - started:.0f} s; {args.new_tokens} new tokens after a "
+          f"{args.prompt_len}-token prompt, median of {args.repeats}, {device}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads\n")
+    print(table(results))
+    # Exit 1 when a row failed or its tokens differ from eager's on the CPU, so a check sees it.
+    bad = [r for r in results if "error" in r or (device.type == "cpu" and r.get("tokens_equal") is False)]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
