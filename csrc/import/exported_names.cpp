@@ -24,6 +24,14 @@ ep::TensorArgument renamed_tensor(const ep::TensorArgument& tensor,
   return copy;
 }
 
+ep::OptionalTensorArgument renamed_optional(ep::OptionalTensorArgument tensor,
+                                            const std::function<std::string(const std::string&)>& rename) {
+  if (tensor.tag() == ep::OptionalTensorArgument::Tag::AS_TENSOR) {
+    tensor.set_as_tensor(renamed_tensor(tensor.get_as_tensor(), rename));
+  }
+  return tensor;
+}
+
 }  // namespace
 
 std::vector<std::string> value_names(const ep::Argument& arg) {
@@ -73,21 +81,12 @@ ep::Argument renamed(const ep::Argument& arg, const std::function<std::string(co
       copy.set_as_tensors(std::move(tensors));
       break;
     }
-    case Tag::AS_OPTIONAL_TENSOR: {
-      ep::OptionalTensorArgument tensor = arg.get_as_optional_tensor();
-      if (tensor.tag() == ep::OptionalTensorArgument::Tag::AS_TENSOR) {
-        tensor.set_as_tensor(renamed_tensor(tensor.get_as_tensor(), rename));
-      }
-      copy.set_as_optional_tensor(std::move(tensor));
+    case Tag::AS_OPTIONAL_TENSOR:
+      copy.set_as_optional_tensor(renamed_optional(arg.get_as_optional_tensor(), rename));
       break;
-    }
     case Tag::AS_OPTIONAL_TENSORS: {
-      std::vector<ep::OptionalTensorArgument> tensors = arg.get_as_optional_tensors();
-      for (auto& tensor : tensors) {
-        if (tensor.tag() == ep::OptionalTensorArgument::Tag::AS_TENSOR) {
-          tensor.set_as_tensor(renamed_tensor(tensor.get_as_tensor(), rename));
-        }
-      }
+      std::vector<ep::OptionalTensorArgument> tensors;
+      for (const auto& tensor : arg.get_as_optional_tensors()) tensors.push_back(renamed_optional(tensor, rename));
       copy.set_as_optional_tensors(std::move(tensors));
       break;
     }

@@ -23,7 +23,7 @@ EXTRA_SPECS = ["resnet50", "vit", "chain", "inplace", "recurrent", "detect", "mu
 GPU_FILTER = "*Cuda.*:*.OnTheGpu*:SharedPool.*"
 # The Python GPU tests: these files, these names (the tests named for the GPU say cuda or on_the_gpu).
 PYTEST_FILES = ["test_python_package.py", "test_bench_reports.py", "test_bench_profile.py", "test_bench_cli.py",
-                "test_dynamo_backend.py", "test_graph_set.py"]
+                "test_dynamo_backend.py", "test_graph_set.py", "test_model_state.py", "test_llm_decode.py"]
 PYTEST_SELECTION = "cuda or googlenet or cpu_by_name or on_the_gpu"
 
 # Each step's own time limit, in seconds; none runs past the call's deadline either (runner.py).

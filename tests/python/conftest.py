@@ -48,6 +48,20 @@ def library():
 
 
 @pytest.fixture
+def fresh_dynamo(library):
+    """No compiled graphs and zeroed counters (Dynamo's and the opara backend's) before the test;
+    Dynamo reset after it."""
+    import torch._dynamo
+
+    import opara
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    opara.dynamo_counters.clear()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
 def no_tf32():
     """fp32 comparisons at rtol 1e-4 need TF32 off; the settings are put back afterwards."""
     saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32

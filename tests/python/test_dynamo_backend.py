@@ -12,22 +12,12 @@ import torchvision
 
 import opara
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.usefixtures("fresh_dynamo")]
 
 
 def cpu_options(**extra):
     # The eager reference runs with this many intra-op threads; the same count gives the same sums.
     return {"device": "cpu", "intra_op_threads": torch.get_num_threads(), **extra}
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo(library):
-    """Each test starts with no compiled graphs and zeroed counters."""
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    opara.dynamo_counters.clear()
-    yield
-    torch._dynamo.reset()
 
 
 def dynamo_graphs():

@@ -21,22 +21,12 @@ import opara
 
 transformers = pytest.importorskip("transformers")
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.usefixtures("fresh_dynamo")]
 
 VOCAB = 256
 PROMPT = 8  # tokens in each prompt
 NEW_TOKENS = 10  # generated: the first by the prefill step, the other 9 by the decode step
 BATCHES = (1, 2, 4)
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo(library):
-    """Each test starts with no compiled graphs and zeroed counters."""
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    opara.dynamo_counters.clear()
-    yield
-    torch._dynamo.reset()
 
 
 def cpu_options():
