@@ -150,6 +150,7 @@ class OparaGraph:
         symbolic = symbols or any(
             isinstance(size, torch.SymInt) for value in example_inputs if isinstance(value, torch.Tensor)
             for size in value.shape)
+        self.symbolic = bool(symbolic)
         if symbolic:
             warnings.warn(
                 f"opara: {self.name} has symbolic sizes ({', '.join(symbols) or 'in its tensors'}); opara compiles it "
@@ -160,8 +161,11 @@ class OparaGraph:
             self._compile(list(example_inputs))  # else at the first call without gradients
         self.told_gradients = False
 
-    @staticmethod
-    def _key(args: tuple[Any, ...] | list[Any]) -> tuple:
+    def _key(self, args: tuple[Any, ...] | list[Any]) -> tuple:
+        """The concrete shape a call compiles for. A graph without symbolic sizes has one: Dynamo's
+        guards hold every input's shape, dtype and device (no per-call walk over the inputs)."""
+        if not self.symbolic:
+            return ()
         return tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("value", a)
                      for a in args)
 
