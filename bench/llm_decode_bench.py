@@ -11,7 +11,9 @@ The models are built from configs with random weights (torch.manual_seed; nothin
 Each backend is applied the way a user does it:
 
     model.forward = torch.compile(model.forward, backend=...)
-    model.generate(input_ids, attention_mask=..., max_new_tokens=N, do_sample=False, cache_implementation="static")
+    cache = transformers.StaticCache(config=model.config, max_cache_len=P + N)   # --cache reused (default)
+    cache.reset(); model.generate(input_ids, attention_mask=..., max_new_tokens=N, do_sample=False,
+                                  past_key_values=cache)               # each request
 
 under torch.no_grad(), with transformers' own compile of the decode step off (disable_compile=True;
 on CUDA it would otherwise compile "eager" too). Every (model, size, batch, backend) row starts
@@ -85,10 +87,15 @@ def synchronize(device):
 
 
 def generate(model, inputs, new_tokens, device):
+    """One request. With a cache of the row's own (--cache reused) it is reset in place first, as
+    a server does between requests; else generate() makes a new static cache."""
     synchronize(device)
     started = time.perf_counter()
-    tokens = model.generate(**inputs, max_new_tokens=new_tokens, do_sample=False,
-                            cache_implementation="static", disable_compile=True)
+    cache = inputs.get("past_key_values")
+    if cache is not None:
+        cache.reset()
+    tokens = model.generate(**inputs, max_new_tokens=new_tokens, do_sample=False, disable_compile=True,
+                            **({} if cache is not None else {"cache_implementation": "static"}))
     synchronize(device)
     return tokens, time.perf_counter() - started
 
@@ -111,12 +118,18 @@ def measure(model, inputs, backend, reference, device, args, opara):
     torch._dynamo.reset()
     opara.dynamo_counters.clear()
     model.__dict__.pop("_previous_max_cache_length", None)  # the static cache's length: this row's own
+    if args.cache == "reused":  # one cache for the row's requests, at one address (what CUDA graphs keep)
+        from transformers import StaticCache
+        inputs = {**inputs, "past_key_values": StaticCache(config=model.config,
+                                                           max_cache_len=args.prompt_len + args.new_tokens)}
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             compile_forward(model, backend, device)
             compiled = model.__dict__.get("forward")
             tokens, first_s = generate(model, inputs, args.new_tokens, device)
+            # Untimed: with a reused cache the second request's prefill finds the cache made, another graph.
+            generate(model, inputs, args.new_tokens, device)
             full, prefill, eager = [], [], []
             for _ in range(args.repeats):
                 full.append(generate(model, inputs, args.new_tokens, device)[1])
@@ -173,7 +186,7 @@ def table(results):
 def write_json(args, device, results):
     if args.json:
         text = json.dumps({"device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
-                           "new_tokens": args.new_tokens, "prompt_len": args.prompt_len, "repeats": args.repeats,
+                           "new_tokens": args.new_tokens, "prompt_len": args.prompt_len, "repeats": args.repeats, "cache": args.cache,
                            "results": results}, indent=2)
         partial = args.json.with_name(args.json.name + ".part")
         partial.write_text(text + "\n")
@@ -191,6 +204,11 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=32, help="tokens generated per call (default 32)")
     parser.add_argument("--prompt-len", type=int, default=8, help="prompt tokens (default 8)")
     parser.add_argument("--repeats", type=int, default=5, help="timed generate calls of each kind (default 5)")
+    parser.add_argument("--cache", choices=("reused", "new"), default="reused",
+                        help="reused (default): one transformers.StaticCache per row, reset before each generate "
+                             "and passed as past_key_values, as a server keeps it; new: generate() makes a new "
+                             "static cache per call (transformers 5's default), which a CUDA graph backend "
+                             "captures again each time")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke test: llama small, batch 1, 4 new tokens, 1 repeat (unless given)")
@@ -253,7 +271,7 @@ def main():
             del model
     print(f"\n{len(results)} rows in {time.perf_counter() - started:.0f} s; {args.new_tokens} new tokens after a "
           f"{args.prompt_len}-token prompt, median of {args.repeats}, {device}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads\n")
+          f"{torch.get_num_threads()} threads, cache {args.cache}\n")
     print(table(results))
     # Exit 1 when a row failed or its tokens differ from eager's on the CPU, so a check sees it.
     bad = [r for r in results if "error" in r or (device.type == "cpu" and r.get("tokens_equal") is False)]
