@@ -330,3 +330,41 @@ def test_a_compiled_model_writes_state_as_eager_does(state):
             if state == "input":  # the caller's cache is written where it is
                 assert torch.equal(opara_inputs[0], eager_inputs[0]), f"call {call}"
             eager_inputs[-1] = opara_inputs[-1] = torch.tensor([0, 7]) if call == 0 else inputs[-1]
+
+
+
+class Rotary(torch.nn.Module):
+    """What Hugging Face models do around their rotary embeddings: a @torch.no_grad() method and
+    autocast regions, which torch.export keeps as higher-order wrappers around subgraphs."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    @torch.no_grad()
+    def angles(self, x):
+        return torch.cos(x), torch.sin(x), x
+
+    def forward(self, x):
+        with torch.autocast("cpu", enabled=False):
+            y = self.proj(x.float())
+        cos, sin, same = self.angles(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            z = self.proj(y)  # in bfloat16: autocast picks the dtype at run time
+        return y * cos + sin + same, z
+
+
+def test_opara_compile_inlines_no_grad_and_autocast_regions_outside_no_grad():
+    torch.manual_seed(0)
+    model = Rotary().eval()
+    x = torch.randn(2, 8)
+    wrappers = {str(node.target) for node in torch.export.export(model, (x,)).graph.nodes
+                if str(node.target).startswith("wrap_with")}
+    assert wrappers == {"wrap_with_set_grad_enabled", "wrap_with_autocast"}, wrappers
+    compiled = opara.compile(model, [x], **cpu_options())  # outside torch.no_grad(), as the issue tried
+    assert compiled.exported_with == "torch.export"
+    expected = model(x)
+    actual = compiled(x)
+    assert actual[1].dtype == torch.bfloat16
+    for got, want in zip(actual, expected):
+        assert torch.equal(got, want)
