@@ -27,7 +27,10 @@ The tokens are compared with eager's (exact equality; on a GPU, kernels that dif
 argmax, so a mismatch there is not necessarily a bug).
 
 Backends: eager, inductor (torch.compile's default), inductor-ro (mode="reduce-overhead": CUDA
-graphs, what users of a GPU compare against; in the default list on CUDA), opara (options device).
+graphs, what users of a GPU compare against; in the default list on CUDA), opara (options device),
+opara-1stream (the same graphs on one stream, streams="single": what opara's streams gain; in the
+default list on CUDA). For opara the decode step's plan is reported: its streams and, for the
+MoE model, the streams of each layer's shared expert and routed experts.
 """
 
 import argparse
@@ -43,7 +46,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-BACKENDS = ("eager", "inductor", "inductor-ro", "opara")
+BACKENDS = ("eager", "inductor", "inductor-ro", "opara", "opara-1stream")
 SEED = 0
 # name -> size -> config keywords. Small: about 1M parameters; large: about 20M.
 CONFIGS = {
@@ -100,8 +103,9 @@ def generate(model, inputs, new_tokens, device):
     return tokens, time.perf_counter() - started
 
 
-def compile_forward(model, backend, device):
-    """The user's way: the model's forward replaced by its compiled self (undone by `del model.forward`)."""
+def compile_forward(model, backend, device, opara_graphs):
+    """The user's way: the model's forward replaced by its compiled self (undone by `del model.forward`).
+    opara's graphs are kept in `opara_graphs` (their plans are reported)."""
     if backend == "eager":
         return
     if backend == "inductor":
@@ -109,7 +113,65 @@ def compile_forward(model, backend, device):
     elif backend == "inductor-ro":
         model.forward = torch.compile(model.forward, mode="reduce-overhead")
     else:
-        model.forward = torch.compile(model.forward, backend="opara", options={"device": device.type})
+        import opara
+
+        # opara-1stream: the same graphs on one stream, what the streams are measured against.
+        options = {"device": device.type, **({"streams": "single"} if backend == "opara-1stream" else {})}
+
+        def recording_backend(graph, example_inputs):
+            compiled = opara.opara_backend(graph, example_inputs, options=options)
+            opara_graphs.append(compiled)
+            return compiled
+
+        model.forward = torch.compile(model.forward, backend=recording_backend)
+
+
+def shared_and_routed_experts(plan, layers, moe_block):
+    """Per layer of a Qwen2-MoE decode step's plan, the streams of the shared expert's projections
+    (the lines of `moe_block`'s shared expert, Qwen2MoeMLP.forward) and of the routed experts'
+    matrix products (transformers/integrations/moe.py), found by the plan's node kinds and
+    sources; nodes are in program order, one layer after the other. None when they cannot be
+    told apart (the plan names no sources, or another count of nodes)."""
+    import inspect
+
+    mlp = type(moe_block.shared_expert)
+    lines, first = inspect.getsourcelines(mlp.forward)
+    mlp_file = inspect.getsourcefile(mlp)
+
+    def is_shared(kind, source):
+        path, _, line = source.rpartition(":")
+        return kind == "aten::linear" and path == mlp_file and line.isdigit() and first <= int(line) < first + len(lines)
+
+    def is_routed(kind, source):
+        return source.rpartition(":")[0].endswith("integrations/moe.py") and kind in (
+            "aten::bmm", "aten::_grouped_mm", "transformers::grouped_mm_fallback")
+
+    nodes = list(enumerate(zip(plan.get("kinds", []), plan.get("sources", []))))
+    shared = [n for n, (kind, source) in nodes if is_shared(kind, source)]
+    routed = [n for n, (kind, source) in nodes if is_routed(kind, source)]
+    if len(shared) != 3 * layers or not routed or len(routed) % layers:
+        return None
+    per_layer = len(routed) // layers
+    return [(sorted({plan["stream_of"][n] for n in shared[3 * layer:3 * layer + 3]}),
+             sorted({plan["stream_of"][n] for n in routed[per_layer * layer:per_layer * (layer + 1)]}))
+            for layer in range(layers)]
+
+
+def decode_plan(model, opara_graphs):
+    """The plan of opara's decode step (the compiled graph that ran most), and for a MoE model each
+    layer's shared and routed experts' streams."""
+    import json as json_module
+
+    compiled = [c for graph in opara_graphs for c in graph.by_shape.values() if hasattr(c, "handle")]
+    if not compiled:
+        return None
+    decode = max(compiled, key=lambda c: c.handle.stats()["runs"])
+    plan = json_module.loads(decode.handle.plan())
+    report = {"streams": plan["streams"], "nodes": plan["nodes"]}
+    blocks = [m for m in model.modules() if hasattr(m, "shared_expert") and hasattr(m, "experts")]
+    if blocks:
+        report["experts_streams"] = shared_and_routed_experts(plan, len(blocks), blocks[0])
+    return report
 
 
 def measure(model, inputs, backend, reference, device, args, opara):
@@ -125,7 +187,8 @@ def measure(model, inputs, backend, reference, device, args, opara):
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            compile_forward(model, backend, device)
+            opara_graphs = []
+            compile_forward(model, backend, device, opara_graphs)
             compiled = model.__dict__.get("forward")
             tokens, first_s = generate(model, inputs, args.new_tokens, device)
             # Untimed: with a reused cache the second request's prefill finds the cache made, another graph.
@@ -154,8 +217,9 @@ def measure(model, inputs, backend, reference, device, args, opara):
         row["tokens_equal"] = bool(tokens.shape == reference.shape and torch.equal(tokens.cpu(), reference.cpu()))
         if not row["tokens_equal"] and tokens.shape == reference.shape:
             row["tokens_differing"] = int((tokens.cpu() != reference.cpu()).sum())
-    if backend == "opara":
+    if backend.startswith("opara"):
         row["counters"] = {k: opara.dynamo_counters.get(k, 0) for k in ("graphs", "compiles", "fallbacks")}
+        row["decode_plan"] = decode_plan(model, opara_graphs)
     # opara's warnings (a graph that runs eagerly, symbolic sizes), each once, verbatim.
     row["warnings"] = list(dict.fromkeys(str(w.message) for w in caught if "opara" in str(w.message)))
     return row, tokens
@@ -200,7 +264,7 @@ def main():
     parser.add_argument("--sizes", default="small,large", help="comma-separated: small (~1M), large (~20M)")
     parser.add_argument("--batches", default="1,8", help="comma-separated batch sizes (default 1,8)")
     parser.add_argument("--backends", help="comma-separated, of " + ", ".join(BACKENDS) +
-                        " (default: eager,inductor,opara; on cuda eager,inductor,inductor-ro,opara)")
+                        " (default: eager,inductor,opara; on cuda eager,inductor,inductor-ro,opara,opara-1stream)")
     parser.add_argument("--new-tokens", type=int, default=32, help="tokens generated per call (default 32)")
     parser.add_argument("--prompt-len", type=int, default=8, help="prompt tokens (default 8)")
     parser.add_argument("--repeats", type=int, default=5, help="timed generate calls of each kind (default 5)")
@@ -224,7 +288,7 @@ def main():
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA GPU here")
-    backends = (args.backends or ("eager,inductor,inductor-ro,opara" if device.type == "cuda"
+    backends = (args.backends or ("eager,inductor,inductor-ro,opara,opara-1stream" if device.type == "cuda"
                                   else "eager,inductor,opara")).split(",")
     for flag, values, allowed in (("--backends", backends, BACKENDS), ("--models", args.models.split(","), CONFIGS),
                                   ("--sizes", args.sizes.split(","), ("small", "large"))):
@@ -265,6 +329,11 @@ def main():
                         f"{cell(row['decode_tokens_per_s'], '.0f')} tokens/s, tokens = eager: "
                         f"{row.get('tokens_equal', '-')}" + (f", counters {row['counters']}" if "counters" in row
                                                             else "")), flush=True)
+                    plan = row.get("decode_plan")
+                    if plan:
+                        print(f"  decode plan: {plan['nodes']} nodes on {plan['streams']} streams" + "".join(
+                            f"; layer {layer}: shared expert on {shared}, routed experts on {routed}"
+                            for layer, (shared, routed) in enumerate(plan.get("experts_streams") or [])), flush=True)
                     for message in row.get("warnings", []):
                         print(f"  warning: {message}", flush=True)
                     write_json(args, device, results)  # after every row: a run killed midway keeps its rows

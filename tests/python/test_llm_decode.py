@@ -9,15 +9,19 @@ Every model is a tiny config with random weights (torch.manual_seed), never down
 
 import collections
 import copy
-import inspect
 import json
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
 import torch._dynamo
 
 import opara
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from llm_decode_bench import shared_and_routed_experts  # noqa: E402  what the benchmark reports too
 
 transformers = pytest.importorskip("transformers")
 
@@ -188,30 +192,6 @@ def test_eager_experts_break_the_graph_at_the_routing_and_still_give_eagers_toke
     assert dynamo_graphs() > 2 and opara.dynamo_counters["compiles"] >= dynamo_graphs()
 
 
-def shared_and_routed_experts(plan, layers):
-    """Per layer, the streams of the shared expert's projections (Qwen2MoeMLP.forward's lines) and
-    of the routed experts' matrix products (transformers/integrations/moe.py), found by the
-    plan's node kinds and sources. Nodes are in program order, one layer after the other."""
-    lines, first = inspect.getsourcelines(transformers.models.qwen2_moe.modeling_qwen2_moe.Qwen2MoeMLP.forward)
-    mlp_file = inspect.getsourcefile(transformers.models.qwen2_moe.modeling_qwen2_moe.Qwen2MoeMLP)
-
-    def is_shared(kind, source):
-        path, _, line = source.rpartition(":")
-        return kind == "aten::linear" and path == mlp_file and first <= int(line or 0) < first + len(lines)
-
-    def is_routed(kind, source):
-        return source.rpartition(":")[0].endswith("integrations/moe.py") and kind in (
-            "aten::bmm", "aten::_grouped_mm", "transformers::grouped_mm_fallback")
-
-    shared = [n for n, (k, s) in enumerate(zip(plan["kinds"], plan["sources"])) if is_shared(k, s)]
-    routed = [n for n, (k, s) in enumerate(zip(plan["kinds"], plan["sources"])) if is_routed(k, s)]
-    assert len(shared) == 3 * layers and routed and len(routed) % layers == 0, (shared, routed)
-    per_layer = len(routed) // layers
-    return [({plan["stream_of"][n] for n in shared[3 * layer:3 * layer + 3]},
-             {plan["stream_of"][n] for n in routed[per_layer * layer:per_layer * (layer + 1)]})
-            for layer in range(layers)]
-
-
 @pytest.mark.parametrize("experts", [None, "batched_mm"])
 def test_qwen2_moe_decode_puts_each_layers_shared_expert_on_a_stream_beside_its_routed_experts(experts):
     """The whole decode step (every layer's attention, shared expert, router and routed experts,
@@ -237,8 +217,11 @@ def test_qwen2_moe_decode_puts_each_layers_shared_expert_on_a_stream_beside_its_
     plan = json.loads(decode.handle.plan())
     assert plan["streams"] > 1
     assert sorted(plan["launch_order"]) == list(range(plan["nodes"]))
-    for layer, (shared, routed) in enumerate(shared_and_routed_experts(plan, model.config.num_hidden_layers)):
-        assert shared and routed and not shared & routed, f"layer {layer}: shared {shared}, routed {routed}"
+    layers = model.config.num_hidden_layers
+    experts = shared_and_routed_experts(plan, layers, model.model.layers[0].mlp)
+    assert experts is not None and len(experts) == layers, "the plan's kinds and sources do not find the experts"
+    for layer, (shared, routed) in enumerate(experts):
+        assert shared and routed and not set(shared) & set(routed), f"layer {layer}: shared {shared}, routed {routed}"
 
 
 class CacheWriteRead(torch.nn.Module):
