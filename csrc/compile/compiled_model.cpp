@@ -103,8 +103,10 @@ MemoryProtection smaller_pool(std::size_t record_stream_bytes, std::size_t keep_
   return keep_alive_bytes < record_stream_bytes ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
 }
 
-void compile_cuda(CompiledModel::State& state, const ExamplesForARun& examples_for_a_run,
-                  const std::vector<NodeCost>& costs) {
+// `examples`: the inputs as the model reads them (the caller's static inputs and the state
+// buffers themselves); each compile-time run gets `examples_for_a_run()`.
+void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& examples,
+                  const ExamplesForARun& examples_for_a_run, const std::vector<NodeCost>& costs) {
   if (!torch::cuda::is_available()) {
     throw Error(
         fmt::format("{}: compiling for {} needs a CUDA GPU, and none is visible here; compile for the CPU "
@@ -125,7 +127,15 @@ void compile_cuda(CompiledModel::State& state, const ExamplesForARun& examples_f
   const OverflowChoice choice =
       choose_placement(graph, examples_for_a_run(), options.overflow, options.costs.profile, gpu_streams);
   std::vector<bool> uncapturable = host_nodes_on_device(graph, examples_for_a_run(), state.device);
-  const std::vector<at::Tensor> examples = examples_for_a_run();  // CudaModel copies them into buffers of its own
+  // The caller's static inputs, then the state buffers (after the caller's inputs): the graphs
+  // read and write them where they live (CudaModel's warm-ups put back what they write). Every
+  // other input gets a copy, which CudaModel copies into buffers of its own.
+  std::vector<int> read_where_they_are = state.static_inputs;
+  for (std::size_t i = graph.caller_input_count(); i < graph.inputs().size(); ++i) {
+    read_where_they_are.push_back(static_cast<int>(i));
+  }
+  std::vector<at::Tensor> model_examples = examples_for_a_run();
+  for (int index : read_where_they_are) model_examples[index] = examples[index];
   // A node that fails capture becomes a host node and the model is compiled again.
   const auto capture = [&](MemoryProtection memory) {
     CudaOptions attempt = cuda;
@@ -134,8 +144,8 @@ void compile_cuda(CompiledModel::State& state, const ExamplesForARun& examples_f
       std::vector<Placement> placement = runnable_placement(graph, choice.placement, uncapturable);
       try {
         const bool overlap = options.overflow.policy != OverflowPolicy::kNone;
-        auto model = std::make_unique<CudaModel>(graph, state.device, placement, overlap, costs, examples,
-                                                 state.static_inputs, options.plan, attempt);
+        auto model = std::make_unique<CudaModel>(graph, state.device, placement, overlap, costs, model_examples,
+                                                 read_where_they_are, options.plan, attempt);
         return std::make_pair(std::move(model), std::move(placement));
       } catch (const CaptureError& error) {
         if (cuda.on_uncapturable == CudaOptions::OnUncapturable::kError || uncapturable[error.node()]) throw;
@@ -289,10 +299,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   }
   state->signature.emplace(graph, signature, state->static_inputs);
   // The state buffers are inputs the model feeds itself, read and written where they live.
-  for (std::size_t i = 0; i < state->state.size(); ++i) {
-    state->static_inputs.push_back(static_cast<int>(example_inputs.size() + i));
-    examples.push_back(state->state[i]);
-  }
+  examples.insert(examples.end(), state->state.begin(), state->state.end());
   const ExamplesForARun examples_for_a_run = [&] {
     std::vector<at::Tensor> copies = examples;
     for (std::size_t i = 0; i < copies.size(); ++i) {
@@ -303,7 +310,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
 
   const ModelCosts costs = model_costs(graph, examples, options.costs, state->device);  // copies what it writes
   if (state->device.is_cuda()) {
-    compile_cuda(*state, examples_for_a_run, costs.costs);
+    compile_cuda(*state, examples, examples_for_a_run, costs.costs);
   } else {
     // Every node runs on the CPU already; the names a manual placement gives must still exist.
     if (options.overflow.policy == OverflowPolicy::kManual) {
