@@ -10,6 +10,10 @@ Parameters and buffers reach a graph as inputs (Dynamo lifts them); opara reads 
 are (Options::static_inputs): no copy per graph or per run, so an in-place change to a weight
 (load_state_dict, an optimiser step under no_grad) is seen by the next call. A weight replaced by
 another tensor, or moved, gets the graph compiled again for it at its next call.
+
+State the graph writes in place (a KV cache, its position counter: a decode step) is written where
+it lives (state_in_place: on a GPU the captured graph writes the caller's cache, with no copy per
+call, and another cache tensor gets the graph captured again); compiling never advances it.
 """
 
 from __future__ import annotations
