@@ -85,6 +85,15 @@ c10::Device model_device(const Options& options, const std::vector<at::Tensor>& 
   return c10::kCPU;
 }
 
+// A tensor of our own over `tensor`'s memory, not a view of it: a view (alias()) would keep the
+// caller's tensor itself alive (its base), and with it the memory's last other holder, so a cache
+// the caller dropped could never be told from one still in use (InputSignature::adopt).
+at::Tensor same_memory(const at::Tensor& tensor) {
+  at::Tensor own = at::empty({0}, tensor.options());
+  own.set_(tensor.storage(), tensor.storage_offset(), tensor.sizes(), tensor.strides());
+  return own;
+}
+
 // Options::static_inputs, and with Options::state_in_place on CUDA every input of the caller's the
 // model writes, ascending. (The CPU executor reads and writes every input where it is already:
 // binding them would only refuse a cache made anew for the next request.)
@@ -230,6 +239,17 @@ void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs
   state.stats.segments = 1;
 }
 
+// InputSignature::adopt for every static input the model writes; whether each is (now) the one
+// the model was compiled on.
+bool adopt_written_statics(const CompiledModel::State& state, const std::vector<at::Tensor>& inputs) {
+  bool adopted = true;
+  for (int index : state.static_inputs) {
+    const auto i = static_cast<std::size_t>(index);
+    if (i < inputs.size() && state.written[i]) adopted = state.signature->adopt(i, inputs[i]) && adopted;
+  }
+  return adopted;
+}
+
 // A CPU model takes inputs compiled on another device (CUDA tensors) through copies, and gives
 // them back the model's in-place writes, as eager PyTorch would have made them.
 std::vector<at::Tensor> run_on_the_cpu(CompiledModel::State& state, const std::vector<at::Tensor>& inputs) {
@@ -286,7 +306,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
     // A tensor of our own over the caller's memory (state is written there, not in a copy): the
     // caller may swap the memory under its tensor (`param.data = other`), and the graphs must not
     // read a freed block (run() then refuses the swapped tensor: another storage).
-    examples[index] = example_inputs[index].alias();
+    examples[index] = same_memory(example_inputs[index]);
     signature[index] = examples[index];
     const std::string& name = graph.value(graph.inputs()[index]).name;
     if (example_inputs[index].device() != state->device) {
@@ -330,6 +350,7 @@ CompiledModel compile(const std::string& path, const std::vector<at::Tensor>& ex
 std::vector<at::Tensor> CompiledModel::run(const std::vector<at::Tensor>& inputs) const {
   State& state = *state_;
   std::lock_guard<std::mutex> lock(state.mutex);
+  adopt_written_statics(state, inputs);
   state.signature->check(inputs);
   std::vector<at::Tensor> with_state = inputs;
   with_state.insert(with_state.end(), state.state.begin(), state.state.end());
@@ -356,6 +377,12 @@ CompiledStats CompiledModel::stats() const {
 
 const Graph& CompiledModel::graph() const {
   return state_->graph;
+}
+
+bool CompiledModel::adopt_state(const std::vector<at::Tensor>& inputs) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (inputs.size() != state_->signature->size()) return false;
+  return adopt_written_statics(*state_, inputs);
 }
 
 std::vector<std::pair<std::string, at::Tensor>> CompiledModel::state() const {

@@ -12,6 +12,12 @@ std::string shape_text(c10::IntArrayRef sizes) {
   return fmt::format("[{}]", fmt::join(sizes, ", "));
 }
 
+// The very memory a static input was compiled on: its storage, offset and strides.
+bool is_bound_tensor(const at::Tensor& input, const at::Tensor& bound) {
+  return input.is_alias_of(bound) && input.storage_offset() == bound.storage_offset() &&
+         input.strides() == bound.strides();
+}
+
 }  // namespace
 
 InputSignature::InputSignature(const Graph& graph, const std::vector<at::Tensor>& examples,
@@ -67,14 +73,28 @@ void InputSignature::check(const std::vector<at::Tensor>& inputs) const {
                               input.device().str(), devices_[i].str(), devices_[i].str()));
     }
     const at::Tensor& bound = bound_[i];
-    if (bound.defined() && !(input.is_alias_of(bound) && input.storage_offset() == bound.storage_offset() &&
-                             input.strides() == bound.strides())) {
+    if (bound.defined() && !is_bound_tensor(input, bound)) {
       throw Error(
           fmt::format("{} is static (the model reads the example tensor's memory where it is), but another "
                       "tensor was given; pass the same tensor, or compile again for the new one",
                       where));
     }
   }
+}
+
+bool InputSignature::adopt(std::size_t index, const at::Tensor& input) const {
+  const at::Tensor& bound = bound_.at(index);
+  if (!bound.defined() || !input.defined()) return false;
+  if (is_bound_tensor(input, bound)) return true;
+  if (input.sizes() != bound.sizes() || input.strides() != bound.strides() ||
+      input.scalar_type() != bound.scalar_type() || input.device() != bound.device()) {
+    return false;
+  }
+  // One holder, ours: no tensor of the caller's (nor a view of one) sees this memory any more.
+  if (bound.storage().use_count() != 1) return false;
+  bound.copy_(input);
+  input.set_(bound);
+  return true;
 }
 
 std::string InputSignature::describe() const {

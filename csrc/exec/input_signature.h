@@ -21,6 +21,14 @@ class InputSignature {
   // Throws opara::Error naming the model file, the input and the expected value.
   void check(const std::vector<at::Tensor>& inputs) const;
 
+  // For static input `index`, which the model writes (state: a KV cache), given as another tensor
+  // of the same shape, strides, dtype and device: when nothing but the model holds the memory it
+  // was compiled on any more (the caller dropped the old cache, as transformers' generate() does
+  // per request), the values move into that memory and `input` is made to share it
+  // (Tensor::set_), so the graphs read and write the caller's tensor where they always did. True
+  // when `input` is (now) the bound tensor; false, changing nothing, otherwise.
+  bool adopt(std::size_t index, const at::Tensor& input) const;
+
   [[nodiscard]] std::size_t size() const { return names_.size(); }
   [[nodiscard]] std::string describe() const;  // "x: float32[1, 3, 224, 224] on cuda:0, ..."
 

@@ -44,6 +44,8 @@ class Model : public torch::CustomClassHolder {
 
   std::vector<int64_t> static_inputs() const { return {model_.static_inputs().begin(), model_.static_inputs().end()}; }
 
+  bool adopt_state(const std::vector<at::Tensor>& inputs) const { return model_.adopt_state(inputs); }
+
   // The live state buffers by name (CompiledModel::state()).
   c10::Dict<std::string, at::Tensor> state() const {
     c10::Dict<std::string, at::Tensor> named;
@@ -79,6 +81,9 @@ TORCH_LIBRARY_FRAGMENT(opara, m) {
       .def("device", &Model::device, "The device the model runs on")
       .def("static_inputs", &Model::static_inputs,
            "The inputs read and written where they are: each run must pass these very tensors")
+      .def("adopt_state", &Model::adopt_state,
+           "Takes new tensors for the written static inputs (a new KV cache) once the old ones are dropped; "
+           "false when one is still held (compile again)")
       .def("state", &Model::state,
            "The buffers the model keeps between runs, by name: the live tensors (copy_ into them to set them)");
 }

@@ -42,6 +42,13 @@ class OPARA_API CompiledModel {
   // Options::state_in_place, every input the model writes in place. run() must be given these
   // very tensors again.
   [[nodiscard]] const std::vector<int>& static_inputs() const;
+  // A static input the model writes (a KV cache), given as a new tensor of the same shape,
+  // strides, dtype and device once the caller has dropped the one the model was compiled on (a new
+  // cache per request): its values move into the compiled-on memory and the new tensor is made to
+  // share it (Tensor::set_), so no compile is needed. run() does this itself; true when every
+  // such input is (now) the compiled-on tensor, false when one's old memory is still held by the
+  // caller (compile again).
+  bool adopt_state(const std::vector<at::Tensor>& inputs) const;
   // The buffers the model keeps between runs and writes in place (a counter, a cache registered
   // on the module: Graph::state()), by name: the live tensors on the model's device, first the
   // values the model file saved. Read them after a run (on CUDA, once the caller's stream is

@@ -121,16 +121,25 @@ class _Compiled:
     """One shape's compiled graph: the extension's handle, how to rebuild the outputs, and the
     static inputs it reads where they are."""
 
-    def __init__(self, handle: Any, graph: _Specialized, tensors: list[torch.Tensor], read_in_place: list[int]):
+    def __init__(self, handle: Any, graph: _Specialized, tensors: list[torch.Tensor], weights: list[int]):
         self.handle = handle
         self.graph = graph
-        # Where each input read in place (a weight, a KV cache the graph writes) had its memory: a
-        # parameter may be given new memory (`param.data = ...`, module.to(...)) and a cache be
-        # made anew, and then it is another input.
-        self.static = {p: (tensors[p].data_ptr(), tensors[p].stride()) for p in read_in_place}
+        # Where each input read in place had its memory: a weight (`weights`, Dynamo's static
+        # inputs) may be given new memory (`param.data = ...`, module.to(...)), and then it is
+        # another input; a KV cache the graph writes (the handle's other static inputs, on CUDA)
+        # may be made anew for each request.
+        read_in_place = list(handle.static_inputs())
+        self.weights = {p: (tensors[p].data_ptr(), tensors[p].stride()) for p in weights}
+        self.state = {p: (tensors[p].data_ptr(), tensors[p].stride()) for p in read_in_place if p not in weights}
 
     def reads(self, tensors: list[torch.Tensor]) -> bool:
-        return all((tensors[p].data_ptr(), tensors[p].stride()) == where for p, where in self.static.items())
+        """Whether the compiled graphs can run these tensors: the same weights, and the same caches
+        or new ones whose predecessors the caller dropped (their memory is then taken over:
+        CompiledModel::adopt_state)."""
+        def same(where: dict[int, tuple]) -> bool:
+            return all((tensors[p].data_ptr(), tensors[p].stride()) == at for p, at in where.items())
+
+        return same(self.weights) and (same(self.state) or self.handle.adopt_state(tensors))
 
 
 class _EagerGraph:
@@ -198,8 +207,7 @@ class OparaGraph:
                 options["static_inputs"] = ",".join(map(str, static_positions))
             options["state_in_place"] = "true"  # a KV cache Dynamo passes in is written where it lives
             handle = torch.classes.opara.Model.from_archive(archive, self.name, tensors, options)
-            compiled: _Compiled | _EagerGraph = _Compiled(handle, specialized, tensors,
-                                                          list(handle.static_inputs()))
+            compiled: _Compiled | _EagerGraph = _Compiled(handle, specialized, tensors, static_positions)
             counters["compiles"] += 1
         except Exception as error:  # export and opara fail in many ways; eager is always right
             if self.fallback == "error":

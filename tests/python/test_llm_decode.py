@@ -134,7 +134,8 @@ def test_later_requests_reuse_the_compiled_steps_on_the_cpu():
 def test_on_the_gpu_every_decode_step_replays_the_captured_graph(name, no_tf32):
     """On a GPU the decode step is captured with the cache and its position counter read and
     written where they live: every step replays it (no eager run for a changed scalar, no
-    fallback) and the tokens are eager's."""
+    fallback), the tokens are eager's, and the next request's new cache takes over the first's
+    memory instead of a new capture."""
     graphs = []
 
     def recording_backend(graph, example_inputs):
@@ -153,6 +154,11 @@ def test_on_the_gpu_every_decode_step_replays_the_captured_graph(name, no_tf32):
     (decode,) = graphs[1].by_shape.values()
     stats = decode.handle.stats()
     assert stats["runs"] == NEW_TOKENS - 1 and stats["eager_fallbacks"] == 0, dict(stats)
+    # A second request: generate() makes a new cache and drops the first, whose memory the captured
+    # graphs take over (CompiledModel::adopt_state): nothing is compiled or captured again.
+    assert torch.equal(generate(model, ids), expected)
+    assert opara.dynamo_counters["compiles"] == 2 and opara.dynamo_counters["fallbacks"] == 0
+    assert decode.handle.stats()["runs"] == 2 * (NEW_TOKENS - 1)
 
 
 def test_with_dynamic_shapes_a_new_batch_size_compiles_each_step_once_more():

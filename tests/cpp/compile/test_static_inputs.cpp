@@ -121,6 +121,38 @@ void expect_a_written_static_input_written_where_it_lives(c10::Device device) {
   EXPECT_EQ(compiled.static_inputs(), std::vector<int>{1});
 }
 
+// A new cache per request (transformers' generate()): once the caller has dropped the tensor the
+// model was compiled on, a new one of the same layout takes its memory instead of a new compile;
+// while the old one is held, the new one is refused and left as it was.
+void expect_a_new_state_tensor_adopted_once_the_old_is_dropped(c10::Device device) {
+  const auto on = at::TensorOptions().device(device);
+  const at::Tensor x = at::randn({4, 16}, on);
+  at::Tensor weight = at::randn({16, 8}, on);
+  const CompiledModel compiled =
+      compile(testing::saved_module("writes_its_weight", kWritesItsWeight), {x, weight}, static_options(device, {1}));
+  compiled.run({x, weight});
+  const void* compiled_on = weight.data_ptr();
+  const at::Tensor other = at::randn({16, 8}, on);
+  const at::Tensor other_first = other.clone();
+  EXPECT_FALSE(compiled.adopt_state({x, other}));
+  EXPECT_THROW(compiled.run({x, other}), Error);
+  EXPECT_TRUE(at::equal(other, other_first)) << "a refused tensor was written";
+  weight = at::Tensor();  // the caller drops the first one
+  const at::Tensor output = compiled.run({x, other}).at(0);
+  EXPECT_EQ(other.data_ptr(), compiled_on) << "the new tensor does not share the memory compiled on";
+  EXPECT_TRUE(at::allclose(other, other_first * 2.0));
+  EXPECT_TRUE(at::allclose(output, at::mm(x, other_first * 2.0), 1e-4, 1e-4));
+}
+
+TEST(StaticInputs, ANewTensorForOneTheModelWritesIsAdoptedOnceTheOldIsDroppedOnTheCpu) {
+  expect_a_new_state_tensor_adopted_once_the_old_is_dropped(c10::kCPU);
+}
+
+TEST(StaticInputs, OnTheGpuANewTensorForOneTheModelWritesIsAdoptedOnceTheOldIsDropped) {
+  OPARA_REQUIRE_GPU();
+  expect_a_new_state_tensor_adopted_once_the_old_is_dropped(c10::Device(c10::kCUDA, 0));
+}
+
 TEST(StaticInputs, OneTheModelWritesIsWrittenWhereItLivesOnTheCpu) {
   expect_a_written_static_input_written_where_it_lives(c10::kCPU);
 }
