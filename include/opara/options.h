@@ -119,7 +119,8 @@ struct Options {
 
   // CUDA: every input the model writes in place is a static input too (what torch.compile's
   // backend asks: a KV cache passed as an input is written where it lives by the captured graphs,
-  // never copied per call; another cache tensor then needs another compile). Off: such an input
+  // never copied per call; a new cache takes over the memory of one the caller dropped:
+  // CompiledModel::adopt_state). Off: such an input
   // is copied into a buffer of the model's own and the writes copied back after each run, so any
   // tensor of the signature may be passed. The CPU reads and writes every input where it is.
   bool state_in_place = false;

@@ -13,7 +13,8 @@ another tensor, or moved, gets the graph compiled again for it at its next call.
 
 State the graph writes in place (a KV cache, its position counter: a decode step) is written where
 it lives (state_in_place: on a GPU the captured graph writes the caller's cache, with no copy per
-call, and another cache tensor gets the graph captured again); compiling never advances it.
+call; a new cache takes over the memory of one the caller dropped, and one beside a cache still
+held gets the graph compiled again); compiling never advances it.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def test_greedy_decode_gives_eagers_tokens_and_compiles_each_step_once_per_batch
 def test_later_requests_reuse_the_compiled_steps_on_the_cpu():
     """generate() makes a new static cache for each request (transformers 5). On the CPU opara reads
     and writes the cache where it is, so a second request, or a batch size seen before, compiles
-    nothing more (on CUDA a captured graph holds the cache's address: a new cache is captured anew)."""
+    nothing more (on CUDA the new cache takes over the dropped one's memory: the GPU test below)."""
     torch.manual_seed(0)
     model = tiny_llama().eval()
     requests = [torch.randint(0, VOCAB, (batch, PROMPT)) for batch in (1, 1, 2, 1)]
