@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -71,6 +72,18 @@ std::vector<bool> host_nodes_on_device(const Graph& graph, const std::vector<at:
 // Copies of the examples for each compile-time run when the model writes its inputs in place: the
 // caller's tensors stay as they are, and no run starts from another run's writes.
 using ExamplesForARun = std::function<std::vector<at::Tensor>()>;
+
+// `examples` with a copy of each one the model writes (`written`), but those in `kept`.
+std::vector<at::Tensor> written_copied(const std::vector<at::Tensor>& examples, const std::vector<bool>& written,
+                                       const std::vector<int>& kept = {}) {
+  std::vector<at::Tensor> copies = examples;
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    if (written[i] && std::find(kept.begin(), kept.end(), static_cast<int>(i)) == kept.end()) {
+      copies[i] = copies[i].clone();
+    }
+  }
+  return copies;
+}
 
 // Options::device, else where the CUDA examples are (a Dynamo graph of a CUDA model may begin with
 // a CPU scalar), else the CPU.
@@ -143,8 +156,7 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
   for (std::size_t i = graph.caller_input_count(); i < graph.inputs().size(); ++i) {
     read_where_they_are.push_back(static_cast<int>(i));
   }
-  std::vector<at::Tensor> model_examples = examples_for_a_run();
-  for (int index : read_where_they_are) model_examples[index] = examples[index];
+  const std::vector<at::Tensor> model_examples = written_copied(examples, state.written, read_where_they_are);
   // A node that fails capture becomes a host node and the model is compiled again.
   const auto capture = [&](MemoryProtection memory) {
     CudaOptions attempt = cuda;
@@ -298,7 +310,8 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   state->state = initial_state(graph, state->device);
   std::vector<at::Tensor> examples;
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
-    examples.push_back(place_input(example_inputs[i], state->device, /*copy=*/written[i]));
+    // Not copied: every compile-time run gets copies of what the model writes (examples_for_a_run).
+    examples.push_back(place_input(example_inputs[i], state->device));
   }
   std::vector<at::Tensor> signature = example_inputs;
   for (int index : state->static_inputs) {
@@ -320,13 +333,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   state->signature.emplace(graph, signature, state->static_inputs);
   // The state buffers are inputs the model feeds itself, read and written where they live.
   examples.insert(examples.end(), state->state.begin(), state->state.end());
-  const ExamplesForARun examples_for_a_run = [&] {
-    std::vector<at::Tensor> copies = examples;
-    for (std::size_t i = 0; i < copies.size(); ++i) {
-      if (written[i]) copies[i] = copies[i].clone();
-    }
-    return copies;
-  };
+  const ExamplesForARun examples_for_a_run = [&] { return written_copied(examples, written); };
 
   const ModelCosts costs = model_costs(graph, examples, options.costs, state->device);  // copies what it writes
   if (state->device.is_cuda()) {
