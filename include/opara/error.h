@@ -19,6 +19,13 @@ class OPARA_API Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A bug in opara itself: an invariant broke that no model, input or option can break. Raised by
+// OPARA_ASSERT (csrc/support/internal_assert.h) alone; the message says where, and asks for a report.
+class OPARA_API InternalError : public std::logic_error {
+ public:
+  explicit InternalError(const std::string& message) : std::logic_error(message) {}
+};
+
 // A node of a graph failed; the message names it, `node()` says which for callers that act on it.
 class OPARA_API NodeError : public Error {
  public:
