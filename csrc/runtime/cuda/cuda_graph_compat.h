@@ -23,7 +23,7 @@
 namespace opara {
 
 // CUDAGraph keeps whether its capture ended, and which random generators it put in capture mode,
-// to itself; abandon_capture needs both.
+// to itself; GraphCapture::abandon needs both.
 class InspectableGraph final : public at::cuda::CUDAGraph {
  public:
   using at::cuda::CUDAGraph::CUDAGraph;
