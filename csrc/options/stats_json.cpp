@@ -52,7 +52,9 @@ nlohmann::json stats_json(const CompiledStats& stats) {
   };
 }
 
-std::string to_json(const CompiledStats& stats) { return stats_json(stats).dump(); }
+std::string to_json(const CompiledStats& stats) {
+  return stats_json(stats).dump();
+}
 
 std::vector<std::pair<std::string, double>> numeric_stats(const CompiledStats& stats) {
   std::vector<std::pair<std::string, double>> numbers;
