@@ -73,7 +73,7 @@ PlannedModel plan_model(const LoadedModel& model, const std::vector<at::Tensor>&
   const PlanOptions plan_options{parse_stream_policy(options.allocator), parse_order_policy(options.order),
                                  options.max_streams};
   const ModelCosts costs = model_costs(model.graph, inputs, options.costs);
-  PlannedModel planned{model, costs.source, timed_plan(model.graph, plan_options, costs)};
+  PlannedModel planned{model, costs.source, timed_plan(model.graph, plan_options, costs), 0, 0, {}};
   for (const Node& node : model.graph.nodes()) planned.kernels += node.has(kLaunchesKernel);
   planned.critical_path = critical_path(model.graph).nodes.size();
   if (options.check) planned.problems = validate(model.graph, planned.timed.plan);

@@ -58,7 +58,8 @@ std::string to_json(const CompiledStats& stats) {
 
 std::vector<std::pair<std::string, double>> numeric_stats(const CompiledStats& stats) {
   std::vector<std::pair<std::string, double>> numbers;
-  for (const auto& [key, value] : stats_json(stats).items()) {
+  const nlohmann::json json = stats_json(stats);  // items() only refers to it
+  for (const auto& [key, value] : json.items()) {
     if (value.is_number()) numbers.emplace_back(key, value.get<double>());
   }
   numbers.emplace_back("keep_alive", stats.memory == MemoryProtection::kKeepAlive ? 1 : 0);
