@@ -2,15 +2,12 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <nlohmann/json.hpp>
-
-#include <cstdio>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "mode_result.h"
 #include "model_loading.h"
-#include "opara/compiled_model.h"
+#include "opara/options.h"
 
 namespace opara::bench {
 
@@ -24,9 +21,10 @@ struct CudaRunRequest {
   Options options;
 };
 
-// Times each mode on the GPU with CUDA events around each run (median, p10, p90), one mode after
-// the other: build, warm up, time, then its peak memory; prints a table on `table` and returns
-// the modes' JSON entries. Errors are against eager on the GPU, which always runs first.
-nlohmann::json run_cuda_modes(const LoadedModel& model, const CudaRunRequest& request, std::FILE* table);
+// Times each mode on the GPU with CUDA events around each run, one mode after the other (one
+// round): build, warm up, time, then its peak memory. Outputs are checked against eager on the
+// GPU, which always runs first (unreported unless asked for). Prints nothing: its notes say what
+// the cuBLAS workspaces took and what CPU overflow did.
+MeasuredModes run_cuda_modes(const LoadedModel& model, const CudaRunRequest& request);
 
 }  // namespace opara::bench

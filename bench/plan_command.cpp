@@ -58,88 +58,107 @@ std::vector<nlohmann::json> node_rows(const Graph& graph, const Plan& plan) {
   return rows;
 }
 
-void run_plan(const PlanCommandOptions& options) {
-  std::FILE* table =
-      table_stream({{"--json", options.json}, {"--csv", options.csv}, {"--dot", options.dot}, {"--svg", options.svg}});
+// What `plan` reports of a model's plan, for the table and the JSON alike.
+struct PlannedModel {
+  const LoadedModel& model;
+  std::string cost_source;  // ModelCosts::source: "profile", "shapes" or "none"
+  TimedPlan timed;
+  std::size_t kernels = 0;            // nodes that launch kernels
+  std::size_t critical_path = 0;      // nodes on it
+  std::vector<std::string> problems;  // with --check: what validate() found
+};
+
+PlannedModel plan_model(const LoadedModel& model, const std::vector<at::Tensor>& inputs,
+                        const PlanCommandOptions& options) {
   const PlanOptions plan_options{parse_stream_policy(options.allocator), parse_order_policy(options.order),
                                  options.max_streams};
-  const LoadedModel model = load_model(options.model, options.dtype);
-  const Graph& graph = model.graph;
-  const std::vector<at::Tensor> inputs = planning_inputs(model, options.input_shape);
-  const ModelCosts costs = model_costs(graph, inputs, options.costs);
-  const TimedPlan timed = timed_plan(graph, plan_options, costs);
-  const Plan& plan = timed.plan;
+  const ModelCosts costs = model_costs(model.graph, inputs, options.costs);
+  PlannedModel planned{model, costs.source, timed_plan(model.graph, plan_options, costs), 0, 0, {}};
+  for (const Node& node : model.graph.nodes()) planned.kernels += node.has(kLaunchesKernel);
+  planned.critical_path = critical_path(model.graph).nodes.size();
+  if (options.check) planned.problems = validate(model.graph, planned.timed.plan);
+  return planned;
+}
 
-  std::vector<std::string> problems;
-  if (options.check) problems = validate(graph, plan);
-  const CriticalPath path = critical_path(graph);
-  const auto per_stream = plan.stream_nodes();
-  std::size_t kernels = 0;
-  for (const Node& node : graph.nodes()) kernels += node.has(kLaunchesKernel);
-
-  fmt::print(table, "model          {}\n", model.path);
+void print_plan_summary(std::FILE* table, const PlannedModel& planned, bool check) {
+  const Plan& plan = planned.timed.plan;
+  fmt::print(table, "model          {}\n", planned.model.path);
   fmt::print(table, "policy         streams {}, order {}, max streams {}, costs from {}\n",
              to_string(plan.stream_policy), to_string(plan.order_policy),
              plan.max_streams == 0 ? "unlimited" : std::to_string(plan.max_streams),
-             costs.source == "none" ? "the op table alone (no example inputs)" : costs.source);
-  fmt::print(table, "nodes          {} ({} launch kernels)\n", graph.size(), kernels);
+             planned.cost_source == "none" ? "the op table alone (no example inputs)" : planned.cost_source);
+  fmt::print(table, "nodes          {} ({} launch kernels)\n", planned.model.graph.size(), planned.kernels);
   fmt::print(table, "streams        {}\n", plan.stream_count);
   fmt::print(table, "events         {} waits on {} recorded events ({} before reduction)\n", plan.wait_count(),
              plan.event_count(), plan.events_unreduced);
-  fmt::print(table, "critical path  {} nodes\n", path.nodes.size());
-  fmt::print(table, "plan time      {:.1f} us (allocation + events + order, median of 25)\n", timed.plan_us);
-  if (options.check) {
-    fmt::print(table, "check          {}\n",
-               problems.empty() ? "valid: every dependency is ordered, no deadlock"
-                                : fmt::format("INVALID ({} problems)", problems.size()));
-    for (const std::string& problem : problems) fmt::print(table, "  {}\n", problem);
-  }
-  fmt::print(table, "\n{:<7} {:>6}  {}\n", "stream", "nodes", "first nodes");
-  for (std::size_t stream = 0; stream < per_stream.size(); ++stream) {
-    std::vector<std::string> head;
-    for (std::size_t k = 0; k < std::min<std::size_t>(3, per_stream[stream].size()); ++k) {
-      head.push_back(fmt::format("{} {}", per_stream[stream][k], graph.node(per_stream[stream][k]).kind));
-    }
-    fmt::print(table, "{:<7} {:>6}  {}{}\n", stream, per_stream[stream].size(), fmt::join(head, ", "),
-               per_stream[stream].size() > 3 ? ", ..." : "");
-  }
-  std::vector<std::string> head;
-  for (std::size_t k = 0; k < std::min(kLaunchOrderHead, plan.launch_order.size()); ++k) {
-    const NodeId node = plan.launch_order[k];
-    head.push_back(fmt::format("{} {}", node, graph.node(node).kind));
-  }
-  fmt::print(table, "\nlaunch order   {}{}\n", fmt::join(head, ", "),
-             plan.launch_order.size() > kLaunchOrderHead ? ", ..." : "");
-  nlohmann::json overflow;
-  if (options.show_overflow) {
-    fmt::print(table, "\noverflow       {} (alpha {} us)\n", to_string(options.overflow.policy),
-               options.overflow.alpha_us);
-    overflow = overflow_report(model, inputs, options.overflow, options.costs.profile, plan.stream_count, table);
-  }
+  fmt::print(table, "critical path  {} nodes\n", planned.critical_path);
+  fmt::print(table, "plan time      {:.1f} us (allocation + events + order, median of 25)\n", planned.timed.plan_us);
+  if (!check) return;
+  fmt::print(table, "check          {}\n",
+             planned.problems.empty() ? "valid: every dependency is ordered, no deadlock"
+                                      : fmt::format("INVALID ({} problems)", planned.problems.size()));
+  for (const std::string& problem : planned.problems) fmt::print(table, "  {}\n", problem);
+}
 
-  if (!options.json.empty()) {
-    nlohmann::json report = nlohmann::json::parse(to_json(graph, plan));  // kinds and sources too
-    report["model"] = model.path;
-    report["kernels"] = kernels;
-    report["plan_us"] = timed.plan_us;
-    report["critical_path"] = path.nodes.size();
-    std::vector<std::size_t> sizes;
-    for (const auto& nodes : per_stream) sizes.push_back(nodes.size());
-    report["nodes_per_stream"] = sizes;
-    if (options.show_overflow) report["overflow"] = overflow;
-    if (options.check) {
-      report["valid"] = problems.empty();
-      report["problems"] = problems;
-    }
-    write_json(report, options.json);
+// Each stream's node count and first nodes, then the head of the launch order.
+void print_streams_and_order(std::FILE* table, const Graph& graph, const Plan& plan) {
+  fmt::print(table, "\n{:<7} {:>6}  {}\n", "stream", "nodes", "first nodes");
+  const auto per_stream = plan.stream_nodes();
+  for (std::size_t stream = 0; stream < per_stream.size(); ++stream) {
+    fmt::print(table, "{:<7} {:>6}  {}\n", stream, per_stream[stream].size(), node_head(graph, per_stream[stream], 3));
   }
+  fmt::print(table, "\nlaunch order   {}\n", node_head(graph, plan.launch_order, kLaunchOrderHead));
+}
+
+// The plan file (kinds and sources too) and the command's figures.
+nlohmann::json plan_report(const PlannedModel& planned, const PlanCommandOptions& options,
+                           const nlohmann::json& overflow) {
+  const Plan& plan = planned.timed.plan;
+  nlohmann::json report = nlohmann::json::parse(to_json(planned.model.graph, plan));
+  report["model"] = planned.model.path;
+  report["kernels"] = planned.kernels;
+  report["plan_us"] = planned.timed.plan_us;
+  report["critical_path"] = planned.critical_path;
+  std::vector<std::size_t> sizes;
+  for (const auto& nodes : plan.stream_nodes()) sizes.push_back(nodes.size());
+  report["nodes_per_stream"] = sizes;
+  if (options.show_overflow) report["overflow"] = overflow;
+  if (options.check) {
+    report["valid"] = planned.problems.empty();
+    report["problems"] = planned.problems;
+  }
+  return report;
+}
+
+void write_plan_files(const PlannedModel& planned, const PlanCommandOptions& options, const nlohmann::json& overflow) {
+  const Graph& graph = planned.model.graph;
+  const Plan& plan = planned.timed.plan;
+  if (!options.json.empty()) write_json(plan_report(planned, options, overflow), options.json);
   if (!options.csv.empty()) write_csv(node_rows(graph, plan), {"launch", "node", "kind", "stream"}, options.csv);
   if (!options.dot.empty() || !options.svg.empty()) {
     const std::string dot = to_dot(graph, plan);
     if (!options.dot.empty()) write_text_file(options.dot, dot, "the DOT file");
     if (!options.svg.empty()) render_svg(dot, options.svg);
   }
-  if (!problems.empty()) throw Error(fmt::format("{}: the plan is invalid (see above)", model.path));
+}
+
+void run_plan(const PlanCommandOptions& options) {
+  std::FILE* table =
+      table_stream({{"--json", options.json}, {"--csv", options.csv}, {"--dot", options.dot}, {"--svg", options.svg}});
+  const LoadedModel model = load_model(options.model, options.dtype);
+  const std::vector<at::Tensor> inputs = planning_inputs(model, options.input_shape);
+  const PlannedModel planned = plan_model(model, inputs, options);
+  print_plan_summary(table, planned, options.check);
+  print_streams_and_order(table, model.graph, planned.timed.plan);
+  nlohmann::json overflow;
+  if (options.show_overflow) {
+    fmt::print(table, "\noverflow       {} (alpha {} us)\n", to_string(options.overflow.policy),
+               options.overflow.alpha_us);
+    overflow =
+        overflow_report(model, inputs, options.overflow, options.costs.profile, planned.timed.plan.stream_count, table);
+  }
+  write_plan_files(planned, options, overflow);
+  if (!planned.problems.empty()) throw Error(fmt::format("{}: the plan is invalid (see above)", model.path));
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "planning.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -27,6 +30,14 @@ TimedPlan timed_plan(const Graph& graph, const PlanOptions& options, const Model
   result.plan_us = percentile(samples, 0.5);
   result.plan.cost_source = costs.source;
   return result;
+}
+
+std::string node_head(const Graph& graph, const std::vector<NodeId>& nodes, std::size_t count) {
+  std::vector<std::string> head;
+  for (std::size_t k = 0; k < std::min(count, nodes.size()); ++k) {
+    head.push_back(fmt::format("{} {}", nodes[k], graph.node(nodes[k]).kind));
+  }
+  return fmt::format("{}{}", fmt::join(head, ", "), nodes.size() > count ? ", ..." : "");
 }
 
 }  // namespace opara::bench

@@ -22,4 +22,7 @@ struct TimedPlan {
 
 TimedPlan timed_plan(const Graph& graph, const PlanOptions& options, const ModelCosts& costs, int repeats = 25);
 
+// The first `count` of `nodes` as "id kind", joined by commas, with ", ..." when there are more.
+std::string node_head(const Graph& graph, const std::vector<NodeId>& nodes, std::size_t count);
+
 }  // namespace opara::bench

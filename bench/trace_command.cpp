@@ -255,16 +255,9 @@ nlohmann::json chrome_trace(const LoadedModel& model, const std::vector<TracedMo
            {{"model", model.path}, {"device", device}, {"source", gpu ? "CUPTI kernel records" : "host timings"}}}};
 }
 
-void run_trace(const TraceOptions& options) {
-  std::FILE* table = table_stream({{"--out", options.out}, {"--json", options.json}, {"--csv", options.csv}});
-  reject_repeated_modes(options.modes);
-  for (const std::string& mode : options.modes) mode_spec(mode);
+// One traced run per mode, after its warm-up; on the GPU under one CUPTI session.
+std::vector<TracedMode> trace_modes(const LoadedModel& model, const RunInputs& inputs, const TraceOptions& options) {
   const bool gpu = options.device != "cpu";
-  if (gpu && !torch::cuda::is_available()) {
-    throw Error("--device cuda: no CUDA GPU is visible on this machine; trace on the CPU with --device cpu");
-  }
-  const LoadedModel model = load_model(options.model, options.dtype);
-  const RunInputs inputs = prepare_inputs(model, options.input_shape, std::nullopt);
   const std::vector<c10::IValue> arguments(inputs.inputs.begin(), inputs.inputs.end());
   const ModelCosts costs = gpu ? ModelCosts{} : model_costs(model.graph, inputs.inputs);
   // As run does, measured once for every planned mode on the CPU.
@@ -272,32 +265,23 @@ void run_trace(const TraceOptions& options) {
                                                   [](const std::string& mode) { return mode_spec(mode).planned; });
   const std::vector<double> priorities =
       planned_on_cpu ? critical_path_priorities(model.graph, arguments) : std::vector<double>{};
-
   std::vector<TracedMode> traced;
-  {
-    std::optional<CuptiProfiler> cupti;
-    if (gpu) cupti.emplace();  // before any graph: see trace_on_gpu
-    Progress progress("tracing", options.modes.size());
-    for (const std::string& mode : options.modes) {
-      traced.push_back(gpu ? trace_on_gpu(model.graph, mode_spec(mode), inputs.inputs, options, *cupti)
-                           : trace_on_cpu(model.graph, mode_spec(mode), arguments, costs.costs, priorities, options));
-      progress.advance();
-    }
+  std::optional<CuptiProfiler> cupti;
+  if (gpu) cupti.emplace();  // before any graph: see trace_on_gpu
+  Progress progress("tracing", options.modes.size());
+  for (const std::string& mode : options.modes) {
+    traced.push_back(gpu ? trace_on_gpu(model.graph, mode_spec(mode), inputs.inputs, options, *cupti)
+                         : trace_on_cpu(model.graph, mode_spec(mode), arguments, costs.costs, priorities, options));
+    progress.advance();
   }
-  fmt::print(table, "model   {}\ndevice  {}\n\n", model.path,
-             gpu ? options.device + " (CUPTI kernel records of one run per mode)"
-                 : std::string("cpu (host timings of one run per mode)"));
-  fmt::print(table, "{:<15} {:>9} {:>8} {:>7} {:>12} {:>9}\n", "mode", "run ms", gpu ? "kernels" : "nodes",
-             gpu ? "rows" : "streams", "concurrency", "bound ms");
+  return traced;
+}
+
+// Every span of every mode as a CSV row: its args, mode, name, lane, start and duration.
+std::vector<nlohmann::json> span_rows(const std::vector<TracedMode>& traced) {
   std::vector<nlohmann::json> rows;
-  nlohmann::json summary = {{"model", model.path},
-                            {"device", gpu ? options.device : "cpu"},
-                            {"source", gpu ? "CUPTI kernel records" : "host timings"},
-                            {"modes", nlohmann::json::array()}};
   for (const TracedMode& mode : traced) {
-    double busy_us = 0;
     for (const Span& span : mode.spans) {
-      busy_us += span.duration_us;
       nlohmann::json row = span.args;
       row["mode"] = mode.name;
       row["name"] = span.name;
@@ -306,6 +290,26 @@ void run_trace(const TraceOptions& options) {
       row["duration_us"] = span.duration_us;
       rows.push_back(std::move(row));
     }
+  }
+  return rows;
+}
+
+// Prints a row per mode (run time, spans, lanes, concurrency, bound) and returns the --json summary.
+nlohmann::json print_summary(std::FILE* table, const LoadedModel& model, const std::vector<TracedMode>& traced,
+                             const TraceOptions& options) {
+  const bool gpu = options.device != "cpu";
+  fmt::print(table, "model   {}\ndevice  {}\n\n", model.path,
+             gpu ? options.device + " (CUPTI kernel records of one run per mode)"
+                 : std::string("cpu (host timings of one run per mode)"));
+  fmt::print(table, "{:<15} {:>9} {:>8} {:>7} {:>12} {:>9}\n", "mode", "run ms", gpu ? "kernels" : "nodes",
+             gpu ? "rows" : "streams", "concurrency", "bound ms");
+  nlohmann::json summary = {{"model", model.path},
+                            {"device", gpu ? options.device : "cpu"},
+                            {"source", gpu ? "CUPTI kernel records" : "host timings"},
+                            {"modes", nlohmann::json::array()}};
+  for (const TracedMode& mode : traced) {
+    double busy_us = 0;
+    for (const Span& span : mode.spans) busy_us += span.duration_us;
     // Busy time over wall time: above 1 when work overlapped.
     const double concurrency = mode.run_us > 0 ? busy_us / mode.run_us : 0.0;
     fmt::print(table, "{:<15} {:>9.3f} {:>8} {:>7} {:>11.2f}x {:>9}\n", mode.name, mode.run_us / 1000,
@@ -319,6 +323,21 @@ void run_trace(const TraceOptions& options) {
                                 {"concurrency", concurrency},
                                 {"bound_ms", mode.bound_us ? nlohmann::json(*mode.bound_us / 1000) : nullptr}});
   }
+  return summary;
+}
+
+void run_trace(const TraceOptions& options) {
+  std::FILE* table = table_stream({{"--out", options.out}, {"--json", options.json}, {"--csv", options.csv}});
+  reject_repeated_modes(options.modes);
+  for (const std::string& mode : options.modes) mode_spec(mode);
+  const bool gpu = options.device != "cpu";
+  if (gpu && !torch::cuda::is_available()) {
+    throw Error("--device cuda: no CUDA GPU is visible on this machine; trace on the CPU with --device cpu");
+  }
+  const LoadedModel model = load_model(options.model, options.dtype);
+  const RunInputs inputs = prepare_inputs(model, options.input_shape, std::nullopt);
+  const std::vector<TracedMode> traced = trace_modes(model, inputs, options);
+  const nlohmann::json summary = print_summary(table, model, traced, options);
   if (!options.json.empty()) write_json(summary, options.json);
   if (!options.out.empty()) {
     write_json(chrome_trace(model, traced, gpu ? options.device : "cpu"), options.out);
@@ -326,9 +345,8 @@ void run_trace(const TraceOptions& options) {
       fmt::print(table, "\ntrace   {} (open in https://ui.perfetto.dev or chrome://tracing)\n", options.out);
     }
   }
-  if (!options.csv.empty()) {
-    write_csv(rows, {"mode", "name", "lane", "start_us", "duration_us"}, options.csv);
-  }
+  if (!options.csv.empty())
+    write_csv(span_rows(traced), {"mode", "name", "lane", "start_us", "duration_us"}, options.csv);
 }
 
 }  // namespace

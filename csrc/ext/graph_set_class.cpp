@@ -5,7 +5,6 @@
 
 #include <functional>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "ext/archive_bytes.h"
 #include "ext/stats_dict.h"
@@ -51,24 +50,7 @@ class GraphSetHolder : public torch::CustomClassHolder {
   std::vector<std::int64_t> batch_sizes() const { return set_.batch_sizes(); }
 
   // GraphSetStats as JSON text, each bucket's CompiledStats under "buckets".
-  std::string stats() const {
-    const GraphSetStats stats = set_.stats();
-    nlohmann::json json = {{"batch_sizes", stats.batch_sizes},
-                           {"bucket_runs", stats.bucket_runs},
-                           {"calls", stats.calls},
-                           {"rows", stats.rows},
-                           {"padded_rows", stats.padded_rows},
-                           {"split_calls", stats.split_calls},
-                           {"shared_pool", stats.shared_pool},
-                           {"pool_bytes", stats.pool_bytes}};
-    json["buckets"] = nlohmann::json::array();
-    for (const CompiledStats& bucket : stats.buckets) {
-      nlohmann::json entry = {{"device", bucket.device}};
-      for (const auto& item : stats_dict(bucket)) entry[item.key()] = item.value();
-      json["buckets"].push_back(entry);
-    }
-    return json.dump();
-  }
+  std::string stats() const { return to_json(set_.stats()); }
 
  private:
   // `sources` models (files, archives), loaded by `load_source`: one for every batch size, or one

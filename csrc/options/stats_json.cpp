@@ -1,10 +1,9 @@
-#include <nlohmann/json.hpp>
-
-#include "opara/options.h"
+#include "options/stats_json.h"
 
 namespace opara {
+namespace {
 
-std::string to_json(const CompiledStats& stats) {
+nlohmann::json tuning_json(const CompiledStats& stats) {
   nlohmann::json tuning = nlohmann::json::array();
   for (std::size_t k = 0; k < stats.tuning.size(); ++k) {
     const CpuTuningCandidate& candidate = stats.tuning[k];
@@ -17,7 +16,13 @@ std::string to_json(const CompiledStats& stats) {
                       {"replay_speedup", candidate.replay_speedup},
                       {"chosen", k == stats.tuning_chosen}});
   }
-  const nlohmann::json json = {
+  return tuning;
+}
+
+}  // namespace
+
+nlohmann::json stats_json(const CompiledStats& stats) {
+  return {
       {"device", stats.device},
       {"streams", stats.streams},
       {"events", stats.events},
@@ -43,9 +48,22 @@ std::string to_json(const CompiledStats& stats) {
       {"peak_bytes", stats.peak_bytes},
       {"runs", stats.runs},
       {"eager_fallbacks", stats.eager_fallbacks},
-      {"tuning", std::move(tuning)},
+      {"tuning", tuning_json(stats)},
   };
-  return json.dump();
+}
+
+std::string to_json(const CompiledStats& stats) {
+  return stats_json(stats).dump();
+}
+
+std::vector<std::pair<std::string, double>> numeric_stats(const CompiledStats& stats) {
+  std::vector<std::pair<std::string, double>> numbers;
+  const nlohmann::json json = stats_json(stats);  // items() only refers to it
+  for (const auto& [key, value] : json.items()) {
+    if (value.is_number()) numbers.emplace_back(key, value.get<double>());
+  }
+  numbers.emplace_back("keep_alive", stats.memory == MemoryProtection::kKeepAlive ? 1 : 0);
+  return numbers;
 }
 
 }  // namespace opara

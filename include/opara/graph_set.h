@@ -45,6 +45,11 @@ struct GraphSetStats {
   std::size_t pool_bytes = 0;            // CUDA: what the buckets' captures took, all together
 };
 
+// `stats` as a JSON object: every member by its name, `buckets` a list of objects, each a bucket's
+// numeric_stats() (as CompiledModel.stats() in Python) with its `device`. What the Python
+// package's GraphSet.stats() returns.
+OPARA_API std::string to_json(const GraphSetStats& stats);
+
 // What compile_graph_set() returns. run() is safe to call from several threads at once: each call
 // gets its own outputs. Calls that land on one bucket run one at a time (a CompiledModel does);
 // on the CPU different buckets run at the same time, on CUDA too unless they share a pool.

@@ -186,6 +186,11 @@ struct CompiledStats {
 // stats() reads.
 OPARA_API std::string to_json(const CompiledStats& stats);
 
+// The numbers of to_json(stats) by name, in its key order, and `keep_alive` (1 when the graphs were
+// captured with MemoryProtection::kKeepAlive, else 0) standing for `memory`, which is text: what the
+// Python package's CompiledModel.stats() returns.
+OPARA_API std::vector<std::pair<std::string, double>> numeric_stats(const CompiledStats& stats);
+
 // "record-stream", "keep-alive" or "smaller-pool", as options_from_text takes them.
 OPARA_API std::string_view to_string(MemoryProtection memory);
 

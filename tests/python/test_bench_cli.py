@@ -303,6 +303,29 @@ def test_rounds_are_refused_on_the_gpu_and_when_not_positive(bench):
     assert zero.returncode == 2 and "--rounds" in zero.stderr
 
 
+# What every mode of `run` reports on either device (null where a device does not measure it), and
+# what every planned mode adds: scripts/gpu_check/report.py and docs/json.md read these.
+RUN_MODE_KEYS = {"mode", "median_ms", "p10_ms", "p90_ms", "samples_ms", "speedup_vs_sequential", "speedup_vs_eager",
+                 "speedup_vs_nimble", "speedup_vs_eager_by_round", "max_abs_diff", "max_rel_diff", "bitwise_equal",
+                 "bitwise_equal_eager_same_threads", "peak_bytes", "peak_vs_sequential", "peak_live_values"}
+PLANNED_MODE_KEYS = {"streams", "streams_uncapped", "events", "segments", "compile_ms", "plan_us", "pool_bytes",
+                     "memory", "stream_policy", "order_policy", "cost_source", "tuned", "priorities"}
+
+
+def test_cpu_modes_report_the_keys_the_gpu_reports(bench):
+    report = json.loads(bench("run", "--model", "branchy", "--modes", "eager,sequential,nimble,opara", "--iters", "3",
+                              "--rounds", "3", "--json", "-").stdout)
+    modes = {mode["mode"]: mode for mode in report["modes"]}
+    for name, mode in modes.items():
+        assert RUN_MODE_KEYS <= mode.keys(), (name, RUN_MODE_KEYS - mode.keys())
+        assert (name == "eager") != (PLANNED_MODE_KEYS <= mode.keys()), name
+        assert mode["peak_bytes"] is None and mode["peak_vs_sequential"] is None, "the CPU does not measure memory"
+        assert (mode["max_rel_diff"] == 0) == (mode["max_abs_diff"] == 0), "both against the reference"
+    assert modes["nimble"]["speedup_vs_nimble"] == 1.0
+    assert modes["eager"]["peak_live_values"] > 0 and modes["opara"]["peak_live_values"] is None
+    assert report["rounds"] == 3
+
+
 def test_planned_modes_on_cuda_without_a_gpu_say_so(bench):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -325,7 +348,10 @@ def test_cuda_modes_report_the_documented_keys(bench):
         for key in ("median_ms", "p10_ms", "p90_ms", "speedup_vs_sequential", "speedup_vs_eager", "max_abs_diff",
                     "max_rel_diff", "peak_bytes", "speedup_vs_nimble", "peak_vs_sequential"):
             assert key in mode, key
+        assert RUN_MODE_KEYS <= mode.keys(), RUN_MODE_KEYS - mode.keys()
+        assert (mode["mode"] == "eager") != (PLANNED_MODE_KEYS <= mode.keys()), mode["mode"]
         assert mode["max_abs_diff"] < 1e-3
+    assert report["rounds"] == 1
     assert report["dtype"] == "float32"
     assert modes["sequential"]["streams"] == 1
     assert modes["opara"]["streams"] > 1

@@ -1,10 +1,14 @@
 // to_json(CompiledStats): what opara-bench reports and the Python package's stats() reads. Every
 // member appears under its own name with its value, the memory protection as the option text
-// spells it, and the tuning candidates with the kept one marked.
+// spells it, and the tuning candidates with the kept one marked; numeric_stats() gives its numbers.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
 
 #include "opara/options.h"
 
@@ -99,6 +103,27 @@ TEST(StatsJson, TheTuningCandidatesNameTheKeptOne) {
   EXPECT_EQ(tuning[1].at("searched_priorities"), true);
   EXPECT_EQ(tuning[1].at("streams"), 4);
   EXPECT_TRUE(nlohmann::json::parse(to_json(CompiledStats{})).at("tuning").empty()) << "untuned: no candidates";
+}
+
+TEST(StatsJson, NumericStatsAreTheJsonsNumbersAndKeepAlive) {
+  const CompiledStats stats = numbered_stats();
+  const nlohmann::json json = nlohmann::json::parse(to_json(stats));
+  std::map<std::string, double> numbers;
+  for (const auto& [name, value] : numeric_stats(stats)) EXPECT_TRUE(numbers.emplace(name, value).second) << name;
+  EXPECT_EQ(numbers.at("keep_alive"), 1) << "captured with keep-alive";
+  numbers.erase("keep_alive");
+  std::map<std::string, double> expected;
+  for (const auto& [key, value] : json.items()) {
+    if (value.is_number()) expected.emplace(key, value.get<double>());
+  }
+  EXPECT_EQ(numbers, expected) << "neither the text (device, memory) nor the tuning list";
+  CompiledStats recorded;
+  recorded.memory = MemoryProtection::kRecordStream;
+  const auto recorded_numbers = numeric_stats(recorded);
+  const auto keep_alive = std::find_if(recorded_numbers.begin(), recorded_numbers.end(),
+                                       [](const auto& number) { return number.first == "keep_alive"; });
+  ASSERT_NE(keep_alive, recorded_numbers.end());
+  EXPECT_EQ(keep_alive->second, 0);
 }
 
 TEST(StatsJson, MemoryIsSpeltAsTheOptionTakesIt) {
