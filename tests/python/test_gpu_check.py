@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 from gpu_check import report, runner  # noqa: E402  scripts/gpu_check/
-from gpu_check.pack import source_hash  # noqa: E402
+from gpu_check.pack import SOURCE_ROOTS, SOURCE_SUFFIXES, source_hash  # noqa: E402
 
 
 def wait_for(predicate, seconds=20):
@@ -126,11 +126,11 @@ def test_a_gtest_run_killed_at_the_deadline_counts_its_test_as_killed_not_crashe
 def test_the_source_hash_is_the_one_the_bash_script_wrote_into_manifests():
     if not shutil.which("sha256sum"):
         pytest.skip("no sha256sum")
+    names = " -o ".join(f"-name '*{suffix}'" for suffix in SOURCE_SUFFIXES)
     bash = subprocess.run(
-        ["bash", "-c", "find CMakeLists.txt cmake csrc include bench tests/CMakeLists.txt tests/cpp -type f "
-         r"\( -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' -o -name '*.txt' "
-         r"-o -name '*.cmake' -o -name '*.in' \) -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum "
-         "| cut -c1-16"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+        ["bash", "-c", f"find {' '.join(SOURCE_ROOTS)} -type f \\( {names} \\) -print0 | LC_ALL=C sort -z "
+         "| xargs -0 sha256sum | sha256sum | cut -c1-16"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout.strip()
     assert source_hash(ROOT) == bash
 
 
