@@ -16,7 +16,7 @@
 #include "modes.h"
 #include "opara/error.h"
 #include "progress.h"
-#include "runtime/cuda/cuda_streams.h"
+#include "runtime/cuda/stream_lease.h"
 #include "support/percentile.h"
 
 namespace opara::bench {

@@ -25,7 +25,9 @@
 #include "overflow/cpu_steps.h"
 #include "profiler/device_limits.h"
 #include "runtime/cpu/cpu_parallel_executor.h"
+#include "runtime/cuda/capture_pool.h"
 #include "runtime/cuda/cuda_model.h"
+#include "runtime/cuda/device_memory.h"
 #include "support/elapsed.h"
 #include "tuning/cpu_tuning.h"
 
@@ -43,9 +45,9 @@ struct CompiledModel::State {
   CompiledStats stats;
   Plan plan;
   std::unique_ptr<CpuParallelExecutor> cpu;
-  // CudaOptions::memory_pool: the pool kept alive for this model's captures, retries included (before
-  // `cuda`, so that it is released after the graphs).
-  std::optional<PoolReference> shared_pool;
+  // The pool CudaOptions::memory_pool names, kept alive for this model's captures, retries included
+  // (the graphs hold it too once captured).
+  std::shared_ptr<CapturePool> named_pool;
   std::unique_ptr<CudaModel> cuda;
   mutable std::mutex mutex;  // one run at a time: runs share the static buffers
 };
@@ -125,6 +127,68 @@ MemoryProtection smaller_pool(std::size_t record_stream_bytes, std::size_t keep_
   return keep_alive_bytes < record_stream_bytes ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
 }
 
+// What every capture of one model is made from; `uncapturable` grows as captures fail.
+struct CaptureRequest {
+  const CompiledModel::State& state;
+  const std::vector<NodeCost>& costs;
+  std::vector<Placement> chosen;  // the overflow choice's placement
+  std::vector<bool> uncapturable;
+  std::vector<at::Tensor> examples;  // the graphs' examples, written inputs copied
+  std::vector<int> read_where_they_are;
+};
+
+struct CapturedModel {
+  std::unique_ptr<CudaModel> model;
+  std::vector<Placement> placement;
+};
+
+// Captures the model with `memory`; a node that fails capture becomes a host node and the model is
+// captured again. A pool of its own for each try, unless the options name one.
+CapturedModel capture_model(CaptureRequest& request, MemoryProtection memory) {
+  const CompiledModel::State& state = request.state;
+  CudaOptions attempt = state.options.cuda;
+  attempt.memory = memory;
+  const bool overlap = state.options.overflow.policy != OverflowPolicy::kNone;
+  for (;;) {
+    std::vector<Placement> placement = runnable_placement(state.graph, request.chosen, request.uncapturable);
+    try {
+      std::shared_ptr<CapturePool> pool =
+          state.named_pool ? state.named_pool : CapturePool::create(state.device.index());
+      auto model =
+          std::make_unique<CudaModel>(state.graph, placement, overlap, request.costs, request.examples,
+                                      request.read_where_they_are, state.options.plan, attempt, std::move(pool));
+      return {std::move(model), std::move(placement)};
+    } catch (const CaptureError& error) {
+      if (attempt.on_uncapturable == CudaOptions::OnUncapturable::kError || request.uncapturable[error.node()]) throw;
+      request.uncapturable[error.node()] = true;
+    }
+  }
+}
+
+// MemoryProtection::kSmallerPool: captures both ways and keeps the smaller pool.
+CapturedModel capture_smaller_pool(CompiledModel::State& state, CaptureRequest& request) {
+  if (state.named_pool) {
+    throw Error(
+        fmt::format("{}: memory=smaller-pool keeps one of two captures and releases the other's pool, which "
+                    "a shared memory_pool cannot do; choose record-stream or keep-alive",
+                    state.graph.source_path));
+  }
+  CapturedModel record_stream = capture_model(request, MemoryProtection::kRecordStream);
+  CapturedModel keep_alive = capture_model(request, MemoryProtection::kKeepAlive);
+  CompiledStats record_stats, keep_stats;
+  record_stream.model->add_stats(record_stats);
+  keep_alive.model->add_stats(keep_stats);
+  state.stats.pool_bytes_record_stream = record_stats.pool_bytes;
+  state.stats.pool_bytes_keep_alive = keep_stats.pool_bytes;
+  state.stats.memory = smaller_pool(record_stats.pool_bytes, keep_stats.pool_bytes);
+  CapturedModel kept = std::move(state.stats.memory == MemoryProtection::kKeepAlive ? keep_alive : record_stream);
+  record_stream.model.reset();
+  keep_alive.model.reset();
+  // The caching allocator keeps a released graph pool's memory until it empties its cache.
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  return kept;
+}
+
 // `examples`: the inputs as the model reads them (the caller's static inputs and the state
 // buffers themselves); each compile-time run gets `examples_for_a_run()`.
 void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& examples,
@@ -138,9 +202,9 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
   const Graph& graph = state.graph;
   const Options& options = state.options;
   const c10::DeviceIndex index = state.device.index();
-  const CudaOptions& cuda = options.cuda;
-  const bool shared_pool = cuda.memory_pool.first != 0 || cuda.memory_pool.second != 0;
-  if (shared_pool) state.shared_pool.emplace(index, cuda.memory_pool);
+  if (!is_null_pool_id(options.cuda.memory_pool)) {
+    state.named_pool = CapturePool::find_or_create(index, options.cuda.memory_pool);
+  }
   const std::size_t before = allocated_bytes(index);
   c10::cuda::CUDACachingAllocator::resetPeakStats(index);
   // Comm+SD's estimate runs the GPU side on as many streams as the whole graph's plan opens.
@@ -148,66 +212,35 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
       options.overflow.policy == OverflowPolicy::kCommSd ? make_plan(graph, options.plan, costs).stream_count : 0;
   const OverflowChoice choice =
       choose_placement(graph, examples_for_a_run(), options.overflow, options.costs.profile, gpu_streams);
-  std::vector<bool> uncapturable = host_nodes_on_device(graph, examples_for_a_run(), state.device);
+  CaptureRequest request{state,
+                         costs,
+                         choice.placement,
+                         host_nodes_on_device(graph, examples_for_a_run(), state.device),
+                         {},
+                         state.static_inputs};
   // The caller's static inputs, then the state buffers (after the caller's inputs): the graphs
   // read and write them where they live (CudaModel's warm-ups put back what they write). Every
   // other input gets a copy, which CudaModel copies into buffers of its own.
-  std::vector<int> read_where_they_are = state.static_inputs;
   for (std::size_t i = graph.caller_input_count(); i < graph.inputs().size(); ++i) {
-    read_where_they_are.push_back(static_cast<int>(i));
+    request.read_where_they_are.push_back(static_cast<int>(i));
   }
-  const std::vector<at::Tensor> model_examples = written_copied(examples, state.written, read_where_they_are);
-  // A node that fails capture becomes a host node and the model is compiled again.
-  const auto capture = [&](MemoryProtection memory) {
-    CudaOptions attempt = cuda;
-    attempt.memory = memory;
-    for (;;) {
-      std::vector<Placement> placement = runnable_placement(graph, choice.placement, uncapturable);
-      try {
-        const bool overlap = options.overflow.policy != OverflowPolicy::kNone;
-        auto model = std::make_unique<CudaModel>(graph, state.device, placement, overlap, costs, model_examples,
-                                                 read_where_they_are, options.plan, attempt);
-        return std::make_pair(std::move(model), std::move(placement));
-      } catch (const CaptureError& error) {
-        if (cuda.on_uncapturable == CudaOptions::OnUncapturable::kError || uncapturable[error.node()]) throw;
-        uncapturable[error.node()] = true;
-      }
-    }
-  };
-  std::vector<Placement> placement;
-  if (cuda.memory == MemoryProtection::kSmallerPool && shared_pool) {
-    throw Error(
-        fmt::format("{}: memory=smaller-pool keeps one of two captures and releases the other's pool, which "
-                    "a shared memory_pool cannot do; choose record-stream or keep-alive",
-                    graph.source_path));
-  }
-  if (cuda.memory != MemoryProtection::kSmallerPool) {
-    std::tie(state.cuda, placement) = capture(cuda.memory);
-    state.stats.memory = cuda.memory;
+  request.examples = written_copied(examples, state.written, request.read_where_they_are);
+  CapturedModel captured;
+  if (options.cuda.memory == MemoryProtection::kSmallerPool) {
+    captured = capture_smaller_pool(state, request);
   } else {
-    auto record_stream = capture(MemoryProtection::kRecordStream);
-    auto keep_alive = capture(MemoryProtection::kKeepAlive);
-    CompiledStats record_stats, keep_stats;
-    record_stream.first->add_stats(record_stats);
-    keep_alive.first->add_stats(keep_stats);
-    state.stats.pool_bytes_record_stream = record_stats.pool_bytes;
-    state.stats.pool_bytes_keep_alive = keep_stats.pool_bytes;
-    state.stats.memory = smaller_pool(record_stats.pool_bytes, keep_stats.pool_bytes);
-    std::tie(state.cuda, placement) =
-        std::move(state.stats.memory == MemoryProtection::kKeepAlive ? keep_alive : record_stream);
-    record_stream.first.reset();
-    keep_alive.first.reset();
-    // The caching allocator keeps a released graph pool's memory until it empties its cache.
-    c10::cuda::CUDACachingAllocator::emptyCache();
+    captured = capture_model(request, options.cuda.memory);
+    state.stats.memory = options.cuda.memory;
   }
-  state.host = host_mask(placement);
+  state.cuda = std::move(captured.model);
+  state.host = host_mask(captured.placement);
   const std::size_t peak = peak_allocated_bytes(index);
   state.stats.peak_bytes = peak > before ? peak - before : 0;
   state.stats.predicted_none_us = choice.predicted_none_us.value_or(0);
   state.stats.predicted_us = choice.predicted_us.value_or(0);
   if (choice.costs) {
-    state.stats.predicted_us =
-        estimate_makespan(graph, placement, *choice.costs, choice.comm_sd.gpu_streams, choice.comm_sd.host_threads);
+    state.stats.predicted_us = estimate_makespan(graph, captured.placement, *choice.costs, choice.comm_sd.gpu_streams,
+                                                 choice.comm_sd.host_threads);
   }
   state.plan = state.cuda->plan();
   state.cuda->add_stats(state.stats);

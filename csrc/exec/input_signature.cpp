@@ -21,8 +21,8 @@ bool is_bound_tensor(const at::Tensor& input, const at::Tensor& bound) {
 }  // namespace
 
 InputSignature::InputSignature(const Graph& graph, const std::vector<at::Tensor>& examples,
-                               const std::vector<int>& static_inputs)
-    : source_path_(graph.source_path) {
+                               const std::vector<int>& static_inputs, std::vector<bool> batched)
+    : source_path_(graph.source_path), batched_(std::move(batched)) {
   // The caller's inputs: the state buffers after them are the model's own.
   const std::size_t count = graph.caller_input_count();
   if (examples.size() != count) {
@@ -50,27 +50,34 @@ InputSignature::InputSignature(const Graph& graph, const std::vector<at::Tensor>
   }
 }
 
-void InputSignature::check(const std::vector<at::Tensor>& inputs) const {
+std::int64_t InputSignature::check(const std::vector<at::Tensor>& inputs) const {
+  const bool graph_set = !batched_.empty();
+  // A graph set's words: it takes what it takes; a model was compiled for one signature.
+  const char* accepts = graph_set ? "the graph set takes" : "the model was compiled for";
   if (inputs.size() != names_.size()) {
-    throw Error(fmt::format("{}: the model was compiled for {} inputs ({}), {} were given", source_path_, names_.size(),
-                            describe(), inputs.size()));
+    throw Error(fmt::format("{}: {} {} inputs ({}), {} were given", source_path_, accepts, names_.size(),
+                            graph_set ? fmt::format("{}", fmt::join(names_, ", ")) : describe(), inputs.size()));
   }
+  std::int64_t rows = 0;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& input = inputs[i];
     const std::string where = fmt::format("{}: input {} ('{}')", source_path_, i, names_[i]);
+    const bool batched = graph_set && batched_[i];
     if (!input.defined()) throw Error(where + " is an undefined tensor");
-    if (input.sizes() != c10::IntArrayRef(shapes_[i])) {
-      throw Error(fmt::format("{} has shape {}, the model was compiled for {}; compile again for other shapes", where,
-                              shape_text(input.sizes()), shape_text(shapes_[i])));
+    if (!fits_shape(i, input)) {
+      throw Error(graph_set ? fmt::format("{} has shape {}; {} {}{}", where, shape_text(input.sizes()), accepts,
+                                          expected_shape(i), batched ? " (any number of rows first)" : "")
+                            : fmt::format("{} has shape {}, {} {}; compile again for other shapes", where,
+                                          shape_text(input.sizes()), accepts, expected_shape(i)));
     }
     if (input.scalar_type() != dtypes_[i]) {
-      throw Error(fmt::format("{} has dtype {}, the model was compiled for {}; convert it with .to({})", where,
-                              c10::toString(input.scalar_type()), c10::toString(dtypes_[i]),
+      throw Error(fmt::format("{} has dtype {}, {} {}; convert it with .to({})", where,
+                              c10::toString(input.scalar_type()), accepts, c10::toString(dtypes_[i]),
                               c10::toString(dtypes_[i])));
     }
     if (input.device() != devices_[i]) {
-      throw Error(fmt::format("{} is on {}, the model was compiled for {}; move it with .to(\"{}\")", where,
-                              input.device().str(), devices_[i].str(), devices_[i].str()));
+      throw Error(fmt::format("{} is on {}, {} {}; move it with .to(\"{}\")", where, input.device().str(), accepts,
+                              devices_[i].str(), devices_[i].str()));
     }
     const at::Tensor& bound = bound_[i];
     if (bound.defined() && !is_bound_tensor(input, bound)) {
@@ -79,7 +86,29 @@ void InputSignature::check(const std::vector<at::Tensor>& inputs) const {
                       "tensor was given; pass the same tensor, or compile again for the new one",
                       where));
     }
+    if (!batched) continue;
+    if (input.size(0) == 0) throw Error(where + " has no rows");
+    if (rows != 0 && rows != input.size(0)) {
+      throw Error(
+          fmt::format("{} has {} rows, an earlier batched input {}: every batched input has one row per request", where,
+                      input.size(0), rows));
+    }
+    rows = input.size(0);
   }
+  return rows;
+}
+
+std::string InputSignature::expected_shape(std::size_t index) const {
+  if (batched_.empty() || !batched_[index]) return shape_text(shapes_[index]);
+  std::vector<std::string> parts{"*"};
+  for (std::size_t d = 1; d < shapes_[index].size(); ++d) parts.push_back(std::to_string(shapes_[index][d]));
+  return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
+bool InputSignature::fits_shape(std::size_t index, const at::Tensor& input) const {
+  const c10::IntArrayRef expected(shapes_[index]);
+  if (batched_.empty() || !batched_[index]) return input.sizes() == expected;
+  return input.dim() == static_cast<std::int64_t>(expected.size()) && input.sizes().slice(1) == expected.slice(1);
 }
 
 bool InputSignature::adopt(std::size_t index, const at::Tensor& input) const {

@@ -79,6 +79,18 @@ class OPARA_API GraphSet {
 // operators do not fix the batch (load(path)), one traced or exported at that size otherwise.
 using GraphForBatch = std::function<Graph(std::int64_t batch_size)>;
 
+// The inputs whose first dimension is the batch, ascending: `declared` (each index checked), or
+// unset, those whose first dimension equals the first input's. Each has the same number of rows,
+// at least one. Errors name `source` (the model) and the input. compile_graph_set decides so.
+OPARA_API std::vector<int> find_batched_inputs(const std::vector<at::Tensor>& examples,
+                                               const std::optional<std::vector<int>>& declared,
+                                               const std::string& source);
+// `inputs` at `rows` rows, as a graph set runs them: each batched input cut to its first `rows`
+// rows or padded by repeating its last row (a padding row is a real row: it computes nothing a
+// request could not), the others as they are.
+OPARA_API std::vector<at::Tensor> inputs_with_rows(const std::vector<at::Tensor>& inputs,
+                                                   const std::vector<int>& batched, std::int64_t rows);
+
 // Compiles a graph for each batch size, on examples cut or padded (the last row repeated) to it,
 // with `options` (on CUDA the buckets share one memory pool unless set_options.share_pool is
 // false; Options::outputs = view is refused: the set's outputs are the caller's own). Checks at compile time that the

@@ -7,12 +7,14 @@
 
 #include "exec/outputs.h"
 #include "exec/value_lifetimes.h"
+#include "support/internal_assert.h"
 
 namespace opara {
 ActionRun run_actions(const Graph& graph, const std::vector<std::shared_ptr<const NodeOp>>& ops,
                       const std::vector<CaptureAction>& actions, const std::vector<c10::IValue>& inputs,
                       StreamBackend& backend, MemoryProtection memory) {
-  TORCH_INTERNAL_ASSERT(inputs.size() == graph.inputs().size(), "opara bug: run_actions given the wrong inputs");
+  OPARA_ASSERT(inputs.size() == graph.inputs().size(), "run_actions given {} inputs for a graph of {}", inputs.size(),
+               graph.inputs().size());
   c10::AutoGradMode no_grad(false);
   std::vector<c10::IValue> values(graph.values().size());
   ValueLifetimes lifetimes(graph);

@@ -76,91 +76,122 @@ std::vector<CaptureAction> capture_actions(const Graph& graph, const Plan& plan)
   return ActionBuilder(graph, plan).build();
 }
 
-std::vector<std::string> check_capture_actions(const Graph& graph, const Plan& plan,
-                                               const std::vector<CaptureAction>& actions) {
-  std::vector<std::string> problems;
-  enum class Phase : std::uint8_t { kUnforked, kForked, kJoined };
-  std::vector<Phase> phase(plan.stream_count, Phase::kUnforked);
-  std::vector<int> runs(graph.size(), 0);
-  std::vector<bool> recorded(graph.size(), false);
-  std::set<std::pair<int, NodeId>> waited;  // (stream, node whose event it waited on)
-  auto in_range = [&](int stream) { return stream == kOriginStream || (stream >= 0 && stream < plan.stream_count); };
-  for (std::size_t index = 0; index < actions.size(); ++index) {
-    const CaptureAction& action = actions[index];
-    const std::string where = fmt::format("action {} ({})", index, to_string(action));
-    if (!in_range(action.stream)) {
-      problems.push_back(where + ": no such stream");
-      continue;
+namespace {
+
+// check_capture_actions' walk: the state of every stream and node so far, one method per step.
+class ActionChecker {
+ public:
+  ActionChecker(const Graph& graph, const Plan& plan)
+      : graph_(graph),
+        plan_(plan),
+        phase_(plan.stream_count, Phase::kUnforked),
+        runs_(graph.size(), 0),
+        recorded_(graph.size(), false) {}
+
+  void check(std::size_t index, const CaptureAction& action) {
+    where_ = fmt::format("action {} ({})", index, to_string(action));
+    if (action.stream != kOriginStream && (action.stream < 0 || action.stream >= plan_.stream_count)) {
+      problems_.push_back(where_ + ": no such stream");
+      return;
+    }
+    if (action.step == CaptureStep::kFork || action.step == CaptureStep::kJoin) {
+      check_fork_or_join(action);
+      return;
     }
     const bool side = action.stream != kOriginStream;
-    if (action.step == CaptureStep::kFork) {
-      if (!side || phase[action.stream] != Phase::kUnforked)
-        problems.push_back(where + ": forks twice or forks the origin");
-      if (side) phase[action.stream] = Phase::kForked;
-      continue;
+    if (side && phase_[action.stream] != Phase::kForked) {
+      problems_.push_back(where_ + ": uses a side stream before its fork or after its join");
     }
-    if (action.step == CaptureStep::kJoin) {
-      if (!side || phase[action.stream] != Phase::kForked)
-        problems.push_back(where + ": joins a stream not forked, or twice");
-      if (side) phase[action.stream] = Phase::kJoined;
-      continue;
+    if (!side && (action.step != CaptureStep::kRun || plan_.stream_of[action.node] != kNoStream)) {
+      problems_.push_back(where_ + ": only nodes without a stream may run on the origin");
     }
-    if (side && phase[action.stream] != Phase::kForked) {
-      problems.push_back(where + ": uses a side stream before its fork or after its join");
+    if (action.node < 0 || action.node >= static_cast<NodeId>(graph_.size())) {
+      problems_.push_back(where_ + ": no such node");
+      return;
     }
-    if (!side && (action.step != CaptureStep::kRun || plan.stream_of[action.node] != kNoStream)) {
-      problems.push_back(where + ": only nodes without a stream may run on the origin");
+    if (action.step == CaptureStep::kWait) {
+      if (!recorded_[action.node])
+        problems_.push_back(
+            fmt::format("{}: waits on {} before its event is recorded", where_, graph_.describe(action.node)));
+      waited_.insert({action.stream, action.node});
+    } else if (action.step == CaptureStep::kRecord) {
+      if (runs_[action.node] == 0)
+        problems_.push_back(fmt::format("{}: records {} before it runs", where_, graph_.describe(action.node)));
+      recorded_[action.node] = true;
+    } else if (action.step == CaptureStep::kRun) {
+      check_run(action);
     }
-    if (action.node < 0 || action.node >= static_cast<NodeId>(graph.size())) {
-      problems.push_back(where + ": no such node");
-      continue;
+  }
+
+  // What must hold once every action ran: each side stream joined, each node run once.
+  std::vector<std::string> finish() {
+    for (int stream = 0; stream < plan_.stream_count; ++stream) {
+      if (phase_[stream] == Phase::kForked) problems_.push_back(fmt::format("stream {} is never joined", stream));
     }
-    const std::string node = graph.describe(action.node);
-    switch (action.step) {
-      case CaptureStep::kWait:
-        if (!recorded[action.node])
-          problems.push_back(fmt::format("{}: waits on {} before its event is recorded", where, node));
-        waited.insert({action.stream, action.node});
-        break;
-      case CaptureStep::kRecord:
-        if (runs[action.node] == 0) problems.push_back(fmt::format("{}: records {} before it runs", where, node));
-        recorded[action.node] = true;
-        break;
-      case CaptureStep::kRun: {
-        const int planned = plan.stream_of[action.node];
-        if (planned != kNoStream && planned != action.stream) {
-          problems.push_back(fmt::format("{}: {} belongs on stream {}", where, node, planned));
+    for (const Node& node : graph_.nodes()) {
+      if (runs_[node.id] != 1)
+        problems_.push_back(fmt::format("{} runs {} times", graph_.describe(node.id), runs_[node.id]));
+    }
+    return std::move(problems_);
+  }
+
+ private:
+  enum class Phase : std::uint8_t { kUnforked, kForked, kJoined };
+
+  void check_fork_or_join(const CaptureAction& action) {
+    const bool side = action.stream != kOriginStream;
+    const bool fork = action.step == CaptureStep::kFork;
+    const Phase before = fork ? Phase::kUnforked : Phase::kForked;
+    if (!side || phase_[action.stream] != before) {
+      problems_.push_back(where_ +
+                          (fork ? ": forks twice or forks the origin" : ": joins a stream not forked, or twice"));
+    }
+    if (side) phase_[action.stream] = fork ? Phase::kForked : Phase::kJoined;
+  }
+
+  void check_run(const CaptureAction& action) {
+    const std::string node = graph_.describe(action.node);
+    const int planned = plan_.stream_of[action.node];
+    if (planned != kNoStream && planned != action.stream) {
+      problems_.push_back(fmt::format("{}: {} belongs on stream {}", where_, node, planned));
+    }
+    if (action.stream == kOriginStream && std::find(phase_.begin(), phase_.end(), Phase::kForked) != phase_.end()) {
+      problems_.push_back(fmt::format("{}: runs {} on the origin while side streams are not joined", where_, node));
+    }
+    if (planned != kNoStream) {
+      for (NodeId waited_node : plan_.waits[action.node]) {
+        if (waited_.count({action.stream, waited_node}) == 0) {
+          problems_.push_back(
+              fmt::format("{}: runs {} without the plan's wait on {}", where_, node, graph_.describe(waited_node)));
         }
-        if (!side && std::find(phase.begin(), phase.end(), Phase::kForked) != phase.end()) {
-          problems.push_back(fmt::format("{}: runs {} on the origin while side streams are not joined", where, node));
-        }
-        if (planned != kNoStream) {
-          for (NodeId waited_node : plan.waits[action.node]) {
-            if (waited.count({action.stream, waited_node}) == 0) {
-              problems.push_back(
-                  fmt::format("{}: runs {} without the plan's wait on {}", where, node, graph.describe(waited_node)));
-            }
-          }
-        }
-        for (NodeId predecessor : graph.node(action.node).predecessors) {
-          if (runs[predecessor] == 0) {
-            problems.push_back(
-                fmt::format("{}: runs {} before its predecessor {}", where, node, graph.describe(predecessor)));
-          }
-        }
-        ++runs[action.node];
-        break;
       }
-      default: break;
     }
+    for (NodeId predecessor : graph_.node(action.node).predecessors) {
+      if (runs_[predecessor] == 0) {
+        problems_.push_back(
+            fmt::format("{}: runs {} before its predecessor {}", where_, node, graph_.describe(predecessor)));
+      }
+    }
+    ++runs_[action.node];
   }
-  for (int stream = 0; stream < plan.stream_count; ++stream) {
-    if (phase[stream] == Phase::kForked) problems.push_back(fmt::format("stream {} is never joined", stream));
-  }
-  for (const Node& node : graph.nodes()) {
-    if (runs[node.id] != 1) problems.push_back(fmt::format("{} runs {} times", graph.describe(node.id), runs[node.id]));
-  }
-  return problems;
+
+  const Graph& graph_;
+  const Plan& plan_;
+  std::vector<Phase> phase_;  // by side stream
+  std::vector<int> runs_;     // by node
+  std::vector<bool> recorded_;
+  std::set<std::pair<int, NodeId>> waited_;  // (stream, node whose event it waited on)
+  std::string where_;                        // the action being checked, for messages
+  std::vector<std::string> problems_;
+};
+
+}  // namespace
+
+std::vector<std::string> check_capture_actions(const Graph& graph, const Plan& plan,
+                                               const std::vector<CaptureAction>& actions) {
+  ActionChecker checker(graph, plan);
+  for (std::size_t index = 0; index < actions.size(); ++index) checker.check(index, actions[index]);
+  return checker.finish();
 }
 
 std::string to_string(const CaptureAction& action) {

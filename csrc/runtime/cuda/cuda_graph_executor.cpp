@@ -17,21 +17,22 @@
 #include "opara/error.h"
 #include "runtime/cuda/action_runner.h"
 #include "runtime/cuda/capture_actions.h"
-#include "runtime/cuda/capture_lifecycle.h"
-#include "runtime/cuda/cuda_graph_compat.h"
-#include "runtime/cuda/cuda_streams.h"
+#include "runtime/cuda/capture_pool.h"
+#include "runtime/cuda/device_memory.h"
+#include "runtime/cuda/graph_capture.h"
 #include "support/elapsed.h"
+#include "support/internal_assert.h"
 
 namespace opara {
 namespace {
 
-// The actions on CUDA: the lease's streams 0..n-1 are the Plan's, stream n the origin.
+// The actions on CUDA, on a capture's streams (CapturePool::capture_streams): the origin first,
+// then the Plan's.
 class CudaBackend final : public StreamBackend {
  public:
-  CudaBackend(const StreamLease& streams, int stream_count, std::size_t node_count, bool record_streams,
-              const Graph* capturing = nullptr)
+  CudaBackend(const std::vector<c10::cuda::CUDAStream>& streams, int stream_count, std::size_t node_count,
+              bool record_streams, const Graph* capturing = nullptr)
       : streams_(streams),
-        origin_(static_cast<int>(streams.size()) - 1),
         node_events_(node_count),
         join_events_(stream_count),
         record_streams_(record_streams),
@@ -78,7 +79,7 @@ class CudaBackend final : public StreamBackend {
   void wait(int stream, NodeId node) override {
     // CUDAEvent::block on an event never recorded is a silent no-op; capture_actions guarantees
     // the record comes first, and this says so loudly if it ever does not.
-    TORCH_INTERNAL_ASSERT(node_events_[node].has_value(), "opara bug: waiting on node ", node, " before its record");
+    OPARA_ASSERT(node_events_[node].has_value(), "waiting on node {} before its record", node);
     node_events_[node]->block(cuda_stream(stream));
   }
   void enter(int stream) override {
@@ -108,11 +109,10 @@ class CudaBackend final : public StreamBackend {
 
  private:
   [[nodiscard]] const c10::cuda::CUDAStream& cuda_stream(int stream) const {
-    return streams_[stream == kOriginStream ? origin_ : stream];
+    return streams_[stream == kOriginStream ? 0 : static_cast<std::size_t>(stream) + 1];
   }
 
-  const StreamLease& streams_;
-  int origin_;
+  const std::vector<c10::cuda::CUDAStream>& streams_;
   std::vector<std::optional<CudaEvent>> node_events_;
   std::vector<std::optional<CudaEvent>> join_events_;
   std::optional<CudaEvent> fork_event_;
@@ -144,29 +144,9 @@ c10::DeviceIndex cuda_device_of(const Graph& graph, const std::vector<c10::IValu
   return device ? device->index() : c10::cuda::current_device();
 }
 
-}  // namespace
-
-struct CudaGraphExecutor::State {
-  Graph graph;
-  Plan plan;
-  CudaGraphOptions options;
-  c10::DeviceIndex device = 0;
-  std::vector<std::shared_ptr<const NodeOp>> ops;
-  std::vector<c10::IValue> static_inputs;
-  std::vector<c10::IValue> static_outputs;
-  std::unique_ptr<InspectableGraph> cuda_graph;
-  // Held while the graph lives: cuBLAS keeps a workspace per (handle, stream) and the graph holds
-  // the one it was captured with. Another model captured on these streams would share it, and
-  // the two replayed at once would race on it.
-  std::shared_ptr<StreamLease> streams;
-  CaptureStats stats;
-};
-
-CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<c10::IValue> static_inputs,
-                                     CudaGraphOptions options)
-    : state_(std::make_unique<State>()) {
-  State& state = *state_;
-  require_valid(graph, plan);
+// Arguments no capture could go on with.
+void check_arguments(const Graph& graph, const std::vector<c10::IValue>& static_inputs,
+                     const CudaGraphOptions& options) {
   if (static_inputs.size() != graph.inputs().size()) {
     throw Error(fmt::format("{}: the graph takes {} inputs, {} static inputs were given", graph.source_path,
                             graph.inputs().size(), static_inputs.size()));
@@ -185,105 +165,114 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
                     "smaller-pool is compile()'s, which captures with both",
                     graph.source_path));
   }
-  state.graph = graph;
-  state.plan = std::move(plan);
-  state.options = options;
-  state.static_inputs = std::move(static_inputs);
-  state.device = cuda_device_of(graph, state.static_inputs);
-  const c10::Device device(c10::kCUDA, state.device);
-  c10::cuda::CUDAGuard device_guard(state.device);
-  state.ops = ops_on_device(graph, device);
+}
 
-  const std::vector<CaptureAction> actions = capture_actions(state.graph, state.plan);
-  const int stream_count = state.plan.stream_count;
-  if (options.streams) {
-    if (options.streams->size() < static_cast<std::size_t>(stream_count) + 1) {
-      throw Error(fmt::format("{}: the plan has {} streams and the capture an origin, but {} streams were lent",
-                              graph.source_path, stream_count, options.streams->size()));
-    }
-    if ((*options.streams)[0].device_index() != state.device) {
-      throw Error(fmt::format("{}: the streams lent are on cuda:{}, the inputs on cuda:{}", graph.source_path,
-                              (*options.streams)[0].device_index(), state.device));
-    }
-    state.streams = options.streams;
-  } else {
-    state.streams = std::make_shared<StreamLease>(state.device, static_cast<std::size_t>(stream_count) + 1);
+}  // namespace
+
+struct CudaGraphExecutor::State {
+  Graph graph;
+  Plan plan;
+  CudaGraphOptions options;
+  c10::DeviceIndex device = 0;
+  std::vector<std::shared_ptr<const NodeOp>> ops;
+  std::vector<c10::IValue> static_inputs;
+  std::vector<c10::IValue> static_outputs;
+  // Held while the graph lives (declared before it, so released after it): its memory, and the
+  // streams it was captured on, whose cuBLAS workspaces it holds (another model captured on them
+  // and replayed at once would race on them).
+  std::shared_ptr<CapturePool> pool;
+  std::unique_ptr<InspectableGraph> cuda_graph;
+  CaptureStats stats;
+
+  [[nodiscard]] bool record_streams() const { return options.memory == MemoryProtection::kRecordStream; }
+  // The pool lent, on the inputs' device, or one of the graph's own.
+  void take_pool();
+  // The same actions as capture, eagerly, on the same streams, options.warmup_runs times.
+  void warm_up(const std::vector<CaptureAction>& actions, const std::vector<c10::cuda::CUDAStream>& streams);
+  // Captures the actions on the origin stream (never the default stream) and instantiates the graph.
+  void capture(const std::vector<CaptureAction>& actions, const std::vector<c10::cuda::CUDAStream>& streams);
+};
+
+void CudaGraphExecutor::State::take_pool() {
+  if (!options.pool) {
+    pool = CapturePool::create(device);
+    return;
   }
-  StreamLease& streams = *state.streams;
-  const std::size_t origin = streams.size() - 1;
-  const bool record_streams = options.memory == MemoryProtection::kRecordStream;
+  if (options.pool->device() != device) {
+    throw Error(fmt::format("{}: the memory pool lent is on cuda:{}, the inputs on cuda:{}", graph.source_path,
+                            options.pool->device(), device));
+  }
+  pool = options.pool;
+}
 
-  // Warm-up: the same actions, eagerly, on the same streams.
-  const auto warmup_started = std::chrono::steady_clock::now();
+void CudaGraphExecutor::State::warm_up(const std::vector<CaptureAction>& actions,
+                                       const std::vector<c10::cuda::CUDAStream>& streams) {
+  const auto started = std::chrono::steady_clock::now();
   // Streams, not the device, are synchronised: a device-wide wait would also wait on (and may
   // invalidate) a capture another thread has under way.
-  c10::cuda::getCurrentCUDAStream(state.device).synchronize();  // the static inputs were written there
+  c10::cuda::getCurrentCUDAStream(device).synchronize();  // the static inputs were written there
   for (int round = 0; round < options.warmup_runs; ++round) {
-    CudaBackend backend(streams, stream_count, state.graph.size(), record_streams);
+    CudaBackend backend(streams, plan.stream_count, graph.size(), record_streams());
     // Its tensors are freed when the round is done (kKeepAlive records no stream use).
-    const ActionRun round_run =
-        run_actions(state.graph, state.ops, actions, state.static_inputs, backend, options.memory);
-    for (std::size_t k = 0; k < streams.size(); ++k) streams[k].synchronize();
+    const ActionRun round_run = run_actions(graph, ops, actions, static_inputs, backend, options.memory);
+    for (const c10::cuda::CUDAStream& stream : streams) stream.synchronize();
   }
-  state.stats.warmup_ms = milliseconds_since(warmup_started);
+  stats.warmup_ms = milliseconds_since(started);
+}
 
-  // Capture on the origin stream (never the default stream).
-  const auto capture_started = std::chrono::steady_clock::now();
-  const std::size_t reserved_before = reserved_bytes(state.device);
-  auto capture = std::make_unique<InspectableGraph>(/*keep_graph=*/true);  // kept to count its nodes
-  // An explicit pool, even a graph's own, so that a failed capture can let go of it.
-  const c10::MempoolId_t pool = options.pool.first != 0 || options.pool.second != 0
-                                    ? c10::MempoolId_t{options.pool.first, options.pool.second}
-                                    : at::cuda::graph_pool_handle();
-  {
-    c10::cuda::CUDAStreamGuard origin_guard(streams[origin]);
-    std::unique_lock<std::mutex> turn;
-    try {
-      turn = begin_capture(*capture, pool, state.device, streams[origin].stream());
-    } catch (...) {
-      streams.discard();
-      throw;
-    }
-    ActionRun run;
-    bool ending = false;
-    std::optional<CudaBackend> backend;
-    try {
-      backend.emplace(streams, stream_count, state.graph.size(), record_streams, &state.graph);
-      run = run_actions(state.graph, state.ops, actions, state.static_inputs, *backend, options.memory);
-      ending = true;
-      capture->capture_end();
-    } catch (...) {
-      // End the broken capture with every side stream joined, and never lend its streams again.
-      if (backend) backend->join_open_streams();
-      if (!ending) {
-        try {
-          capture->capture_end();
-        } catch (const std::exception&) {
-        }
-      }
-      abandon_capture(*capture, state.device, pool, streams[origin].stream());
-      streams.discard();
-      capture.reset();
-      try {
-        throw;
-      } catch (const NodeError& error) {
-        // The node ran in the warm-up, so capture is what it cannot stand.
-        throw CaptureError(fmt::format("{} (while capturing the CUDA graph: the operation synchronises with the "
-                                       "host or has a data-dependent shape; run it as a host step)",
-                                       error.what()),
-                           error.node());
-      }
-    }
-    state.cuda_graph = std::move(capture);
-    C10_CUDA_CHECK(cudaGraphGetNodes(state.cuda_graph->raw_cuda_graph(), nullptr, &state.stats.graph_nodes));
-    state.cuda_graph->instantiate();
-    state.static_outputs = std::move(run.outputs);
-    // run.kept (kKeepAlive) is released here, after the capture ended.
+void CudaGraphExecutor::State::capture(const std::vector<CaptureAction>& actions,
+                                       const std::vector<c10::cuda::CUDAStream>& streams) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::size_t reserved_before = reserved_bytes(device);
+  const c10::cuda::CUDAStreamGuard origin_guard(streams[0]);
+  GraphCapture capture(*pool, streams[0].stream());
+  CudaBackend backend(streams, plan.stream_count, graph.size(), record_streams(), &graph);
+  ActionRun run;
+  try {
+    run = run_actions(graph, ops, actions, static_inputs, backend, options.memory);
+  } catch (const NodeError& error) {
+    // End the broken capture with every side stream joined. The node ran in the warm-up, so
+    // capture is what it cannot stand.
+    backend.join_open_streams();
+    capture.abandon();
+    throw CaptureError(fmt::format("{} (while capturing the CUDA graph: the operation synchronises with the "
+                                   "host or has a data-dependent shape; run it as a host step)",
+                                   error.what()),
+                       error.node());
+  } catch (...) {
+    backend.join_open_streams();
+    capture.abandon();
+    throw;
   }
-  state.stats.capture_ms = milliseconds_since(capture_started);
-  const std::size_t reserved_after = reserved_bytes(state.device);
-  state.stats.pool_bytes = reserved_after > reserved_before ? reserved_after - reserved_before : 0;
-  state.stats.streams = stream_count;
+  cuda_graph = capture.end();
+  C10_CUDA_CHECK(cudaGraphGetNodes(cuda_graph->raw_cuda_graph(), nullptr, &stats.graph_nodes));
+  cuda_graph->instantiate();
+  static_outputs = std::move(run.outputs);
+  run.kept.clear();  // kKeepAlive's tensors are released once the capture has ended
+  stats.capture_ms = milliseconds_since(started);
+  const std::size_t reserved_after = reserved_bytes(device);
+  stats.pool_bytes = reserved_after > reserved_before ? reserved_after - reserved_before : 0;
+}
+
+CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<c10::IValue> static_inputs,
+                                     CudaGraphOptions options)
+    : state_(std::make_unique<State>()) {
+  require_valid(graph, plan);
+  check_arguments(graph, static_inputs, options);
+  State& state = *state_;
+  state.graph = graph;
+  state.plan = std::move(plan);
+  state.options = std::move(options);
+  state.static_inputs = std::move(static_inputs);
+  state.device = cuda_device_of(graph, state.static_inputs);
+  const c10::cuda::CUDAGuard device_guard(state.device);
+  state.ops = ops_on_device(graph, c10::Device(c10::kCUDA, state.device));
+  state.take_pool();
+  const std::vector<c10::cuda::CUDAStream> streams = state.pool->capture_streams(state.plan.stream_count);
+  const std::vector<CaptureAction> actions = capture_actions(state.graph, state.plan);
+  state.warm_up(actions, streams);
+  state.capture(actions, streams);
+  state.stats.streams = state.plan.stream_count;
   state.stats.events = state.plan.wait_count();
   for (const Node& node : state.graph.nodes()) state.stats.captured_nodes += node.has(kLaunchesKernel) ? 1 : 0;
 }

@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <utility>
 #include <vector>
 
 #include "opara/graph.h"
@@ -14,21 +13,17 @@
 
 namespace opara {
 
-class StreamLease;
+class CapturePool;
 
 struct CudaGraphOptions {
   MemoryProtection memory = MemoryProtection::kRecordStream;
   // Eager runs of the plan on the capture streams before capture, so that cuBLAS and cuDNN
   // handles and workspaces exist outside the graph's memory pool. At least 2.
   int warmup_runs = 2;
-  // A memory pool shared with other graphs that replay in capture order (the segments of one
-  // model); {0, 0}: the graph's own pool.
-  std::pair<unsigned long long, unsigned long long> pool{0, 0};
-  // The streams to warm up and capture on, shared by the graphs of one pool: the caching allocator
-  // reuses a freed block only on the stream that allocated it, so a later graph captured on an
-  // earlier one's streams reuses that graph's intermediates. The last stream is the origin; the
-  // Plan's streams are the first plan.stream_count. Null: streams of the graph's own.
-  std::shared_ptr<StreamLease> streams;
+  // The memory pool and streams shared with other graphs that replay in capture order (the
+  // segments of one model, the buckets of a graph set): a later graph captured on an earlier one's
+  // streams reuses that graph's intermediates. Null: a pool of the graph's own.
+  std::shared_ptr<CapturePool> pool;
 };
 
 struct CaptureStats {

@@ -1,7 +1,6 @@
 #include "runtime/cuda/cuda_model.h"
 
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAGraph.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -32,10 +31,11 @@ std::vector<NodeCost> segment_costs(const Segment& segment, const std::vector<No
 
 }  // namespace
 
-CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<Placement>& placement, bool overlap,
+CudaModel::CudaModel(const Graph& graph, const std::vector<Placement>& placement, bool overlap,
                      const std::vector<NodeCost>& costs, const std::vector<at::Tensor>& example_inputs,
-                     const std::vector<int>& static_inputs, const PlanOptions& plan_options, const CudaOptions& options)
-    : graph_(graph), device_(device) {
+                     const std::vector<int>& static_inputs, const PlanOptions& plan_options, const CudaOptions& options,
+                     std::shared_ptr<CapturePool> pool)
+    : graph_(graph), device_(c10::kCUDA, pool->device()), pool_(std::move(pool)) {
   c10::cuda::CUDAGuard device_guard(device_);
   // The buffers the runs copy into must be ordinary tensors: made under torch.inference_mode()
   // they would be inference tensors, which a call outside it may not write. No autograd either.
@@ -52,87 +52,22 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
     step_lease_ = std::make_unique<StreamLease>(device_.index(), 1);
     step_stream = (*step_lease_)[0];
   }
-  slots_.resize(graph.values().size());
-  written_inputs_ = inputs_written_in_place(graph);
-  read_in_place_.assign(example_inputs.size(), false);
-  for (int index : static_inputs) read_in_place_.at(index) = true;
-  for (std::size_t i = 0; i < example_inputs.size(); ++i) {
-    // A static input is read where it is: its buffer is the caller's tensor (run() checks it is
-    // given again), every other input a buffer of the model's own, refilled each run.
-    static_inputs_.push_back(read_in_place_[i] ? example_inputs[i] : example_inputs[i].clone());
-    slots_[graph.inputs()[i]] = static_inputs_.back();
-  }
-
+  bind_inputs(example_inputs, static_inputs);
   whole_plan_.stream_policy = plan_options.streams;
   whole_plan_.order_policy = plan_options.order;
   whole_plan_.max_streams = plan_options.max_streams;
   whole_plan_.stream_of.assign(graph.size(), kNoStream);
   whole_plan_.waits.assign(graph.size(), {});
   whole_plan_.records.assign(graph.size(), 0);
-
   read_by_a_graph_.assign(graph.values().size(), false);
   for (const Segment& segment : segments_) {
     if (segment.kind != SegmentKind::kGraph) continue;
     for (ValueId value : segment.input_values) read_by_a_graph_[value] = true;
   }
-
-  // One pool and one set of streams for every graph: they replay in capture order, one after
-  // another on the caller's stream, so a later graph may reuse what an earlier one freed, and the
-  // caching allocator reuses a block only on the stream that allocated it.
-  const bool shared = options.memory_pool.first != 0 || options.memory_pool.second != 0;
-  const c10::MempoolId_t pool =
-      shared ? c10::MempoolId_t{options.memory_pool.first, options.memory_pool.second} : at::cuda::graph_pool_handle();
-  std::vector<std::optional<Plan>> plans(segments_.size());
-  int most_streams = 0;
+  // Every graph captures into the one pool, on its streams: they replay in capture order, one after
+  // another on the caller's stream, so a later graph may reuse what an earlier one freed.
   for (std::size_t k = 0; k < segments_.size(); ++k) {
-    if (segments_[k].kind != SegmentKind::kGraph) continue;
-    plans[k] = make_plan(segments_[k].graph, plan_options, segment_costs(segments_[k], costs));
-    most_streams = std::max(most_streams, plans[k]->stream_count);
-  }
-  // With a pool shared with other models (a GraphSet's buckets), their streams too.
-  const std::size_t stream_count = static_cast<std::size_t>(most_streams) + 1;
-  const auto graph_streams = shared ? lease_for_pool(device_.index(), options.memory_pool, stream_count)
-                                    : std::make_shared<StreamLease>(device_.index(), stream_count);
-  for (std::size_t k = 0; k < segments_.size(); ++k) {
-    const Segment& segment = segments_[k];
-    std::vector<c10::IValue> inputs;
-    for (ValueId value : segment.input_values) inputs.push_back(slots_[value]);
-    std::vector<c10::IValue> outputs;
-    if (segment.kind == SegmentKind::kGraph) {
-      const UndoWrites warm_up_writes(inputs, inputs_written_in_place(segment.graph));
-      try {
-        graphs_[k] = std::make_unique<CudaGraphExecutor>(
-            segment.graph, std::move(*plans[k]), inputs,
-            CudaGraphOptions{options.memory, options.warmup_runs, {pool.first, pool.second}, graph_streams});
-      } catch (const CaptureError& error) {
-        throw CaptureError(error.what(), segment.nodes[error.node()]);  // the whole graph's id
-      }
-      // Capture computes nothing: one replay fills the static outputs, so that the host steps
-      // after it see real values (a nonzero's shape, an item's scalar) when they first run; it
-      // starts from the values as the warm-up found them.
-      warm_up_writes.undo();
-      graphs_[k]->replay();
-      outputs = graphs_[k]->static_outputs();
-      const Plan& local = graphs_[k]->plan();
-      whole_plan_.stream_count = std::max(whole_plan_.stream_count, local.stream_count);
-      whole_plan_.events_unreduced += local.events_unreduced;
-      whole_plan_.cost_source = local.cost_source;
-      for (NodeId id : local.launch_order) whole_plan_.launch_order.push_back(segment.nodes[id]);
-      for (std::size_t i = 0; i < segment.nodes.size(); ++i) {
-        const NodeId whole = segment.nodes[i];
-        whole_plan_.stream_of[whole] = local.stream_of[i];
-        whole_plan_.records[whole] = local.records[i];
-        for (NodeId waited : local.waits[i]) whole_plan_.waits[whole].push_back(segment.nodes[waited]);
-      }
-    } else {
-      host_steps_[k] = std::make_unique<HostStep>(
-          segment, device_, step_runs_on_cpu(graph, segment, placement) ? HostSide::kCpu : HostSide::kDevice,
-          segment_costs(segment, costs), step_stream);
-      // Later graphs read these at fixed addresses: buffers of their own, refilled each run.
-      outputs = host_steps_[k]->first_run(inputs);
-      whole_plan_.launch_order.insert(whole_plan_.launch_order.end(), segment.nodes.begin(), segment.nodes.end());
-    }
-    for (std::size_t j = 0; j < outputs.size(); ++j) slots_[segment.output_values[j]] = outputs[j];
+    compile_segment(k, placement, costs, plan_options, options, step_stream);
   }
   captured_scalars_.resize(example_inputs.size());
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
@@ -142,6 +77,66 @@ CudaModel::CudaModel(const Graph& graph, c10::Device device, const std::vector<P
   // The current stream and the step stream, not the device: see CudaGraphExecutor's warm-up.
   c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
   if (step_stream) step_stream->synchronize();
+}
+
+void CudaModel::bind_inputs(const std::vector<at::Tensor>& example_inputs, const std::vector<int>& static_inputs) {
+  slots_.resize(graph_.values().size());
+  written_inputs_ = inputs_written_in_place(graph_);
+  read_in_place_.assign(example_inputs.size(), false);
+  for (int index : static_inputs) read_in_place_.at(index) = true;
+  for (std::size_t i = 0; i < example_inputs.size(); ++i) {
+    // A static input is read where it is: its buffer is the caller's tensor (run() checks it is
+    // given again), every other input a buffer of the model's own, refilled each run.
+    static_inputs_.push_back(read_in_place_[i] ? example_inputs[i] : example_inputs[i].clone());
+    slots_[graph_.inputs()[i]] = static_inputs_.back();
+  }
+}
+
+void CudaModel::compile_segment(std::size_t k, const std::vector<Placement>& placement,
+                                const std::vector<NodeCost>& costs, const PlanOptions& plan_options,
+                                const CudaOptions& options, const std::optional<c10::cuda::CUDAStream>& step_stream) {
+  const Segment& segment = segments_[k];
+  std::vector<c10::IValue> inputs;
+  for (ValueId value : segment.input_values) inputs.push_back(slots_[value]);
+  std::vector<c10::IValue> outputs;
+  if (segment.kind == SegmentKind::kGraph) {
+    const UndoWrites warm_up_writes(inputs, inputs_written_in_place(segment.graph));
+    try {
+      Plan plan = make_plan(segment.graph, plan_options, segment_costs(segment, costs));
+      graphs_[k] = std::make_unique<CudaGraphExecutor>(segment.graph, std::move(plan), inputs,
+                                                       CudaGraphOptions{options.memory, options.warmup_runs, pool_});
+    } catch (const CaptureError& error) {
+      throw CaptureError(error.what(), segment.nodes[error.node()]);  // the whole graph's id
+    }
+    // Capture computes nothing: one replay fills the static outputs, so that the host steps
+    // after it see real values (a nonzero's shape, an item's scalar) when they first run; it
+    // starts from the values as the warm-up found them.
+    warm_up_writes.undo();
+    graphs_[k]->replay();
+    outputs = graphs_[k]->static_outputs();
+    add_to_whole_plan(segment, graphs_[k]->plan());
+  } else {
+    host_steps_[k] = std::make_unique<HostStep>(
+        segment, device_, step_runs_on_cpu(graph_, segment, placement) ? HostSide::kCpu : HostSide::kDevice,
+        segment_costs(segment, costs), step_stream);
+    // Later graphs read these at fixed addresses: buffers of their own, refilled each run.
+    outputs = host_steps_[k]->first_run(inputs);
+    whole_plan_.launch_order.insert(whole_plan_.launch_order.end(), segment.nodes.begin(), segment.nodes.end());
+  }
+  for (std::size_t j = 0; j < outputs.size(); ++j) slots_[segment.output_values[j]] = outputs[j];
+}
+
+void CudaModel::add_to_whole_plan(const Segment& segment, const Plan& local) {
+  whole_plan_.stream_count = std::max(whole_plan_.stream_count, local.stream_count);
+  whole_plan_.events_unreduced += local.events_unreduced;
+  whole_plan_.cost_source = local.cost_source;
+  for (NodeId id : local.launch_order) whole_plan_.launch_order.push_back(segment.nodes[id]);
+  for (std::size_t i = 0; i < segment.nodes.size(); ++i) {
+    const NodeId whole = segment.nodes[i];
+    whole_plan_.stream_of[whole] = local.stream_of[i];
+    whole_plan_.records[whole] = local.records[i];
+    for (NodeId waited : local.waits[i]) whole_plan_.waits[whole].push_back(segment.nodes[waited]);
+  }
 }
 
 std::optional<std::size_t> CudaModel::changed_scalar() const {
@@ -186,47 +181,13 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
   }
   std::optional<std::size_t> during;  // a graph launched once the next host step's inputs are queued
   for (std::size_t k = 0; k < segments_.size() && !eager; ++k) {
-    const Segment& segment = segments_[k];
-    if (graphs_[k]) {
-      if (segment.during_next_host_step) {
-        during = k;
-      } else {
-        graphs_[k]->replay();
-      }
-      continue;
+    if (!graphs_[k]) {
+      eager = !run_host_step(k, during, stream, outputs);
+    } else if (segments_[k].during_next_host_step) {
+      during = k;
+    } else {
+      graphs_[k]->replay();
     }
-    HostStep& step = *host_steps_[k];
-    std::vector<c10::IValue> step_inputs;
-    for (ValueId value : segment.input_values) step_inputs.push_back(slots_[value]);
-    step.start(step_inputs, stream);
-    if (during) graphs_[*during]->replay();
-    during.reset();
-    std::vector<c10::IValue> results = step.finish();
-    std::vector<c10::IValue> step_slots;
-    bool all_fit = true;
-    for (std::size_t j = 0; j < results.size(); ++j) {
-      const ValueId value = segment.output_values[j];
-      step_slots.push_back(slots_[value]);
-      all_fit = all_fit && result_fits(step_slots.back(), results[j], read_by_a_graph_[value]);
-    }
-    if (all_fit) {
-      step.publish(results, step_slots, stream);
-      continue;
-    }
-    ++eager_fallbacks_;
-    eager = true;
-    step.join(stream);
-    // Made on the step's stream, read on this one from now on: not to be reused before it is done.
-    for (const at::Tensor& tensor : flatten_tensors(results)) {
-      if (tensor.is_cuda()) tensor.record_stream(stream);
-    }
-    std::vector<c10::IValue> values = slots_;
-    for (std::size_t j = 0; j < results.size(); ++j) {
-      // Where the model has the value (its slot): a result the model keeps on the CPU stays there.
-      const ValueId value = segment.output_values[j];
-      values[value] = holds_cuda_tensors(values[value]) ? move_tensors(results[j], device_) : results[j];
-    }
-    outputs = run_eagerly_from(k + 1, std::move(values));
   }
   if (!eager) {
     for (ValueId output : graph_.outputs()) outputs.push_back(slots_[output]);
@@ -245,6 +206,43 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
   if (!last_run_) last_run_.emplace();
   last_run_->record(stream);
   return tensors;
+}
+
+bool CudaModel::run_host_step(std::size_t k, std::optional<std::size_t>& during, const c10::cuda::CUDAStream& stream,
+                              std::vector<c10::IValue>& outputs) {
+  const Segment& segment = segments_[k];
+  HostStep& step = *host_steps_[k];
+  std::vector<c10::IValue> step_inputs;
+  for (ValueId value : segment.input_values) step_inputs.push_back(slots_[value]);
+  step.start(step_inputs, stream);
+  if (during) graphs_[*during]->replay();
+  during.reset();
+  std::vector<c10::IValue> results = step.finish();
+  std::vector<c10::IValue> step_slots;
+  bool all_fit = true;
+  for (std::size_t j = 0; j < results.size(); ++j) {
+    const ValueId value = segment.output_values[j];
+    step_slots.push_back(slots_[value]);
+    all_fit = all_fit && result_fits(step_slots.back(), results[j], read_by_a_graph_[value]);
+  }
+  if (all_fit) {
+    step.publish(results, step_slots, stream);
+    return true;
+  }
+  ++eager_fallbacks_;
+  step.join(stream);
+  // Made on the step's stream, read on this one from now on: not to be reused before it is done.
+  for (const at::Tensor& tensor : flatten_tensors(results)) {
+    if (tensor.is_cuda()) tensor.record_stream(stream);
+  }
+  std::vector<c10::IValue> values = slots_;
+  for (std::size_t j = 0; j < results.size(); ++j) {
+    // Where the model has the value (its slot): a result the model keeps on the CPU stays there.
+    const ValueId value = segment.output_values[j];
+    values[value] = holds_cuda_tensors(values[value]) ? move_tensors(results[j], device_) : results[j];
+  }
+  outputs = run_eagerly_from(k + 1, std::move(values));
+  return false;
 }
 
 std::vector<c10::IValue> CudaModel::run_eagerly_from(std::size_t first, std::vector<c10::IValue> values) {

@@ -10,9 +10,11 @@
 #include "opara/options.h"
 #include "opara/placement.h"
 #include "overflow/segments.h"
+#include "runtime/cuda/capture_pool.h"
+#include "runtime/cuda/cuda_event.h"
 #include "runtime/cuda/cuda_graph_executor.h"
-#include "runtime/cuda/cuda_streams.h"
 #include "runtime/cuda/host_step.h"
+#include "runtime/cuda/stream_lease.h"
 
 namespace opara {
 
@@ -33,11 +35,12 @@ namespace opara {
 // eagerly, node by node, with the same results.
 class CudaModel {
  public:
-  // Throws CaptureError for a node that fails capture: the caller makes it a host node and
-  // compiles again.
-  CudaModel(const Graph& graph, c10::Device device, const std::vector<Placement>& placement, bool overlap,
+  // Every graph captures into `pool` (on its device) on its streams. Throws CaptureError for a node
+  // that fails capture: the caller makes it a host node and compiles again.
+  CudaModel(const Graph& graph, const std::vector<Placement>& placement, bool overlap,
             const std::vector<NodeCost>& costs, const std::vector<at::Tensor>& example_inputs,
-            const std::vector<int>& static_inputs, const PlanOptions& plan_options, const CudaOptions& options);
+            const std::vector<int>& static_inputs, const PlanOptions& plan_options, const CudaOptions& options,
+            std::shared_ptr<CapturePool> pool);
   // Waits for the last run: its buffers go back to the allocator.
   ~CudaModel();
   CudaModel(const CudaModel&) = delete;
@@ -55,6 +58,20 @@ class CudaModel {
   [[nodiscard]] double host_busy_ms() const;
 
  private:
+  // The caller's inputs as the graphs read them: static ones where they are, the others copied
+  // into buffers of the model's own.
+  void bind_inputs(const std::vector<at::Tensor>& example_inputs, const std::vector<int>& static_inputs);
+  // Segment `k` captured (a graph) or run once (a host step), its outputs put in their slots.
+  void compile_segment(std::size_t k, const std::vector<Placement>& placement, const std::vector<NodeCost>& costs,
+                       const PlanOptions& plan_options, const CudaOptions& options,
+                       const std::optional<c10::cuda::CUDAStream>& step_stream);
+  // A captured segment's plan, in the whole graph's node ids, added to whole_plan_.
+  void add_to_whole_plan(const Segment& segment, const Plan& local);
+  // The graphs from `k` on that a host step's launch overlaps, replayed; the step's results put in
+  // their slots. False when a result no longer fits what later graphs were captured with: then
+  // `outputs` holds the run's outputs, computed eagerly from there.
+  bool run_host_step(std::size_t k, std::optional<std::size_t>& during, const c10::cuda::CUDAStream& stream,
+                     std::vector<c10::IValue>& outputs);
   // Segments `first` on, node by node on the current stream, from `values` (by whole-graph value):
   // the graphs were captured for other values. Returns the graph's outputs.
   std::vector<c10::IValue> run_eagerly_from(std::size_t first, std::vector<c10::IValue> values);
@@ -63,6 +80,7 @@ class CudaModel {
 
   const Graph& graph_;
   c10::Device device_;
+  std::shared_ptr<CapturePool> pool_;  // every graph's memory and capture streams
   std::vector<Segment> segments_;
   std::vector<std::unique_ptr<CudaGraphExecutor>> graphs_;  // by segment; null for host steps
   std::vector<std::unique_ptr<HostStep>> host_steps_;       // by segment; null for graphs

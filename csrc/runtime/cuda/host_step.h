@@ -13,7 +13,7 @@
 #include "opara/plan.h"
 #include "overflow/segments.h"
 #include "runtime/cpu/cpu_parallel_executor.h"
-#include "runtime/cuda/cuda_streams.h"
+#include "runtime/cuda/cuda_event.h"
 
 namespace opara {
 

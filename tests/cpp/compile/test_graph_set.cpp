@@ -8,7 +8,10 @@
 
 #include <ATen/ATen.h>
 
+#include <fmt/format.h>
+
 #include <atomic>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +19,7 @@
 #include "model_files.h"
 #include "opara/error.h"
 #include "opara/graph_set.h"
+#include "opara/load.h"
 #include "tools/reference_forward.h"
 
 namespace opara {
@@ -99,6 +103,37 @@ TEST(GraphSet, EveryBatchSizeGivesTheModelsOutputs) {
   // 1 -> 2, 3 -> 4, 5 -> 8, 9 -> 8 + 2, 17 -> 8 + 8 + 2, 20 -> 8 + 8 + 4: 1 + 1 + 3 + 1 + 1 rows of padding.
   EXPECT_EQ(stats.padded_rows, 7u);
   EXPECT_FALSE(stats.shared_pool);
+}
+
+// A model whose operators fix its batch size (a view to [n, 4, 4]) is given one graph per size.
+std::string fixed_batch_module(std::int64_t rows) {
+  const std::string source = fmt::format(R"(
+def forward(self, x):
+    return torch.relu(x.view({0}, 4, 4)).view({0}, 16) * 2.0
+)",
+                                         rows);
+  return testing::saved_module(fmt::format("fixed_batch_{}", rows), source.c_str());
+}
+
+// The sizes as a caller lists them, unsorted and repeated: each bucket is compiled from its own
+// size's graph (the smallest bucket was once compiled from the first size listed).
+TEST(GraphSet, EachBucketGetsItsOwnSizesGraphWhateverTheOrderGiven) {
+  std::map<std::int64_t, std::string> paths;
+  for (std::int64_t rows : {1, 4, 8}) paths[rows] = fixed_batch_module(rows);
+  std::vector<std::int64_t> asked;
+  const GraphForBatch graph_for = [&](std::int64_t size) {
+    asked.push_back(size);
+    return load(paths.at(size));
+  };
+  const GraphSet set = compile_graph_set(graph_for, {at::randn({3, 16})}, buckets({8, 1, 8, 4}), cpu_options());
+  EXPECT_EQ(set.batch_sizes(), (std::vector<std::int64_t>{1, 4, 8}));
+  EXPECT_EQ(asked, (std::vector<std::int64_t>{1, 4, 8})) << "each size's graph made once, smallest first";
+  for (std::int64_t rows : {1, 3, 4, 6, 8, 11}) {
+    const at::Tensor x = at::randn({rows, 16});
+    const std::vector<at::Tensor> outputs = set.run({x});
+    ASSERT_EQ(outputs.size(), 1u);
+    EXPECT_TRUE(at::allclose(outputs[0], at::relu(x) * 2.0)) << rows << " rows";
+  }
 }
 
 TEST(GraphSet, BadRequestsNameTheInputAndTheShapeExpected) {

@@ -12,7 +12,8 @@
 #include <set>
 
 #include "model_files.h"
-#include "runtime/cuda/cuda_streams.h"
+#include "runtime/cuda/device_memory.h"
+#include "runtime/cuda/stream_lease.h"
 
 namespace opara {
 namespace {

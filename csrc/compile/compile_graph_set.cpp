@@ -1,0 +1,188 @@
+// compile_graph_set in phases: the graphs by batch size, the inputs, the buckets' options (a shared
+// pool), the buckets compiled and their outputs checked, then a probe that rows do not mix.
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "compile/graph_set_state.h"
+#include "opara/error.h"
+#include "opara/graph_set.h"
+#include "opara/load.h"
+
+namespace opara {
+namespace {
+
+std::string shape_text(c10::IntArrayRef sizes) {
+  return fmt::format("[{}]", fmt::join(sizes, ", "));
+}
+
+// The graph of each batch size, ascending, each size once; the smallest's source names the set.
+std::vector<Graph> graphs_by_size(const GraphForBatch& graph_for, std::vector<std::int64_t> sizes,
+                                  GraphSet::State& state) {
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  std::vector<Graph> graphs{graph_for(sizes.empty() ? 1 : sizes.front())};
+  state.source = graphs.front().source_path;
+  if (sizes.empty()) throw Error(fmt::format("{}: a graph set needs at least one batch size", state.source));
+  for (std::int64_t size : sizes) {
+    if (size < 1) throw Error(fmt::format("{}: batch size {} is not a positive number of rows", state.source, size));
+  }
+  for (std::size_t k = 1; k < sizes.size(); ++k) graphs.push_back(graph_for(sizes[k]));
+  state.batch_sizes = std::move(sizes);
+  return graphs;
+}
+
+// Which inputs are batched, and what a call must give; refuses what a graph set cannot run.
+void describe_inputs(GraphSet::State& state, const Graph& graph, const std::vector<at::Tensor>& examples,
+                     const GraphSetOptions& set_options, const Options& options) {
+  if (examples.size() != graph.caller_input_count()) {
+    throw Error(fmt::format("{}: the model takes {} inputs, {} example inputs were given", state.source,
+                            graph.caller_input_count(), examples.size()));
+  }
+  state.batched_inputs = find_batched_inputs(examples, set_options.batched_inputs, state.source);
+  state.batched.assign(examples.size(), false);
+  for (int index : state.batched_inputs) state.batched[index] = true;
+  for (int index : options.static_inputs) {
+    if (index >= 0 && static_cast<std::size_t>(index) < state.batched.size() && state.batched[index]) {
+      throw Error(
+          fmt::format("{}: input {} ('{}') is both batched and static (read where it is): a weight has no "
+                      "rows to pad",
+                      state.source, index, graph.value(graph.inputs()[index]).name));
+    }
+  }
+  if (options.outputs == Options::Outputs::kView) {
+    // Views of one bucket's buffers would be overwritten by the next call on any bucket (shared
+    // pools reuse each other's memory), from any thread, before a caller could read them.
+    throw Error(
+        fmt::format("{}: a graph set returns outputs of the caller's own; Options::outputs = view is "
+                    "not for graph sets",
+                    state.source));
+  }
+  state.signature.emplace(graph, examples, std::vector<int>{}, state.batched);
+}
+
+// The buckets' options: on CUDA with a shared pool, the pool every bucket captures into (and,
+// through it, the streams they all capture on).
+Options bucket_options(GraphSet::State& state, const std::vector<at::Tensor>& examples,
+                       const GraphSetOptions& set_options, const Options& options) {
+  const c10::Device device = options.device ? *options.device : examples[state.batched_inputs[0]].device();
+  Options bucket = options;
+  if (set_options.share_pool && device.is_cuda() && options.cuda.memory != MemoryProtection::kSmallerPool) {
+    state.shared_pool = CapturePool::create(device.index());
+    bucket.cuda.memory_pool = state.shared_pool->id();
+  }
+  return bucket;
+}
+
+// Every output is batched: padding or splitting a call must not change one.
+void check_outputs_batched(const std::vector<at::Tensor>& outputs, std::int64_t size) {
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    if (outputs[k].dim() == 0 || outputs[k].size(0) != size) {
+      throw Error(
+          fmt::format("output {} has shape {} for {} rows: it is not batched along its first dimension, so padding or "
+                      "splitting a call would change it. A graph set needs every output batched",
+                      k, shape_text(outputs[k].sizes()), size));
+    }
+  }
+}
+
+void compile_buckets(GraphSet::State& state, const std::vector<Graph>& graphs, const std::vector<at::Tensor>& examples,
+                     const Options& options) {
+  for (std::size_t bucket = 0; bucket < state.batch_sizes.size(); ++bucket) {
+    const std::int64_t size = state.batch_sizes[bucket];
+    const std::vector<at::Tensor> at_size = inputs_with_rows(examples, state.batched_inputs, size);
+    try {
+      state.buckets.push_back(compile(graphs[bucket], at_size, options));
+      check_outputs_batched(state.buckets.back().run(at_size), size);
+    } catch (const Error& error) {
+      throw Error(fmt::format("{}: at batch size {}: {}", state.source, size, error.what()));
+    } catch (const c10::Error& error) {
+      throw Error(
+          fmt::format("{}: at batch size {}: {} (does the model fix its batch size in its operators? "
+                      "Give a graph made at each size)",
+                      state.source, size, error.what_without_backtrace()));
+    }
+  }
+}
+
+// Every row but the first holding other values the input could hold: floats moved away from
+// themselves, integers and booleans (token ids, masks) reversed along their last dimension.
+at::Tensor other_rows(const at::Tensor& tensor) {
+  at::Tensor changed = tensor.clone();
+  if (tensor.size(0) < 2) return changed;
+  at::Tensor rest = changed.narrow(0, 1, tensor.size(0) - 1);
+  if (at::isFloatingType(tensor.scalar_type())) {
+    rest.mul_(-0.5).add_(1.0);
+  } else if (tensor.dim() >= 2) {
+    rest.copy_(rest.flip({-1}));
+  }
+  return changed;
+}
+
+bool first_rows_agree(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor x = a.narrow(0, 0, 1).cpu();
+  const at::Tensor y = b.narrow(0, 0, 1).cpu();
+  if (at::isFloatingType(x.scalar_type())) return at::allclose(x.to(at::kDouble), y.to(at::kDouble), 1e-4, 1e-5);
+  return at::equal(x, y);
+}
+
+// Rows must not mix: the first example row, run on the smallest bucket (alone when it holds one
+// row) and on the largest beside copies of itself and beside other rows, gives one result.
+void check_rows_independent(const GraphSet::State& state, const std::vector<at::Tensor>& examples) {
+  const std::int64_t largest = state.batch_sizes.back();
+  if (largest < 2) return;
+  const std::vector<at::Tensor> first_row = inputs_with_rows(examples, state.batched_inputs, 1);
+  const auto run_first = [&](std::size_t bucket, bool other_rows_beside) {
+    std::vector<at::Tensor> inputs = inputs_with_rows(first_row, state.batched_inputs, state.batch_sizes[bucket]);
+    if (other_rows_beside) {
+      for (int index : state.batched_inputs) inputs[index] = other_rows(inputs[index]);
+    }
+    std::vector<at::Tensor> outputs = state.buckets[bucket].run(inputs);
+    for (at::Tensor& output : outputs) output = output.clone();  // views the next run would overwrite
+    return outputs;
+  };
+  const std::size_t last = state.batch_sizes.size() - 1;
+  const std::vector<at::Tensor> smallest = run_first(0, false);
+  const std::vector<at::Tensor> copies = run_first(last, false);
+  const std::vector<at::Tensor> others = run_first(last, true);
+  for (std::size_t k = 0; k < copies.size(); ++k) {
+    if (!first_rows_agree(copies[k], others[k])) {
+      throw Error(
+          fmt::format("{}: the outputs mix rows: output {}'s first row changed when only the other rows "
+                      "did, so padding would change real results. A graph set needs rows that are "
+                      "independent (eval mode, no statistics or sums over the batch)",
+                      state.source, k));
+    }
+    if (last > 0 && !first_rows_agree(smallest[k], copies[k])) {
+      throw Error(
+          fmt::format("{}: output {}'s first row differs between batch sizes {} and {}: the model "
+                      "depends on the batch size, so padding would change real results",
+                      state.source, k, state.batch_sizes.front(), largest));
+    }
+  }
+}
+
+}  // namespace
+
+GraphSet compile_graph_set(const GraphForBatch& graph_for, const std::vector<at::Tensor>& example_inputs,
+                           const GraphSetOptions& set_options, const Options& options) {
+  auto state = std::make_shared<GraphSet::State>();
+  const std::vector<Graph> graphs = graphs_by_size(graph_for, set_options.batch_sizes, *state);
+  describe_inputs(*state, graphs.front(), example_inputs, set_options, options);
+  compile_buckets(*state, graphs, example_inputs, bucket_options(*state, example_inputs, set_options, options));
+  check_rows_independent(*state, example_inputs);
+  state->counters.batch_sizes = state->batch_sizes;
+  state->counters.bucket_runs.assign(state->batch_sizes.size(), 0);
+  state->counters.shared_pool = state->shared_pool != nullptr;
+  return GraphSet(std::move(state));
+}
+
+GraphSet compile_graph_set(const std::string& path, const std::vector<at::Tensor>& example_inputs,
+                           const GraphSetOptions& set_options, const Options& options) {
+  const Graph graph = load(path);
+  return compile_graph_set([&graph](std::int64_t) { return graph; }, example_inputs, set_options, options);
+}
+
+}  // namespace opara

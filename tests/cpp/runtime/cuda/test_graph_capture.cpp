@@ -1,0 +1,89 @@
+// A capture whose begin fails after CUDAGraph::capture_begin registered its pool with the caching
+// allocators leaves them as they were: the pool's reference count is back where it was, and the
+// pool takes a new capture (a registration left behind would refuse it: "already recording").
+// Skipped without a GPU.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/cuda.h>
+
+#include "model_files.h"
+#include "runtime/cuda/capture_pool.h"
+#include "runtime/cuda/graph_capture.h"
+
+namespace opara {
+namespace {
+
+namespace allocator = c10::cuda::CUDACachingAllocator;
+
+void end_any_capture(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+    cudaGraph_t graph = nullptr;
+    (void)cudaStreamEndCapture(stream, &graph);
+    if (graph) (void)cudaGraphDestroy(graph);
+  }
+  (void)cudaGetLastError();
+}
+
+TEST(GraphCaptureCuda, ABeginThatFailsLeavesTheAllocatorsAsTheyWere) {
+  OPARA_REQUIRE_GPU();
+  const c10::DeviceIndex device = 0;
+  const std::shared_ptr<CapturePool> pool = CapturePool::create(device);
+  ASSERT_EQ(allocator::getPoolUseCount(device, pool->id()), 1) << "the capture pool holds one reference";
+  std::vector<c10::cuda::CUDAStream> streams = pool->capture_streams(0);
+  const cudaStream_t stream = streams[0].stream();
+  {
+    const c10::cuda::CUDAStreamGuard guard(streams[0]);
+    // Another capture under way on the stream: cudaStreamBeginCapture refuses a second one, after
+    // capture_begin has registered the pool with both allocators.
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    EXPECT_ANY_THROW({ GraphCapture capture(*pool, stream); });
+    end_any_capture(stream);
+  }
+  EXPECT_EQ(allocator::getPoolUseCount(device, pool->id()), 1) << "the failed begin kept a reference to the pool";
+  streams = pool->capture_streams(0);
+  EXPECT_NE(streams[0].stream(), stream) << "a stream of the failed capture was lent again";
+  {
+    const c10::cuda::CUDAStreamGuard guard(streams[0]);
+    GraphCapture capture(*pool, streams[0].stream());  // refused if the failed one were still recorded
+    const at::Tensor doubled = at::ones({16}, at::kCUDA) * 2;
+    const std::unique_ptr<InspectableGraph> graph = capture.end();
+    ASSERT_TRUE(graph->capture_ended());
+    graph->instantiate();
+    graph->replay();
+    streams[0].synchronize();
+  }
+  EXPECT_EQ(allocator::getPoolUseCount(device, pool->id()), 1) << "the ended graph kept a reference to the pool";
+}
+
+// A capture that fails part-way (here: the caller gives up) and is abandoned leaves the pool as
+// it was, and the next capture into it goes through.
+TEST(GraphCaptureCuda, AnAbandonedCaptureLeavesThePoolAsItWas) {
+  OPARA_REQUIRE_GPU();
+  const c10::DeviceIndex device = 0;
+  const std::shared_ptr<CapturePool> pool = CapturePool::create(device);
+  {
+    const std::vector<c10::cuda::CUDAStream> streams = pool->capture_streams(0);
+    const c10::cuda::CUDAStreamGuard guard(streams[0]);
+    GraphCapture capture(*pool, streams[0].stream());
+    const at::Tensor doubled = at::ones({16}, at::kCUDA) * 2;
+    capture.abandon();
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    ASSERT_EQ(cudaStreamIsCapturing(streams[0].stream(), &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusNone) << "the abandoned capture is still under way";
+  }
+  EXPECT_EQ(allocator::getPoolUseCount(device, pool->id()), 1);
+  const std::vector<c10::cuda::CUDAStream> streams = pool->capture_streams(0);
+  const c10::cuda::CUDAStreamGuard guard(streams[0]);
+  GraphCapture capture(*pool, streams[0].stream());
+  const at::Tensor tripled = at::ones({16}, at::kCUDA) * 3;
+  EXPECT_NO_THROW((void)capture.end());
+}
+
+}  // namespace
+}  // namespace opara
