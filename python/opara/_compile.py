@@ -312,9 +312,8 @@ def compile_graph_set(
         raise ValueError(f"opara.compile_graph_set: batch_sizes={list(batch_sizes)}: give positive numbers of rows")
     try:
         batched = list(torch.ops.opara.batched_inputs(inputs, declared))
-    except RuntimeError as error:
-        which = "the batched inputs" if declared is None else f"batched_inputs={declared}"
-        raise ValueError(f"opara.compile_graph_set: {which}: {_first_line(error)}") from None
+    except RuntimeError as error:  # the library's message names the input and the function
+        raise ValueError(_first_line(error)) from None
     archives, out_spec, exported_with = [], None, None
     for size in sizes:
         archive, exported_with, out_spec = _export_module(model, torch.ops.opara.inputs_with_rows(inputs, batched, size))
