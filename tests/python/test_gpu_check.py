@@ -262,3 +262,24 @@ def test_a_carried_build_of_another_torch_is_refused_and_says_how_to_carry_one_a
     status, detail = steps_of(env["OUT"])["preflight"]
     assert status == "FAILED" and "carried build refused: another torch" in detail
     assert "run fast1 b1" not in steps_of(env["OUT"])
+
+
+FAKE_TESTS = """#!/usr/bin/env bash
+# opara_tests with one GPU test, which ends as $WORD says (OK or SKIPPED).
+case "$*" in *--gtest_list_tests*) printf 'CompiledModelCuda.\\n  EveryModeOfEveryModelIsCloseToEager\\n'; exit 0 ;; esac
+echo "[ RUN      ] CompiledModelCuda.EveryModeOfEveryModelIsCloseToEager"
+printf '[ %8s ] CompiledModelCuda.EveryModeOfEveryModelIsCloseToEager (0 ms)\\n' "$WORD"
+"""
+
+
+@pytest.mark.parametrize("word, status", [("SKIPPED", "FAILED"), ("OK", "ok")])
+def test_a_gpu_test_run_in_which_every_test_skipped_checked_nothing_and_reads_failed(scratch, word, status):
+    root, env = scratch
+    (root / ".gpu_carry/bin/opara_tests").write_text(FAKE_TESTS)
+    call = subprocess.run([root / "scripts/gpu_check.sh", "cold", "tests"], env=dict(env, WORD=word),
+                          capture_output=True, text=True, timeout=120)
+    assert call.returncode == 0, call.stdout + call.stderr
+    got, detail = steps_of(env["OUT"])["GPU tests"]
+    assert got == status, detail
+    if word == "SKIPPED":
+        assert "0 passed" in detail and "no test passed" in detail and "EveryModeOfEveryModelIsCloseToEager" in detail
