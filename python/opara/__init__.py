@@ -5,19 +5,23 @@ into one CUDA graph (or on host threads on the CPU).
     compiled = opara.compile(model, [x])        # torch.export, else TorchScript tracing
     y = compiled(x)
 
-or, through Dynamo (graph breaks, guards, one compiled graph per shape):
+A graph set: one compiled graph per batch size, for calls of any number of rows (a service's batches):
+
+    graph_set = opara.compile_graph_set(model, [x], batch_sizes=[1, 2, 4, 8])
+
+Through Dynamo (graph breaks, guards, one compiled graph per shape):
 
     compiled = torch.compile(model, backend="opara", options={"streams": "opara"})
 """
 
-from ._compile import CompiledModel, GraphSet, compile, plan
+from ._compile import CompiledModel, GraphSet, compile, compile_graph_set, plan
 from ._dynamo import OparaBackendError, opara_backend
 from ._dynamo import counters as dynamo_counters
 from ._dynamo import register as _register_backend
 from ._library import library_path, load_library
 
-__all__ = ["CompiledModel", "GraphSet", "compile", "plan", "library_path", "load_library", "opara_backend", "OparaBackendError",
-           "dynamo_counters"]
+__all__ = ["CompiledModel", "GraphSet", "compile", "compile_graph_set", "plan", "library_path", "load_library",
+           "opara_backend", "OparaBackendError", "dynamo_counters"]
 __version__ = "0.1.0"
 
 _register_backend()

@@ -8,12 +8,19 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, overload
 
 import torch
 import torch.utils._pytree as pytree
 
 from ._library import load_library
+
+
+def _first_line(error: BaseException) -> str:
+    """An error's first line (its name when it has no message): what a warning or a re-raised
+    error quotes of a long one."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _option_text(key: str, value: Any) -> str:
@@ -68,9 +75,8 @@ def _export_module(module: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple
         exported = _casts_written(torch.export.export(module, tuple(inputs), strict=False))
         return _archive(lambda buffer: torch.export.save(exported, buffer)), "torch.export", exported.call_spec.out_spec
     except Exception as error:  # export fails in many ways; tracing is the documented fallback
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         warnings.warn(
-            f"opara: torch.export could not export {type(module).__name__} ({reason}); "
+            f"opara: torch.export could not export {type(module).__name__} ({_first_line(error)}); "
             "falling back to TorchScript tracing, which records the branches these inputs take",
             stacklevel=3,
         )
@@ -136,6 +142,27 @@ class CompiledModel(_Runs):
         )
 
 
+def _is_path(model: Any, caller: str) -> bool:
+    """True for a model file's path, False for an nn.Module; anything else raises naming `caller`."""
+    if isinstance(model, (str, os.PathLike)):
+        return True
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"{caller} takes an nn.Module or a model file path, not a {type(model).__name__}")
+    return False
+
+
+# With batch_sizes a GraphSet (the alias of compile_graph_set), else a CompiledModel.
+@overload
+def compile(model: torch.nn.Module | str | os.PathLike, example_inputs: torch.Tensor | Sequence[torch.Tensor], *,
+            batch_sizes: Sequence[int], batched_inputs: Sequence[int] | None = None, share_pool: bool = True,
+            **options: Any) -> GraphSet: ...
+
+
+@overload
+def compile(model: torch.nn.Module | str | os.PathLike, example_inputs: torch.Tensor | Sequence[torch.Tensor],
+            **options: Any) -> CompiledModel: ...
+
+
 def compile(
     model: torch.nn.Module | str | os.PathLike,
     example_inputs: torch.Tensor | Sequence[torch.Tensor],
@@ -145,12 +172,12 @@ def compile(
     share_pool: bool = True,
     **options: Any,
 ) -> CompiledModel | GraphSet:
-    """Compiles `model` for the signature of `example_inputs`.
+    """Compiles `model` for the signature of `example_inputs` into a CompiledModel.
 
-    With `batch_sizes` it returns a GraphSet: one compiled graph per batch size, for calls of any
-    number of rows (see GraphSet). `batched_inputs` names the inputs whose first dimension is the
-    batch (default: those whose first dimension equals the first input's); the others pass whole.
-    `share_pool` (CUDA): the buckets capture into one memory pool and run one at a time.
+    `batch_sizes=[...]` (with `batched_inputs`, `share_pool`) is an alias of
+    opara.compile_graph_set(model, example_inputs, batch_sizes, ...), which returns a GraphSet: the
+    keywords opara.compile took before the graph set had a function of its own, kept so that code
+    calling it so goes on working.
 
     `model` is an nn.Module (exported with torch.export, or traced with TorchScript when export
     fails, with a warning), a ScriptModule, or the path of a .pt / .pt2 file. The keyword options
@@ -197,18 +224,18 @@ def compile(
     Values are strings, numbers, bools, paths or a torch.device. An unknown option or a bad value
     raises RuntimeError naming it and what it accepts.
     """
+    if batch_sizes is not None:
+        return compile_graph_set(model, example_inputs, batch_sizes, batched_inputs=batched_inputs,
+                                 share_pool=share_pool, **options)
+    if batched_inputs is not None:
+        raise TypeError("opara.compile: batched_inputs is for a graph set: give batch_sizes too "
+                        "(or call opara.compile_graph_set)")
     load_library()
     inputs = _tensor_list(example_inputs, "example input")
     text = _options_text(options)
-    if batch_sizes is not None:
-        return _compile_graph_set(model, inputs, batch_sizes, batched_inputs, share_pool, text)
-    if batched_inputs is not None:
-        raise TypeError("opara.compile: batched_inputs is for a graph set: give batch_sizes too")
-    if isinstance(model, (str, os.PathLike)):
+    if _is_path(model, "opara.compile"):
         path = str(model)
         return CompiledModel(torch.classes.opara.Model(path, inputs, text), path, "file")
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"opara.compile takes an nn.Module or a model file path, not a {type(model).__name__}")
     name = type(model).__name__
     archive, exported_with, out_spec = _export_module(model, inputs)
     handle = torch.classes.opara.Model.from_archive(archive, name, inputs, text)
@@ -228,7 +255,7 @@ def plan(
 
 
 class GraphSet(_Runs):
-    """One compiled graph per batch size (opara.compile(..., batch_sizes=[...])). A call with n rows
+    """One compiled graph per batch size (opara.compile_graph_set). A call with n rows
     runs on the smallest bucket of at least n rows, its batched inputs padded by repeating the last
     row and the outputs cut back to n rows; more rows than the largest bucket run in pieces. Safe to
     call from several threads at once. A request of the wrong rank, trailing shape or dtype raises
@@ -252,39 +279,44 @@ class GraphSet(_Runs):
         return f"opara.GraphSet({self.source!r}, batch_sizes={self.batch_sizes}, exported_with={self.exported_with!r})"
 
 
-def _with_rows(tensor: torch.Tensor, rows: int) -> torch.Tensor:
-    """The first `rows` rows, or every row and copies of the last (the graph set pads the same way)."""
-    if rows <= tensor.shape[0]:
-        return tensor[:rows]
-    return torch.cat([tensor, tensor[-1:].expand(rows - tensor.shape[0], *tensor.shape[1:])])
+def compile_graph_set(
+    model: torch.nn.Module | str | os.PathLike,
+    example_inputs: torch.Tensor | Sequence[torch.Tensor],
+    batch_sizes: Sequence[int],
+    *,
+    batched_inputs: Sequence[int] | None = None,
+    share_pool: bool = True,
+    **options: Any,
+) -> GraphSet:
+    """Compiles `model` once per batch size into a GraphSet, for calls of any number of rows.
 
-
-def _compile_graph_set(model: Any, inputs: list[torch.Tensor], batch_sizes: Sequence[int],
-                       batched_inputs: Sequence[int] | None, share_pool: bool, text: dict[str, str]) -> GraphSet:
-    sizes = sorted({int(size) for size in batch_sizes})
-    if batched_inputs is None:
-        # The C++ library infers the same way; the exports per size need it first.
-        rows = inputs[0].shape[0] if inputs and inputs[0].dim() >= 1 else None
-        batched = [i for i, t in enumerate(inputs) if rows is not None and t.dim() >= 1 and t.shape[0] == rows]
-    else:
-        batched = sorted({int(i) for i in batched_inputs})
+    `batch_sizes`: the buckets' rows, in any order (repeats count once). `batched_inputs` names the
+    inputs whose first dimension is the batch (default: those whose first dimension equals the
+    first input's); the others pass whole. The C++ library decides (torch.ops.opara.batched_inputs),
+    before anything is exported. `share_pool` (CUDA): the buckets capture into one memory pool and
+    run one at a time. `model` and the keyword options are opara.compile's; an nn.Module is
+    exported at each batch size, its batched example inputs padded or cut to that many rows as the
+    graph set pads a call (torch.ops.opara.inputs_with_rows): torch.export and tracing record sizes
+    (a view's shape) as constants.
+    """
     load_library()
-    if isinstance(model, (str, os.PathLike)):
-        handle = torch.classes.opara.GraphSet([str(model)], inputs, sizes, text, batched, share_pool)
+    inputs = _tensor_list(example_inputs, "example input")
+    text = _options_text(options)
+    sizes = sorted({int(size) for size in batch_sizes})
+    declared = None if batched_inputs is None else [int(index) for index in batched_inputs]
+    if _is_path(model, "opara.compile_graph_set"):
+        handle = torch.classes.opara.GraphSet([str(model)], inputs, sizes, text, declared, share_pool)
         return GraphSet(handle, str(model), "file")
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"opara.compile takes an nn.Module or a model file path, not a {type(model).__name__}")
     # What the library would refuse, said before exporting at a size that cannot be.
     if not sizes or sizes[0] < 1:
-        raise ValueError(f"opara.compile: batch_sizes={list(batch_sizes)}: give positive numbers of rows")
-    if not batched or any(not 0 <= i < len(inputs) for i in batched):
-        raise ValueError(f"opara.compile: batched inputs {batched} of {len(inputs)} inputs: name the inputs whose "
-                         "first dimension is the batch (batched_inputs=[...])")
+        raise ValueError(f"opara.compile_graph_set: batch_sizes={list(batch_sizes)}: give positive numbers of rows")
+    try:
+        batched = list(torch.ops.opara.batched_inputs(inputs, declared))
+    except RuntimeError as error:  # the library's message names the input and the function
+        raise ValueError(_first_line(error)) from None
     archives, out_spec, exported_with = [], None, None
     for size in sizes:
-        # Exported at each size: torch.export and tracing record sizes (a view's shape) as constants.
-        at_size = [_with_rows(t, size) if i in batched else t for i, t in enumerate(inputs)]
-        archive, exported_with, out_spec = _export_module(model, at_size)
+        archive, exported_with, out_spec = _export_module(model, torch.ops.opara.inputs_with_rows(inputs, batched, size))
         archives.append(archive)
     name = type(model).__name__
     handle = torch.classes.opara.GraphSet.from_archives(archives, name, inputs, sizes, text, batched, share_pool)

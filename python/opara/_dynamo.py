@@ -27,7 +27,7 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
-from ._compile import _archive, _casts_written, _options_text
+from ._compile import _archive, _casts_written, _first_line, _options_text
 from ._library import load_library
 
 # What the backend did since the process started (or since counters.clear()): graphs Dynamo
@@ -41,11 +41,6 @@ _FALLBACKS = ("eager", "error")
 
 class OparaBackendError(RuntimeError):
     """A graph opara could not compile, with options={"fallback": "error"}."""
-
-
-def _bad_option(error: RuntimeError) -> ValueError:
-    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return ValueError(f"torch.compile(backend='opara'): {message}")
 
 
 def _checked_options(options: Any) -> tuple[dict[str, str], str]:
@@ -66,13 +61,8 @@ def _checked_options(options: Any) -> tuple[dict[str, str], str]:
     try:
         torch.ops.opara.check_options(text)
     except RuntimeError as error:
-        raise _bad_option(error) from None
+        raise ValueError(f"torch.compile(backend='opara'): {_first_line(error)}") from None
     return text, fallback
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 class _Specialized(torch.nn.Module):
@@ -267,20 +257,10 @@ def opara_backend(graph: torch.fx.GraphModule, example_inputs: list[Any], option
 
 
 def register() -> None:
-    """Makes backend="opara" known to Dynamo in this process (import opara calls it). An installed
-    package is also found through its torch_dynamo_backends entry point, without an import."""
-    from torch._dynamo.backends import registry
-
-    if "opara" in registry._COMPILER_FNS:
-        return
-    entry = registry._BACKENDS.get("opara")
-    if entry is not None:
-        return  # an entry point Dynamo loads itself on first use: registering here would be a duplicate
-    try:
-        from importlib.metadata import entry_points
-
-        if any(point.name == "opara" for point in entry_points(group="torch_dynamo_backends")):
-            return  # installed: Dynamo discovers the entry point and loads opara_backend then
-    except Exception:  # metadata unreadable: register directly
-        pass
-    registry.register_backend(opara_backend, name="opara")
+    """Makes backend="opara" known to Dynamo in this process (import opara calls it), through
+    Dynamo's public registry, once however often it is called. An installed package declares a
+    torch_dynamo_backends entry point (setup.py): Dynamo lists it without importing opara and loads
+    opara_backend at the first torch.compile(backend="opara"), so nothing is registered here then
+    (Dynamo refuses a name registered twice)."""
+    if "opara" not in torch.compiler.list_backends(exclude_tags=()):
+        torch._dynamo.register_backend(opara_backend, name="opara")

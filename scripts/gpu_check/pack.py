@@ -170,8 +170,7 @@ def pack(root, build_first=True, stale_ok=False):
     _run(["strip", "--strip-unneeded", *files])
     torch_version, torch_git, torch_abi = _run([build_python, "-c", TORCH_IDENTITY], limit_s=180).split()
     commit = _run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"]).strip()
-    if _run(["git", "-C", root, "status", "--porcelain", "--", "CMakeLists.txt", "cmake", "csrc", "include", "bench",
-             "tests"]).strip():
+    if _run(["git", "-C", root, "status", "--porcelain", "--", *SOURCE_ROOTS]).strip():
         commit += "-dirty"
     sources = source_hash(root)
     write_manifest(carry / "manifest.env", {

@@ -299,6 +299,11 @@ def full_build(g):
     return True
 
 
+def _ctest_count(outcome):
+    """ctest's "N% tests passed, M tests failed out of T" line."""
+    return ([line for line in outcome.text().splitlines() if "tests passed" in line] or [""])[-1]
+
+
 def full(g, stage):
     """Builds there (the library, the tests, opara-bench and the extension) while the models
     export, then the stage's steps. Every stage starts here, so that each can run alone on a
@@ -324,22 +329,14 @@ def full(g, stage):
     def wants(name):
         return stage in ("all", name)
 
-    name = "GPU ctest"
-    if wants("test") and r.in_time(name, "test"):
+    if wants("test"):
         # The GPU tests (CompiledModelCuda: every model and mode allclose to eager, 64 streams, host
         # steps, 1,000 replays) and the eager CUDA reference. The downstream example, built against the
         # installed package, runs on the GPU too.
-        outcome = r.run(["ctest", "--test-dir", g.build, "--output-on-failure", "--timeout", "300", "-R",
-                         "Cuda|WrittenInputs|MatchesForward|RandomOrders|downstream"], g.out / "ctest.log",
-                        LIMITS["ctest"], step=name)
-        passed = ([line for line in outcome.text().splitlines() if "tests passed" in line] or [""])[-1]
-        if outcome.ok:
-            r.note(name, OK, passed)
-        elif outcome.killed:
-            r.note_outcome(name, outcome, "ctest.log", hint="test")
-        else:
-            r.note(name, FAILED, f"{passed}; see ctest.log")
-        g.print_tail(outcome.log, 5)
+        steps.command_step(g, "GPU ctest", "test", 0,
+                           ["ctest", "--test-dir", g.build, "--output-on-failure", "--timeout", "300", "-R",
+                            "Cuda|WrittenInputs|MatchesForward|RandomOrders|downstream"], g.out / "ctest.log",
+                           LIMITS["ctest"], detail=_ctest_count, tail=5)
     if wants("test"):
         steps.pytest(g, "test")
     if wants("bench"):

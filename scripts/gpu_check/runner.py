@@ -238,18 +238,21 @@ class Runner:
             print(f"[{self.seconds():>4} s] {status}: {name}{': ' + detail if detail else ''}", flush=True)
         self.publish(logs=status != SKIPPED)
 
-    def note_outcome(self, name, outcome, log_name="", ok_detail="", hint=None):
-        """The line of a step that is one command: ok, killed (time) or FAILED (see log_name)."""
-        see = f"see {log_name}" if log_name else ""
-        if outcome.ok:
+    def note_outcome(self, name, outcome, log_name="", ok_detail="", hint=None, failed_detail="", passed=None):
+        """The line of a step that is one command: ok, killed (time) or FAILED (see log_name).
+        passed: whether its check held (default: it exited 0); failed_detail: what a FAILED line
+        says after the exit code. Returns whether it passed."""
+        see = f"; see {log_name}" if log_name else ""
+        passed = outcome.ok if passed is None else passed
+        if passed:
             self.note(name, OK, ok_detail)
         elif outcome.killed:
             if outcome.by_deadline and hint:
                 self.add_hint(hint, f"killed at the deadline ({name})")
-            self.note(name, KILLED, killed_detail(outcome, self) + (f"; {see}" if see else ""))
+            self.note(name, KILLED, killed_detail(outcome, self) + see)
         else:
-            self.note(name, FAILED, f"exit {outcome.rc}" + (f"; {see}" if see else ""))
-        return outcome.ok
+            self.note(name, FAILED, f"exit {outcome.rc}" + (f", {failed_detail}" if failed_detail else "") + see)
+        return passed
 
     def forget_earlier(self):
         """Drops the lines an earlier call left (its results were made by another build)."""

@@ -277,6 +277,16 @@ def test_the_backend_is_registered_by_import():
     assert "opara" in torch._dynamo.list_backends()
 
 
+def test_registering_again_leaves_the_one_backend():
+    import opara._dynamo
+
+    first = torch._dynamo.lookup_backend("opara")
+    opara._dynamo.register()  # Dynamo asserts on a name registered twice: this one returns
+    opara._dynamo.register()
+    assert torch._dynamo.lookup_backend("opara") is first
+    assert torch.compiler.list_backends().count("opara") == 1
+
+
 requires_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the GPU path is not run")
 
 

@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 from gpu_check import report, runner  # noqa: E402  scripts/gpu_check/
-from gpu_check.pack import source_hash  # noqa: E402
+from gpu_check.pack import SOURCE_ROOTS, SOURCE_SUFFIXES, source_hash  # noqa: E402
 
 
 def wait_for(predicate, seconds=20):
@@ -126,11 +126,11 @@ def test_a_gtest_run_killed_at_the_deadline_counts_its_test_as_killed_not_crashe
 def test_the_source_hash_is_the_one_the_bash_script_wrote_into_manifests():
     if not shutil.which("sha256sum"):
         pytest.skip("no sha256sum")
+    names = " -o ".join(f"-name '*{suffix}'" for suffix in SOURCE_SUFFIXES)
     bash = subprocess.run(
-        ["bash", "-c", "find CMakeLists.txt cmake csrc include bench tests/CMakeLists.txt tests/cpp -type f "
-         r"\( -name '*.cpp' -o -name '*.h' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' -o -name '*.txt' "
-         r"-o -name '*.cmake' -o -name '*.in' \) -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum "
-         "| cut -c1-16"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+        ["bash", "-c", f"find {' '.join(SOURCE_ROOTS)} -type f \\( {names} \\) -print0 | LC_ALL=C sort -z "
+         "| xargs -0 sha256sum | sha256sum | cut -c1-16"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True).stdout.strip()
     assert source_hash(ROOT) == bash
 
 
@@ -262,3 +262,24 @@ def test_a_carried_build_of_another_torch_is_refused_and_says_how_to_carry_one_a
     status, detail = steps_of(env["OUT"])["preflight"]
     assert status == "FAILED" and "carried build refused: another torch" in detail
     assert "run fast1 b1" not in steps_of(env["OUT"])
+
+
+FAKE_TESTS = """#!/usr/bin/env bash
+# opara_tests with one GPU test, which ends as $WORD says (OK or SKIPPED).
+case "$*" in *--gtest_list_tests*) printf 'CompiledModelCuda.\\n  EveryModeOfEveryModelIsCloseToEager\\n'; exit 0 ;; esac
+echo "[ RUN      ] CompiledModelCuda.EveryModeOfEveryModelIsCloseToEager"
+printf '[ %8s ] CompiledModelCuda.EveryModeOfEveryModelIsCloseToEager (0 ms)\\n' "$WORD"
+"""
+
+
+@pytest.mark.parametrize("word, status", [("SKIPPED", "FAILED"), ("OK", "ok")])
+def test_a_gpu_test_run_in_which_every_test_skipped_checked_nothing_and_reads_failed(scratch, word, status):
+    root, env = scratch
+    (root / ".gpu_carry/bin/opara_tests").write_text(FAKE_TESTS)
+    call = subprocess.run([root / "scripts/gpu_check.sh", "cold", "tests"], env=dict(env, WORD=word),
+                          capture_output=True, text=True, timeout=120)
+    assert call.returncode == 0, call.stdout + call.stderr
+    got, detail = steps_of(env["OUT"])["GPU tests"]
+    assert got == status, detail
+    if word == "SKIPPED":
+        assert "0 passed" in detail and "no test passed" in detail and "EveryModeOfEveryModelIsCloseToEager" in detail

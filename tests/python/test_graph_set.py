@@ -1,4 +1,4 @@
-"""opara.compile(..., batch_sizes=[...]) as a service uses it: calls of any number of rows give the
+"""opara.compile_graph_set(...) as a service uses it: calls of any number of rows give the
 model's outputs, inputs that are not batched pass whole, threads calling one set at once each get
 their own answers, bad requests raise naming the input and the shape expected while the set keeps
 serving, and models whose outputs mix rows are refused at compile time."""
@@ -41,8 +41,7 @@ def rowwise_set(library):
     torch.manual_seed(0)
     model = Rowwise().eval()
     temperature = torch.tensor([2.0])
-    graph_set = opara.compile(model, [torch.randn(2, 3, 8, 8), temperature], batch_sizes=[1, 2, 4, 8],
-                              **cpu_options())
+    graph_set = opara.compile_graph_set(model, [torch.randn(2, 3, 8, 8), temperature], [1, 2, 4, 8], **cpu_options())
     return model, temperature, graph_set
 
 
@@ -101,16 +100,52 @@ def test_bad_requests_name_the_input_and_the_set_keeps_serving(rowwise_set):
 
 def test_a_model_whose_outputs_mix_rows_is_refused(library):
     with pytest.raises(RuntimeError, match="the outputs mix rows"):
-        opara.compile(MixesRows(), [torch.randn(2, 8)], batch_sizes=[1, 4], **cpu_options())
+        opara.compile_graph_set(MixesRows(), [torch.randn(2, 8)], [1, 4], **cpu_options())
 
 
 def test_bad_batch_sizes_and_batched_inputs_are_refused(library):
     with pytest.raises(ValueError, match="batch_sizes"):
-        opara.compile(MixesRows(), [torch.randn(2, 8)], batch_sizes=[0, 2], **cpu_options())
-    with pytest.raises(ValueError, match="batched_inputs"):
-        opara.compile(MixesRows(), [torch.randn(2, 8)], batch_sizes=[2], batched_inputs=[3], **cpu_options())
+        opara.compile_graph_set(MixesRows(), [torch.randn(2, 8)], [0, 2], **cpu_options())
+    with pytest.raises(ValueError, match=r"opara.compile_graph_set: batched input 3 does not exist"):
+        opara.compile_graph_set(MixesRows(), [torch.randn(2, 8)], [2], batched_inputs=[3], **cpu_options())
+    with pytest.raises(ValueError, match=r"batched input 1 has shape \[3\]; every batched example needs the same"):
+        opara.compile_graph_set(Rowwise(), [torch.randn(2, 3, 8, 8), torch.ones(3)], [2], batched_inputs=[0, 1],
+                                **cpu_options())
+    with pytest.raises(ValueError, match=r"no input is batched: declare .*batched_inputs=\[\.\.\.\]"):
+        opara.compile_graph_set(MixesRows(), [torch.tensor(1.0)], [2], **cpu_options())
     with pytest.raises(TypeError, match="batched_inputs is for a graph set"):
         opara.compile(MixesRows(), [torch.randn(2, 8)], batched_inputs=[0], **cpu_options())
+
+
+def test_sizes_in_any_order_and_repeated_give_one_bucket_each(library):
+    torch.manual_seed(0)
+    model = Rowwise().eval()
+    temperature = torch.tensor([2.0])
+    graph_set = opara.compile_graph_set(model, [torch.randn(2, 3, 8, 8), temperature], [8, 1, 8, 2], **cpu_options())
+    assert graph_set.batch_sizes == [1, 2, 8]
+    for rows in (1, 2, 5, 9):
+        expect_like(model, graph_set, torch.randn(rows, 3, 8, 8), temperature)
+
+
+def test_opara_compile_with_batch_sizes_is_an_alias_of_compile_graph_set(library):
+    torch.manual_seed(0)
+    model = Rowwise().eval()
+    temperature = torch.tensor([2.0])
+    graph_set = opara.compile(model, [torch.randn(2, 3, 8, 8), temperature], batch_sizes=[4, 1],
+                              batched_inputs=[0], **cpu_options())
+    assert isinstance(graph_set, opara.GraphSet) and graph_set.batch_sizes == [1, 4]
+    expect_like(model, graph_set, torch.randn(3, 3, 8, 8), temperature)
+
+
+def test_the_library_decides_the_batched_inputs_and_pads_them_as_the_set_does(library):
+    x = torch.arange(6.0).reshape(3, 2)
+    temperature = torch.tensor([2.0])
+    assert list(torch.ops.opara.batched_inputs([x, temperature], None)) == [0]  # first dimension 3, not 1
+    assert list(torch.ops.opara.batched_inputs([x, x], [1, 0, 1])) == [0, 1]
+    padded, whole = torch.ops.opara.inputs_with_rows([x, temperature], [0], 5)
+    assert torch.equal(padded, torch.cat([x, x[-1:], x[-1:]])) and torch.equal(whole, temperature)
+    cut, _ = torch.ops.opara.inputs_with_rows([x, temperature], [0], 1)
+    assert torch.equal(cut, x[:1])
 
 
 def test_a_transformer_with_token_ids_and_a_mask(library):
@@ -122,7 +157,7 @@ def test_a_transformer_with_token_ids_and_a_mask(library):
     model = transformers.BertModel(config, add_pooling_layer=False).eval()
     ids = torch.randint(0, 500, (2, 12))
     mask = torch.ones(2, 12, dtype=torch.int64)
-    graph_set = opara.compile(model, [ids, mask], batch_sizes=[1, 4], **cpu_options())
+    graph_set = opara.compile_graph_set(model, [ids, mask], [1, 4], **cpu_options())
     for rows in (1, 3, 6):
         ids = torch.randint(0, 500, (rows, 12))
         mask = torch.ones(rows, 12, dtype=torch.int64)
@@ -138,8 +173,8 @@ def test_on_the_gpu_the_buckets_share_one_pool(library, no_tf32):
     model = Rowwise().eval().cuda()
     temperature = torch.tensor([2.0], device="cuda")
     examples = [torch.randn(2, 3, 32, 32, device="cuda"), temperature]
-    shared = opara.compile(model, examples, batch_sizes=[1, 4, 16])
-    apart = opara.compile(model, examples, batch_sizes=[1, 4, 16], share_pool=False)
+    shared = opara.compile_graph_set(model, examples, [1, 4, 16])
+    apart = opara.compile_graph_set(model, examples, [1, 4, 16], share_pool=False)
     assert shared.stats()["shared_pool"] and not apart.stats()["shared_pool"]
     assert shared.stats()["pool_bytes"] <= apart.stats()["pool_bytes"]
     for rows in (1, 5, 16, 19):

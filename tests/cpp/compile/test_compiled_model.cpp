@@ -26,6 +26,7 @@
 
 #include "exec/eager_executor.h"
 #include "exec/outputs.h"
+#include "exported_models.h"
 #include "model_files.h"
 #include "opara/compiled_model.h"
 #include "opara/error.h"
@@ -66,8 +67,9 @@ Loaded reference_of(const std::string& model, const std::string& extension) {
 // ---- CPU ---------------------------------------------------------------------------------------
 
 TEST(CompiledModelCpu, EveryPolicyGivesTheModelsOutputBitwise) {
-  for (const char* model : {"branchy", "inplace", "googlenet"}) {
-    if (!testing::model_exported(model)) continue;
+  const testing::ExportedModels models = testing::exported_models({"branchy", "inplace", "googlenet"});
+  if (models.exported.empty()) GTEST_SKIP() << models.missing_text();
+  for (const std::string& model : models.exported) {
     for (const char* extension : {"pt", "pt2"}) {
       const Loaded loaded = reference_of(model, extension);
       for (StreamPolicy streams : testing::kStreamPolicies) {
@@ -284,8 +286,9 @@ void expect_close(const std::vector<at::Tensor>& actual, const std::vector<at::T
 TEST(CompiledModelCuda, EveryModeOfEveryModelIsCloseToEager) {
   OPARA_REQUIRE_GPU();
   NoTf32 no_tf32;
-  for (const std::string& model : testing::all_models()) {
-    if (!testing::model_exported(model)) continue;
+  const testing::ExportedModels models = testing::exported_models(testing::all_models());
+  if (models.exported.empty()) GTEST_SKIP() << models.missing_text();
+  for (const std::string& model : models.exported) {
     for (const char* extension : {"pt", "pt2"}) {
       const Loaded loaded = reference_of(model, extension);
       const Graph graph = load(loaded.path);
@@ -486,10 +489,9 @@ TEST(CompiledModelCuda, SmallerPoolKeepsTheGraphWhosePoolIsSmaller) {
 
 TEST(CompiledModelCuda, HalfPrecisionModelsAreCloseToEager) {
   OPARA_REQUIRE_GPU();
-  int checked = 0;
-  for (const char* model : {"branchy_float16", "branchy_bfloat16"}) {
-    if (!testing::model_exported(model)) continue;
-    ++checked;
+  const testing::ExportedModels models = testing::exported_models({"branchy_float16", "branchy_bfloat16"});
+  if (models.exported.empty()) GTEST_SKIP() << models.missing_text();
+  for (const std::string& model : models.exported) {
     for (const char* extension : {"pt", "pt2"}) {
       const Loaded loaded = reference_of(model, extension);
       const Graph graph = load(loaded.path);
@@ -509,9 +511,6 @@ TEST(CompiledModelCuda, HalfPrecisionModelsAreCloseToEager) {
         expect_close(actual, expected, label);  // at the dtype's tolerance
       }
     }
-  }
-  if (checked == 0) {
-    GTEST_SKIP() << "no half-precision model is exported: run scripts/export_models.py --dtype float16 (and bfloat16)";
   }
 }
 
@@ -600,10 +599,12 @@ TEST(CompiledModelCuda, NodesOnTheCpuGiveEagersOutputs) {
       {"inplace", {"aten::add_", "aten::mul"}},
       {"googlenet", {"aten::max_pool2d", "aten::cat"}},
   };
-  int checked = 0;
+  std::vector<std::string> names;
+  for (const OverflowCase& c : cases) names.emplace_back(c.model);
+  const testing::ExportedModels models = testing::exported_models(names);
+  if (models.exported.empty()) GTEST_SKIP() << models.missing_text();
   for (const OverflowCase& c : cases) {
-    if (!testing::model_exported(c.model)) continue;
-    ++checked;
+    if (!models.has(c.model)) continue;  // named in the test's note
     const Loaded loaded = reference_of(c.model, "pt");
     const Graph graph = load(loaded.path);
     const auto inputs = to_cuda(loaded.inputs);
@@ -626,7 +627,6 @@ TEST(CompiledModelCuda, NodesOnTheCpuGiveEagersOutputs) {
       EXPECT_GT(compiled.stats().host_ms, 0) << c.model;
     }
   }
-  if (checked == 0) GTEST_SKIP() << "no model is exported: run scripts/export_models.py";
 }
 
 // A full profile of `graph` (CUPTI's GPU times, host times, copy bandwidths) recorded here, as
@@ -644,10 +644,9 @@ std::string record_profile(const std::string& model, const Graph& graph, const s
 TEST(CompiledModelCuda, CommSdOnAFreshProfileGivesEagersOutputs) {
   OPARA_REQUIRE_GPU();
   NoTf32 no_tf32;
-  int checked = 0;
-  for (const char* model : {"detect", "multihead_rnn"}) {
-    if (!testing::model_exported(model)) continue;
-    ++checked;
+  const testing::ExportedModels models = testing::exported_models({"detect", "multihead_rnn"});
+  if (models.exported.empty()) GTEST_SKIP() << models.missing_text();
+  for (const std::string& model : models.exported) {
     const Loaded loaded = reference_of(model, "pt");
     const Graph graph = load(loaded.path);
     const auto inputs = to_cuda(loaded.inputs);
@@ -661,7 +660,6 @@ TEST(CompiledModelCuda, CommSdOnAFreshProfileGivesEagersOutputs) {
                    fmt::format("{} comm_sd ({} nodes on the CPU), run {}", model, compiled.stats().cpu_nodes, run));
     }
   }
-  if (checked == 0) GTEST_SKIP() << "neither detect nor multihead_rnn is exported: run scripts/export_models.py";
 }
 
 // Comm+SD keeps a move only where its estimate says the run gets faster: on GoogLeNet it moves

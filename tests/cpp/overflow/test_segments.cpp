@@ -20,6 +20,7 @@
 
 #include "exec/eager_executor.h"
 #include "exec/outputs.h"
+#include "exported_models.h"
 #include "graph/graph_analysis.h"
 #include "graph_builders.h"
 #include "model_files.h"
@@ -778,10 +779,9 @@ TEST_P(SegmentModels, RandomHostNodesMatchEager) {
 // The nodes each model cannot capture give a valid cut, in both formats (bert_base.pt has one:
 // an aten::Int on a tensor, which SegmentModels runs as a host step).
 TEST(SegmentModels, UncapturableNodesOfEveryModelGiveAValidCut) {
-  int checked = 0;
-  for (const std::string& name : testing::all_models()) {
-    if (!testing::model_exported(name)) continue;
-    ++checked;
+  const testing::ExportedModels models = testing::exported_models(testing::all_models());
+  if (models.exported.empty()) GTEST_SKIP() << models.missing_text();
+  for (const std::string& name : models.exported) {
     for (const char* extension : {"pt", "pt2"}) {
       const Graph graph = load(testing::model_path(name, extension));
       const auto host = uncapturable_nodes(graph);
@@ -789,7 +789,6 @@ TEST(SegmentModels, UncapturableNodesOfEveryModelGiveAValidCut) {
       EXPECT_THAT(validate_segments(graph, segments), IsEmpty()) << name << "." << extension;
     }
   }
-  if (checked == 0) GTEST_SKIP() << "no model is exported: run scripts/export_models.py";
 }
 
 INSTANTIATE_TEST_SUITE_P(Segment, SegmentModels,
