@@ -157,7 +157,7 @@ TEST(CpuTuning, TheSingleStreamPolicyHasOneCandidateAndIsNotTimed) {
   const Graph graph = load(testing::model_path("branchy", "pt"));
   const testing::FormatReference reference = testing::format_reference("branchy", "pt");
   CpuExecutorOptions executor_options;
-  executor_options.intra_op_threads = 1;
+  executor_options.cpu.intra_op_threads = 1;
   const CpuTuning tuned = tune_cpu_executor(graph, {StreamPolicy::kSingle, OrderPolicy::kTopological, 0}, {},
                                             reference.inputs, executor_options, quick_tuning());
   ASSERT_EQ(tuned.candidates.size(), 1u);
