@@ -1,11 +1,14 @@
 #include "tuning/schedule_search.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
 #include <numeric>
 #include <random>
 
+#include "opara/error.h"
 #include "support/elapsed.h"
 #include "support/internal_assert.h"
 
@@ -15,8 +18,9 @@ namespace {
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
 void require_per_node(const Plan& plan, std::size_t count, const char* what) {
-  OPARA_ASSERT(count == plan.stream_of.size(), "schedule replay: {} {} for a plan of {} nodes", count, what,
-               plan.stream_of.size());
+  if (count != plan.stream_of.size()) {
+    throw Error(fmt::format("schedule replay: {} {} for a plan of {} nodes", count, what, plan.stream_of.size()));
+  }
 }
 
 // The replay's fixed part: each stream's nodes, and each node's launch position for ties.
@@ -91,7 +95,7 @@ double simulate_cpu_schedule(const Plan& plan, const NodeTimes& times, const std
                              int workers, double handoff_us) {
   require_per_node(plan, times.size(), "node times");
   require_per_node(plan, priorities.size(), "priorities");
-  OPARA_ASSERT(workers >= 1, "schedule replay: {} workers; at least one runs the plan", workers);
+  if (workers < 1) throw Error(fmt::format("schedule replay: {} workers; at least one runs the plan", workers));
   return Replay(plan).run(times, priorities, workers, handoff_us);
 }
 
@@ -158,9 +162,9 @@ PrioritySearch climb(const Replay& replay, const std::vector<NodeTimes>& runs, s
 
 PrioritySearch search_priorities(const Plan& plan, const std::vector<NodeTimes>& runs, std::vector<double> start,
                                  int workers, const PrioritySearchOptions& options) {
-  OPARA_ASSERT(!runs.empty(), "priority search: no measured runs to replay");
+  if (runs.empty()) throw Error("priority search: no measured runs to replay");
   for (const NodeTimes& times : runs) require_per_node(plan, times.size(), "node times");
-  OPARA_ASSERT(workers >= 1, "priority search: {} workers; at least one runs the plan", workers);
+  if (workers < 1) throw Error(fmt::format("priority search: {} workers; at least one runs the plan", workers));
   if (!start.empty()) require_per_node(plan, start.size(), "priorities");
   if (plan.stream_of.empty()) return {};
   const auto started = std::chrono::steady_clock::now();
