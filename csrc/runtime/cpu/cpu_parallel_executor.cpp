@@ -38,8 +38,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "exec/node_op.h"
@@ -290,14 +292,12 @@ std::vector<c10::IValue> CpuParallelExecutor::State::run(const std::vector<c10::
     ~InRunReset() { flag.store(false); }
   } in_run_reset{in_run};
 
+  // No worker runs until the hand-over below, which publishes all of this to them.
   values.start_run(inputs);
   no_stream.start_run();
   failure.reset();
+  streams.start_run();
   c10::AutoGradMode no_grad(false);
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    streams.start_run();
-  }
   if (pool) {
     pool->run_round();
   } else {

@@ -19,10 +19,12 @@ namespace opara {
 // ties (and no priorities), the first ready. A stream taken is running until its node completes,
 // so a stream never has two nodes running at once.
 //
-// Locking: none of its own. Every member function but the *_relaxed ones is called with the
-// executor's scheduling mutex held; that mutex orders a node after the events it waited on. The
-// *_relaxed ones may be called without it, by a spinning worker that takes the mutex before it acts
-// on what it read: each reads an atomic mirror that this class alone writes, in one place.
+// Locking: none of its own. Every member function but start_run() and the *_relaxed ones is
+// called with the executor's scheduling mutex held; that mutex orders a node after the events it
+// waited on. start_run() is called by the calling thread of run() before any worker wakes (the
+// pool's hand-over publishes it). The *_relaxed ones may be called without the mutex, by a
+// spinning worker that takes it before it acts on what it read: each reads an atomic mirror that
+// this class alone writes.
 class StreamScheduler {
  public:
   StreamScheduler(const Plan& plan, std::vector<double> priorities);
