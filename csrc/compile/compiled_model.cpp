@@ -252,7 +252,7 @@ void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs
   const std::vector<c10::IValue> inputs(examples.begin(), examples.end());
   state.host.assign(state.graph.size(), false);
   CpuExecutorOptions cpu_options;
-  static_cast<CpuOptions&>(cpu_options) = options.cpu;
+  cpu_options.cpu = options.cpu;
   // Among ready streams, the one on the critical path in measured host time runs first (only the
   // order of independent nodes changes, never a result).
   PlanOptions uncapped = options.plan;

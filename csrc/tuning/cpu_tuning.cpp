@@ -127,6 +127,97 @@ RoundsAndRuns within_budget(const CpuTuningOptions& tuning, std::size_t candidat
   return {affordable_rounds <= fewest ? fewest : static_cast<int>(affordable_rounds), 1};
 }
 
+// What every candidate is planned from and run on.
+struct TuningContext {
+  const Graph& graph;
+  PlanOptions plan_options;
+  const std::vector<NodeCost>& costs;
+  const std::vector<c10::IValue>& inputs;
+  const UndoWrites& writes;
+  const CpuTuningOptions& tuning;
+};
+
+struct TimedPlan {
+  Plan plan;
+  double plan_us = 0;
+};
+
+TimedPlan timed_plan(const TuningContext& context, int cap) {
+  PlanOptions options = context.plan_options;
+  options.max_streams = cap;
+  const auto planning = std::chrono::steady_clock::now();
+  TimedPlan planned{make_plan(context.graph, options, context.costs)};
+  planned.plan_us = milliseconds_since(planning) * 1000;
+  return planned;
+}
+
+// Every shape planned (the uncapped plan reused), run on an executor of its own and warmed up,
+// each followed by its candidate with searched priorities where the search pays. A shape that
+// plans the same streams as one before it is dropped: a cap can merge streams into the same plan
+// as a smaller cap or none.
+std::vector<Candidate> warmed_up_candidates(const TuningContext& context, const std::vector<CpuShape>& shapes,
+                                            const TimedPlan& uncapped, CpuExecutorOptions executor_options) {
+  std::vector<Candidate> candidates;
+  for (const CpuShape& shape : shapes) {
+    TimedPlan planned = shape.max_streams == 0 ? uncapped : timed_plan(context, shape.max_streams);
+    const bool planned_before = std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& other) {
+      return other.report.shape.intra_op_threads == shape.intra_op_threads &&
+             other.executor->plan().stream_of == planned.plan.stream_of;
+    });
+    if (planned_before) continue;
+    Candidate& candidate = candidates.emplace_back();
+    candidate.report.shape = shape;
+    candidate.report.streams = planned.plan.stream_count;
+    candidate.plan_us = planned.plan_us;
+    executor_options.cpu.intra_op_threads = shape.intra_op_threads;
+    candidate.executor =
+        std::make_unique<CpuParallelExecutor>(context.graph, std::move(planned.plan), executor_options);
+    // Warm-up: the first candidate also warms the process (allocator, ATen's kernels).
+    candidate.warmup_ms =
+        time_runs(*candidate.executor, context.inputs, context.writes, std::max(1, context.tuning.warmup_runs));
+    if (std::optional<Candidate> searched = with_searched_priorities(context.graph, candidate, executor_options,
+                                                                     context.inputs, context.writes, context.tuning)) {
+      candidates.push_back(std::move(*searched));
+    }
+  }
+  return candidates;
+}
+
+// Times the candidates in interleaved rounds within the budget: each one's median and speedup
+// over the first.
+RoundsAndRuns time_candidates(std::vector<Candidate>& candidates, const TuningContext& context) {
+  double run_ms = 0;
+  for (const Candidate& candidate : candidates) run_ms = std::max(run_ms, candidate.warmup_ms.back());
+  const RoundsAndRuns budget = within_budget(context.tuning, candidates.size(), run_ms);
+  std::vector<BlockTimer> timers;
+  for (Candidate& candidate : candidates) {
+    timers.push_back([&candidate, &context](int runs) {
+      return time_runs(*candidate.executor, context.inputs, context.writes, runs);
+    });
+  }
+  const RoundTimes times =
+      time_in_rounds(timers, budget.rounds, budget.rounds * budget.runs, Settle{1, context.tuning.settle});
+  for (std::size_t k = 0; k < candidates.size(); ++k) {
+    candidates[k].report.median_ms = percentile(times.all(k), 0.5);
+    candidates[k].report.speedup = k == 0 ? 1.0 : times.speedup(k, 0);
+  }
+  return budget;
+}
+
+// Eager's schedule (the first) stays unless another is clearly faster by both measures; of those,
+// the fastest by its ratios within rounds.
+std::size_t kept_candidate(const std::vector<Candidate>& candidates, double min_speedup) {
+  std::size_t chosen = 0;
+  const double eager_schedule_ms = candidates.front().report.median_ms;
+  for (std::size_t k = 1; k < candidates.size(); ++k) {
+    const CpuTuningCandidate& candidate = candidates[k].report;
+    const bool clearly_faster =
+        candidate.speedup >= min_speedup && candidate.median_ms * min_speedup <= eager_schedule_ms;
+    if (clearly_faster && candidate.speedup > candidates[chosen].report.speedup) chosen = k;
+  }
+  return chosen;
+}
+
 }  // namespace
 
 CpuTuning tune_cpu_executor(const Graph& graph, PlanOptions plan_options, const std::vector<NodeCost>& costs,
@@ -134,72 +225,23 @@ CpuTuning tune_cpu_executor(const Graph& graph, PlanOptions plan_options, const 
                             const CpuTuningOptions& tuning) {
   const auto started = std::chrono::steady_clock::now();
   const UndoWrites writes(inputs, inputs_written_in_place(graph));
+  const TuningContext context{graph, plan_options, costs, inputs, writes, tuning};
   const int cores = usable_cores();
-  const int one_stream_threads = executor_options.intra_op_threads > 0 ? executor_options.intra_op_threads
-                                                                       : std::min(at::get_num_threads(), cores);
-  auto timed_plan = [&](int cap, double& plan_us) {
-    plan_options.max_streams = cap;
-    const auto planning = std::chrono::steady_clock::now();
-    Plan plan = make_plan(graph, plan_options, costs);
-    plan_us = milliseconds_since(planning) * 1000;
-    return plan;
-  };
-  double uncapped_us = 0;
-  const Plan uncapped = timed_plan(0, uncapped_us);
-  const std::vector<CpuShape> shapes = plan_options.streams == StreamPolicy::kSingle
-                                           ? std::vector<CpuShape>{{1, one_stream_threads}}
-                                           : cpu_shape_candidates(cores, one_stream_threads, uncapped.stream_count);
-
-  std::vector<Candidate> candidates;
-  for (const CpuShape& shape : shapes) {
-    double plan_us = uncapped_us;
-    Plan plan = shape.max_streams == 0 ? uncapped : timed_plan(shape.max_streams, plan_us);
-    // A cap can merge streams into the same plan as a smaller cap or none: time it once.
-    const bool planned_before = std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& other) {
-      return other.report.shape.intra_op_threads == shape.intra_op_threads &&
-             other.executor->plan().stream_of == plan.stream_of;
-    });
-    if (planned_before) continue;
-    Candidate& candidate = candidates.emplace_back();
-    candidate.report.shape = shape;
-    candidate.report.streams = plan.stream_count;
-    candidate.plan_us = plan_us;
-    executor_options.intra_op_threads = shape.intra_op_threads;
-    candidate.executor = std::make_unique<CpuParallelExecutor>(graph, std::move(plan), executor_options);
-    // Warm-up: the first candidate also warms the process (allocator, ATen's kernels).
-    candidate.warmup_ms = time_runs(*candidate.executor, inputs, writes, std::max(1, tuning.warmup_runs));
-    if (std::optional<Candidate> searched =
-            with_searched_priorities(graph, candidate, executor_options, inputs, writes, tuning)) {
-      candidates.push_back(std::move(*searched));
-    }
-  }
+  const int requested_threads = executor_options.cpu.intra_op_threads;
+  const int one_stream_threads = requested_threads > 0 ? requested_threads : std::min(at::get_num_threads(), cores);
+  const TimedPlan uncapped = timed_plan(context, 0);
+  const std::vector<CpuShape> shapes =
+      plan_options.streams == StreamPolicy::kSingle
+          ? std::vector<CpuShape>{{1, one_stream_threads}}
+          : cpu_shape_candidates(cores, one_stream_threads, uncapped.plan.stream_count);
+  std::vector<Candidate> candidates = warmed_up_candidates(context, shapes, uncapped, std::move(executor_options));
 
   CpuTuning result;
   if (candidates.size() > 1) {
-    double run_ms = 0;
-    for (const Candidate& candidate : candidates) run_ms = std::max(run_ms, candidate.warmup_ms.back());
-    const RoundsAndRuns budget = within_budget(tuning, candidates.size(), run_ms);
+    const RoundsAndRuns budget = time_candidates(candidates, context);
     result.rounds = budget.rounds;
     result.runs_per_round = budget.runs;
-    std::vector<BlockTimer> timers;
-    for (Candidate& candidate : candidates) {
-      timers.push_back(
-          [&candidate, &inputs, &writes](int runs) { return time_runs(*candidate.executor, inputs, writes, runs); });
-    }
-    const RoundTimes times =
-        time_in_rounds(timers, budget.rounds, budget.rounds * budget.runs, Settle{1, tuning.settle});
-    for (std::size_t k = 0; k < candidates.size(); ++k) {
-      candidates[k].report.median_ms = percentile(times.all(k), 0.5);
-      candidates[k].report.speedup = k == 0 ? 1.0 : times.speedup(k, 0);
-    }
-    // Eager's schedule stays unless another is clearly faster by both measures.
-    const double eager_schedule_ms = candidates.front().report.median_ms;
-    for (std::size_t k = 1; k < candidates.size(); ++k) {
-      const CpuTuningCandidate& candidate = candidates[k].report;
-      const bool clearly_faster =
-          candidate.speedup >= tuning.min_speedup && candidate.median_ms * tuning.min_speedup <= eager_schedule_ms;
-      if (clearly_faster && candidate.speedup > candidates[result.chosen].report.speedup) result.chosen = k;
-    }
+    result.chosen = kept_candidate(candidates, tuning.min_speedup);
   } else {
     candidates.front().report.median_ms = percentile(candidates.front().warmup_ms, 0.5);
   }

@@ -10,6 +10,7 @@
 
 #include "opara/error.h"
 #include "support/elapsed.h"
+#include "support/internal_assert.h"
 
 namespace opara {
 namespace {
@@ -62,7 +63,7 @@ struct Replay {
       }
       if (chosen < 0) {
         // Nothing ready: this worker idles until something is (a valid plan never waits forever).
-        if (soonest == kNever) throw Error("schedule replay: the plan waits on an event no node records");
+        OPARA_ASSERT(soonest != kNever, "schedule replay: the plan waits on an event no node records");
         *worker = soonest;
         continue;
       }

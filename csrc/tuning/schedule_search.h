@@ -26,7 +26,8 @@ using NodeTimes = std::vector<double>;
 // free worker takes the ready stream whose next node has the highest priority (ties: the earlier
 // in launch order), a stream is ready when its previous node is done and the events its next node
 // waits on are recorded, and each node costs its time plus `handoff_us`. Throws opara::Error for
-// times or priorities not one per node, or fewer than one worker.
+// times or priorities not one per node, or fewer than one worker. The plan must be valid
+// (require_valid): one that waits on an event no node records is a bug (opara::InternalError).
 double simulate_cpu_schedule(const Plan& plan, const NodeTimes& times, const std::vector<double>& priorities,
                              int workers, double handoff_us = 1.0);
 

@@ -14,21 +14,23 @@
 
 namespace opara {
 
-// The executor's knobs: the user's (CpuOptions: intra_op_threads, 0 there meaning the usable
-// cores divided by the streams, at least 1; pin_workers; split_min_us; tuning_ms is compile()'s,
-// not read here) and those compile() and the tuner set.
-//
-// pin_workers pins each worker to a CPU of its own when the workers fill the usable CPUs one
-// intra-op thread each: unpinned, Linux may keep two busy workers on one core for milliseconds
-// while another idles. With fewer workers than CPUs they are left to the scheduler (pinned,
-// several processes would all crowd the first CPUs), and a worker with an OpenMP team of several
-// threads is never pinned (its team would inherit the one CPU).
-//
-// split_min_us: a worker about to run a node that computes each plane on its own (pooling,
-// element-wise activations) while other workers idle splits it along batch or channels and lets
-// them run pieces, when the node took at least this long alone in an earlier run (the first run
-// measures). Same bits as the whole node. 0 or less: never split.
-struct CpuExecutorOptions : CpuOptions {
+// The executor's knobs: the user's (`cpu`) and those compile() and the tuner set.
+struct CpuExecutorOptions {
+  // The user's, as compile() takes them (Options::cpu); tuning_ms is compile()'s, not read here.
+  //
+  // cpu.intra_op_threads 0: the usable cores divided by the streams, at least 1.
+  //
+  // cpu.pin_workers pins each worker to a CPU of its own when the workers fill the usable CPUs one
+  // intra-op thread each: unpinned, Linux may keep two busy workers on one core for milliseconds
+  // while another idles. With fewer workers than CPUs they are left to the scheduler (pinned,
+  // several processes would all crowd the first CPUs), and a worker with an OpenMP team of several
+  // threads is never pinned (its team would inherit the one CPU).
+  //
+  // cpu.split_min_us: a worker about to run a node that computes each plane on its own (pooling,
+  // element-wise activations) while other workers idle splits it along batch or channels and lets
+  // them run pieces, when the node took at least this long alone in an earlier run (the first run
+  // measures). Same bits as the whole node. 0 or less: never split.
+  CpuOptions cpu;
   // Non-zero: before each node a worker yields or sleeps a few microseconds at random, from this
   // seed, so that tests see many thread interleavings.
   std::uint64_t jitter_seed = 0;
@@ -78,7 +80,7 @@ class CpuParallelExecutor {
   // The CPU each pool worker is pinned to, by worker (-1 where the system refused); empty when
   // the workers are not pinned.
   [[nodiscard]] std::vector<int> worker_cpus() const;
-  // Node runs split among workers so far (CpuExecutorOptions::split_min_us).
+  // Node runs split among workers so far (CpuExecutorOptions::cpu.split_min_us).
   [[nodiscard]] std::size_t split_runs() const;
   // Microseconds each node took in the last run recorded, by NodeId (a split node: until its
   // pieces were placed); 0 for nodes not recorded yet. Runs are recorded between

@@ -1,12 +1,11 @@
 #include "runtime/cpu/node_split.h"
 
 #include <ATen/ATen.h>
-#include <fmt/format.h>
 
 #include <numeric>
 
 #include "graph/op_table.h"
-#include "opara/error.h"
+#include "support/internal_assert.h"
 
 namespace opara {
 namespace {
@@ -66,12 +65,11 @@ void SplitOutput::run_piece(const Graph& graph, NodeId id, const NodeOp& op, con
   std::vector<c10::IValue> stack = inputs;
   stack[0] = inputs[0].toTensor().narrow(split_.dim, begin, length);
   run_node(graph, id, op, stack);
-  if (stack.size() != 1 || !stack[0].isTensor() || stack[0].toTensor().dim() <= split_.dim ||
-      stack[0].toTensor().size(split_.dim) != length) {
-    throw NodeError(fmt::format("opara bug: {} split along dimension {} did not return one piece of {} there",
-                                graph.describe(id), split_.dim, length),
-                    id);
-  }
+  OPARA_ASSERT(stack.size() == 1 && stack[0].isTensor() && stack[0].toTensor().dim() > split_.dim &&
+                   stack[0].toTensor().size(split_.dim) == length,
+               "{} split along dimension {} did not return one piece of {} there (OpTraits::splits_by_plane is "
+               "wrong for it)",
+               graph.describe(id), split_.dim, length);
   const at::Tensor result = stack[0].toTensor();
   at::Tensor output;
   {

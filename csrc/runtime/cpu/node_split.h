@@ -37,7 +37,8 @@ class SplitOutput {
   explicit SplitOutput(NodeSplit split) : split_(std::move(split)) {}
 
   // Runs piece `piece` of node `id` on its slice of `inputs` and places its result. Throws
-  // opara::Error naming the node (its failure, or a result not shaped like its slice).
+  // opara::NodeError naming the node when it fails; a result not shaped like its slice is a bug
+  // (opara::InternalError).
   void run_piece(const Graph& graph, NodeId id, const NodeOp& op, const std::vector<c10::IValue>& inputs, int piece);
 
   // The whole output, once every piece has been placed.

@@ -136,7 +136,7 @@ std::vector<at::Tensor> run_with_copies(const Graph& graph, const std::vector<bo
         const Segment& segment = segments[index];
         if (segment.kind == SegmentKind::kGraph) {
           CpuExecutorOptions one_thread;
-          one_thread.intra_op_threads = 1;
+          one_thread.cpu.intra_op_threads = 1;
           return CpuParallelExecutor(segment.graph, make_plan(segment.graph, {}), one_thread).run(in);
         }
         if (!step_runs_on_cpu(graph, segment, placement)) return EagerExecutor(segment.graph).run(in);

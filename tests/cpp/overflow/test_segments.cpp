@@ -129,7 +129,7 @@ class SegmentedModel {
     for (const Segment& segment : segments_) {
       if (segment.kind == G) {
         CpuExecutorOptions options;
-        options.intra_op_threads = 1;
+        options.cpu.intra_op_threads = 1;
         options.jitter_seed = jitter++;
         parallel_.push_back(
             std::make_unique<CpuParallelExecutor>(segment.graph, make_plan(segment.graph, {}), options));

@@ -64,19 +64,11 @@ TEST(CpuTuning, CandidatesAreEagersScheduleThenStreamsOfOneThreadEach) {
   EXPECT_EQ(shapes_of(cpu_shape_candidates(16, 8, 1)), (Shapes{{1, 8}}));
 }
 
-class CpuTuningModels : public ::testing::TestWithParam<const char*> {};
-
-TEST_P(CpuTuningModels, KeepsWhatItTimedFastestAndItsOutputsAreEagersBitwise) {
-  OPARA_REQUIRE_MODEL(GetParam());
-  const Graph graph = load(testing::model_path(GetParam(), "pt"));
-  const testing::FormatReference reference = testing::format_reference(GetParam(), "pt");
+// The candidates the tuner should time for `graph`, in order, but those that plan what an earlier
+// one with the same threads did; with their plans.
+std::pair<std::vector<CpuShape>, std::vector<Plan>> expected_candidates(const Graph& graph, int threads) {
   const PlanOptions plan_options;  // Opara's streams and order
   auto plan_capped_at = [&](int cap) { return make_plan(graph, {plan_options.streams, plan_options.order, cap}); };
-  const int threads = std::min(at::get_num_threads(), usable_cores());
-
-  const CpuTuning tuned = tune_cpu_executor(graph, plan_options, {}, reference.inputs, {}, quick_tuning());
-
-  // The candidates in order, but those that plan what an earlier one with the same threads did.
   std::vector<CpuShape> expected;
   std::vector<Plan> expected_plans;
   for (const CpuShape& shape : cpu_shape_candidates(usable_cores(), threads, plan_capped_at(0).stream_count)) {
@@ -90,6 +82,37 @@ TEST_P(CpuTuningModels, KeepsWhatItTimedFastestAndItsOutputsAreEagersBitwise) {
     expected.push_back(shape);
     expected_plans.push_back(std::move(plan));
   }
+  return {std::move(expected), std::move(expected_plans)};
+}
+
+// Another schedule than eager's only when it was clearly faster both ways, and the fastest such.
+void expect_kept_the_clearly_fastest(const CpuTuning& tuned) {
+  const CpuTuningCandidate& chosen = tuned.candidates[tuned.chosen];
+  const CpuTuningOptions defaults;
+  if (tuned.chosen != 0) {
+    EXPECT_GE(chosen.speedup, defaults.min_speedup);
+    EXPECT_LE(chosen.median_ms * defaults.min_speedup, tuned.candidates.front().median_ms);
+  }
+  for (const CpuTuningCandidate& candidate : tuned.candidates) {
+    const bool clearly_faster = candidate.speedup >= defaults.min_speedup &&
+                                candidate.median_ms * defaults.min_speedup <= tuned.candidates.front().median_ms;
+    if (clearly_faster) {
+      EXPECT_LE(candidate.speedup, chosen.speedup) << "a faster candidate was not kept";
+    }
+  }
+}
+
+class CpuTuningModels : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CpuTuningModels, KeepsWhatItTimedFastestAndItsOutputsAreEagersBitwise) {
+  OPARA_REQUIRE_MODEL(GetParam());
+  const Graph graph = load(testing::model_path(GetParam(), "pt"));
+  const testing::FormatReference reference = testing::format_reference(GetParam(), "pt");
+  const int threads = std::min(at::get_num_threads(), usable_cores());
+
+  const CpuTuning tuned = tune_cpu_executor(graph, PlanOptions{}, {}, reference.inputs, {}, quick_tuning());
+
+  const auto [expected, expected_plans] = expected_candidates(graph, threads);
   std::vector<CpuShape> tried;
   for (std::size_t k = 0; k < tuned.candidates.size(); ++k) {
     const CpuTuningCandidate& candidate = tuned.candidates[k];
@@ -115,22 +138,9 @@ TEST_P(CpuTuningModels, KeepsWhatItTimedFastestAndItsOutputsAreEagersBitwise) {
   EXPECT_DOUBLE_EQ(tuned.candidates.front().speedup, 1.0);
   EXPECT_EQ(tuned.runs_per_round, tuned.candidates.size() > 1 ? 2 : 0);  // no budget: every run asked for
   EXPECT_GT(tuned.tuning_ms, 0);
+  expect_kept_the_clearly_fastest(tuned);
 
-  // Another schedule than eager's only when it was clearly faster both ways, and the fastest such.
   const CpuTuningCandidate& chosen = tuned.candidates[tuned.chosen];
-  const CpuTuningOptions defaults;
-  if (tuned.chosen != 0) {
-    EXPECT_GE(chosen.speedup, defaults.min_speedup);
-    EXPECT_LE(chosen.median_ms * defaults.min_speedup, tuned.candidates.front().median_ms);
-  }
-  for (const CpuTuningCandidate& candidate : tuned.candidates) {
-    const bool clearly_faster = candidate.speedup >= defaults.min_speedup &&
-                                candidate.median_ms * defaults.min_speedup <= tuned.candidates.front().median_ms;
-    if (clearly_faster) {
-      EXPECT_LE(candidate.speedup, chosen.speedup) << "a faster candidate was not kept";
-    }
-  }
-
   ASSERT_NE(tuned.executor, nullptr);
   EXPECT_EQ(tuned.executor->plan().stream_count, chosen.streams);
   EXPECT_EQ(tuned.executor->intra_op_threads(), chosen.shape.intra_op_threads);
@@ -157,7 +167,7 @@ TEST(CpuTuning, TheSingleStreamPolicyHasOneCandidateAndIsNotTimed) {
   const Graph graph = load(testing::model_path("branchy", "pt"));
   const testing::FormatReference reference = testing::format_reference("branchy", "pt");
   CpuExecutorOptions executor_options;
-  executor_options.intra_op_threads = 1;
+  executor_options.cpu.intra_op_threads = 1;
   const CpuTuning tuned = tune_cpu_executor(graph, {StreamPolicy::kSingle, OrderPolicy::kTopological, 0}, {},
                                             reference.inputs, executor_options, quick_tuning());
   ASSERT_EQ(tuned.candidates.size(), 1u);

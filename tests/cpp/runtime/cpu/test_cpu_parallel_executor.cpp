@@ -48,12 +48,11 @@ using testing::random_model;
 using testing::unary;
 
 // The executor's options as these tests give them, by position: intra-op threads, jitter seed,
-// workers, priorities. (CpuExecutorOptions extends CpuOptions: a braced list would fill
-// CpuOptions' members first.)
+// workers, priorities.
 CpuExecutorOptions executor_options(int threads, std::uint64_t jitter = 0, int workers = 0,
                                     std::vector<double> priorities = {}) {
   CpuExecutorOptions options;
-  options.intra_op_threads = threads;
+  options.cpu.intra_op_threads = threads;
   options.jitter_seed = jitter;
   options.workers = workers;
   options.priorities = std::move(priorities);
@@ -591,7 +590,7 @@ TEST(CpuParallelExecutor, WorkersAreLeftToTheSchedulerWhenAskedOrWithTeamsOrWhen
   const int cpus = static_cast<int>(allowed.size());
   if (cpus < 2) GTEST_SKIP() << "needs at least 2 CPUs; this thread may use " << cpus;
   CpuExecutorOptions unpinned = executor_options(1, 0, cpus);
-  unpinned.pin_workers = false;
+  unpinned.cpu.pin_workers = false;
   // Two threads each: an OpenMP team inherits its worker's CPUs, so one CPU would serialise it.
   const CpuExecutorOptions teams = executor_options(2, 0, cpus);
   // Fewer workers than CPUs: pinned, several processes would crowd the same first CPUs.
@@ -721,7 +720,7 @@ class CpuParallelModels : public ::testing::TestWithParam<ModelCase> {
   void check(const Plan& plan, std::uint64_t jitter, const std::string& label) {
     const bool own_threads = jitter % 2 == 0;
     CpuExecutorOptions options = executor_options(own_threads ? caller_threads_ : 0, jitter);
-    options.split_min_us = 1;  // from the second run on, every timed pooling and activation may split
+    options.cpu.split_min_us = 1;  // from the second run on, every timed pooling and activation may split
     CpuParallelExecutor executor(graph_, plan, options);
     const int threads = executor.intra_op_threads();
     if (!own_threads && eager_by_threads_.count(threads) == 0) {
@@ -765,8 +764,8 @@ TEST_P(CpuParallelModels, SplitNodesKeepTheBits) {
   const Plan one_stream = make_plan(graph_, PlanOptions{StreamPolicy::kSingle, OrderPolicy::kTopological});
   CpuExecutorOptions options;
   options.workers = 2;
-  options.intra_op_threads = 1;
-  options.split_min_us = 1;
+  options.cpu.intra_op_threads = 1;
+  options.cpu.split_min_us = 1;
   options.jitter_seed = 5;
   CpuParallelExecutor executor(graph_, one_stream, options);
   const std::vector<at::Tensor> expected = eager_outputs(graph_, inputs_, 1);

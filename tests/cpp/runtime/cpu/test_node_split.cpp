@@ -207,11 +207,11 @@ TEST(NodeSplit, TheExecutorSplitsALongNodeAmongIdleWorkersWithEagersBits) {
   const std::vector<c10::IValue> expected = EagerExecutor(graph, c10::kCPU).run(inputs);
 
   CpuExecutorOptions options;
-  options.split_min_us = 1;  // any run long enough to time
+  options.cpu.split_min_us = 1;  // any run long enough to time
   // One stream and two workers: the second has nothing of its own, so it is idle for every node.
   const Plan one_stream = make_plan(graph, {StreamPolicy::kSingle, OrderPolicy::kTopological});
   options.workers = 2;
-  options.intra_op_threads = 1;
+  options.cpu.intra_op_threads = 1;
   options.jitter_seed = 7;
   CpuParallelExecutor executor(graph, one_stream, options);
   EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), flatten_tensors(expected)));
@@ -221,7 +221,7 @@ TEST(NodeSplit, TheExecutorSplitsALongNodeAmongIdleWorkersWithEagersBits) {
   }
   EXPECT_GT(executor.split_runs(), 0u);
 
-  options.split_min_us = 0;
+  options.cpu.split_min_us = 0;
   CpuParallelExecutor never(graph, one_stream, options);
   for (int run = 0; run < 3; ++run) never.run(inputs);
   EXPECT_EQ(never.split_runs(), 0u);
