@@ -16,6 +16,8 @@ namespace opara {
 void run_node(const Graph& graph, NodeId id, const NodeOp& op, std::vector<c10::IValue>& stack) {
   try {
     op.run(stack);
+  } catch (const InternalError&) {
+    throw;  // a bug in opara, not the node's failure
   } catch (const std::exception& error) {
     throw NodeError(fmt::format("{}: {} failed: {}", graph.source_path, graph.describe(id), first_line(error)), id);
   }
