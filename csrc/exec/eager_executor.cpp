@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
-#include <c10/util/Exception.h>
 #include <fmt/format.h>
 #include <algorithm>
 
@@ -10,6 +9,7 @@
 #include "exec/value_lifetimes.h"
 #include "graph/graph_analysis.h"
 #include "opara/error.h"
+#include "support/internal_assert.h"
 
 namespace opara {
 
@@ -27,7 +27,7 @@ std::vector<c10::IValue> EagerExecutor::run(const std::vector<c10::IValue>& inpu
     throw Error(fmt::format("{}: the model takes {} inputs ({}), {} were given", graph_.source_path,
                             graph_.inputs().size(), names, inputs.size()));
   }
-  TORCH_INTERNAL_ASSERT(is_topological_order(graph_, order), "opara bug: EagerExecutor given a non-topological order");
+  OPARA_ASSERT(is_topological_order(graph_, order), "EagerExecutor given a non-topological order");
 
   c10::AutoGradMode no_grad(false);  // inference: like the reference forward, record no autograd history
   std::vector<c10::IValue> values(graph_.values().size());

@@ -1,7 +1,6 @@
 #include "exec/node_op.h"
 
 #include <ATen/ATen.h>
-#include <c10/util/Exception.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,18 +9,21 @@
 #include "exec/first_line.h"
 #include "exec/outputs.h"
 #include "opara/error.h"
+#include "support/internal_assert.h"
 
 namespace opara {
 
 void run_node(const Graph& graph, NodeId id, const NodeOp& op, std::vector<c10::IValue>& stack) {
   try {
     op.run(stack);
+  } catch (const InternalError&) {
+    throw;  // a bug in opara, not the node's failure
   } catch (const std::exception& error) {
     throw NodeError(fmt::format("{}: {} failed: {}", graph.source_path, graph.describe(id), first_line(error)), id);
   }
   const std::size_t expected = graph.node(id).outputs.size();
-  TORCH_INTERNAL_ASSERT(stack.size() == expected, "opara bug: ", graph.describe(id), " produced ", stack.size(),
-                        " values, the graph expects ", expected);
+  OPARA_ASSERT(stack.size() == expected, "{}: {} produced {} values, the graph expects {}", graph.source_path,
+               graph.describe(id), stack.size(), expected);
 }
 
 bool holds_cuda_tensors(const c10::IValue& value) {

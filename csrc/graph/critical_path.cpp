@@ -1,19 +1,15 @@
 // Longest path in a DAG: one pass in topological order (node ids are one) keeping, per node, the
 // heaviest path that ends there and the predecessor it came through.
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <stdexcept>
 
 #include "graph/graph_analysis.h"
+#include "support/internal_assert.h"
 
 namespace opara {
 
 CriticalPath critical_path(const Graph& graph, const std::vector<double>& weights) {
-  if (!weights.empty() && weights.size() != graph.size()) {
-    throw std::invalid_argument(
-        fmt::format("critical_path: {} weights given for a graph of {} nodes", weights.size(), graph.size()));
-  }
+  OPARA_ASSERT(weights.empty() || weights.size() == graph.size(),
+               "critical_path: {} weights given for a graph of {} nodes", weights.size(), graph.size());
   CriticalPath result;
   if (graph.size() == 0) return result;
   std::vector<double> ends_at(graph.size(), 0);

@@ -1,10 +1,10 @@
 #include "opara/graph.h"
 
 #include <algorithm>
-#include <cassert>
-#include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "support/internal_assert.h"
 
 namespace opara {
 namespace {
@@ -14,10 +14,21 @@ void insert_sorted(std::vector<NodeId>& list, NodeId id) {
   list.insert(std::upper_bound(list.begin(), list.end(), id), id);
 }
 
+// Node and value ids are handed out by the graph itself: one that is not there is a bug in opara.
+void check_node_id(NodeId id, std::size_t node_count) {
+  OPARA_ASSERT(id >= 0 && static_cast<std::size_t>(id) < node_count, "no node {} in a graph of {} nodes", id,
+               node_count);
+}
+
+void check_value_id(ValueId id, std::size_t value_count) {
+  OPARA_ASSERT(id >= 0 && static_cast<std::size_t>(id) < value_count, "no value {} in a graph of {} values", id,
+               value_count);
+}
+
 }  // namespace
 
 ValueId Graph::add_input(std::string name, std::string type) {
-  if (!state_.empty()) throw std::logic_error(fmt::format("opara bug: input {} added after the state buffers", name));
+  OPARA_ASSERT(state_.empty(), "input {} added after the state buffers", name);
   const auto id = static_cast<ValueId>(values_.size());
   values_.push_back(Value{id, std::move(name), std::move(type), kNoNode, {}});
   inputs_.push_back(id);
@@ -39,10 +50,8 @@ NodeId Graph::add_node(std::string kind, std::vector<ValueId> inputs, std::vecto
   node.flags = flags;
   node.op = std::move(op);
   for (ValueId input : inputs) {
-    if (input < 0 || input >= static_cast<ValueId>(values_.size())) {
-      throw std::out_of_range(
-          fmt::format("opara bug: node {} ({}) reads value {} that does not exist", id, node.kind, input));
-    }
+    OPARA_ASSERT(input >= 0 && input < static_cast<ValueId>(values_.size()),
+                 "node {} ({}) reads value {} that does not exist", id, node.kind, input);
   }
   node.inputs = std::move(inputs);
   for (auto& type : output_types) {
@@ -61,10 +70,8 @@ NodeId Graph::add_node(std::string kind, std::vector<ValueId> inputs, std::vecto
 }
 
 void Graph::add_order_edge(NodeId from, NodeId to) {
-  if (from < 0 || to >= static_cast<NodeId>(nodes_.size()) || from >= to) {
-    throw std::invalid_argument(
-        fmt::format("opara bug: ordering edge {} -> {} must go forward between existing nodes", from, to));
-  }
+  OPARA_ASSERT(from >= 0 && to < static_cast<NodeId>(nodes_.size()) && from < to,
+               "ordering edge {} -> {} must go forward between existing nodes", from, to);
   if (!has_edge(from, to)) add_edge(from, to, EdgeKind::kOrder);
 }
 
@@ -80,30 +87,28 @@ void Graph::add_output(ValueId value) {
 }
 
 void Graph::set_value_name(ValueId value, std::string name) {
-  values_.at(value).name = std::move(name);
+  check_value_id(value, values_.size());
+  values_[value].name = std::move(name);
 }
 
 void Graph::set_source(NodeId node, std::string source, std::string constants) {
-  nodes_.at(node).source = std::move(source);
-  nodes_.at(node).constants = std::move(constants);
+  check_node_id(node, nodes_.size());
+  nodes_[node].source = std::move(source);
+  nodes_[node].constants = std::move(constants);
 }
 
 const Node& Graph::node(NodeId id) const {
-  if (id < 0 || id >= static_cast<NodeId>(nodes_.size())) {
-    throw std::out_of_range(fmt::format("opara bug: no node {} in a graph of {} nodes", id, nodes_.size()));
-  }
+  check_node_id(id, nodes_.size());
   return nodes_[id];
 }
 
 const Value& Graph::value(ValueId id) const {
-  if (id < 0 || id >= static_cast<ValueId>(values_.size())) {
-    throw std::out_of_range(fmt::format("opara bug: no value {} in a graph of {} values", id, values_.size()));
-  }
+  check_value_id(id, values_.size());
   return values_[id];
 }
 
 bool Graph::has_edge(NodeId from, NodeId to) const {
-  const auto& successors = nodes_.at(from).successors;
+  const auto& successors = node(from).successors;
   return std::binary_search(successors.begin(), successors.end(), to);
 }
 

@@ -14,4 +14,11 @@ template <typename... Args>
   throw Error(fmt::format("{}: {}", path, fmt::format(format, std::forward<Args>(args)...)));
 }
 
+// What to do about a symbolic size, wherever in a program one shows (an argument, a weight's
+// metadata): opara runs graphs of fixed shapes, and torch.compile hands it one per shape.
+inline constexpr const char* kDynamicShapesFix =
+    "the model was exported with dynamic shapes (or the size is computed from the data), and opara runs fixed "
+    "shapes. Export it with static example shapes (no dynamic_shapes), or compile it with "
+    "torch.compile(model, backend=\"opara\"), which compiles each concrete shape";
+
 }  // namespace opara

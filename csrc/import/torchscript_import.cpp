@@ -141,7 +141,42 @@ class TorchScriptImporter {
       return;
     }
     if (fold_constant_container(node)) return;
-    const std::string where = source_of(node);
+    check_runs_node_by_node(node);
+    torch::jit::Operation operation = operation_of(node);
+    std::vector<std::optional<c10::IValue>> arguments;
+    std::vector<ValueId> inputs;
+    std::string constants;
+    for (std::size_t i = 0; i < node->inputs().size(); ++i) {
+      Value* input = node->inputs()[i];
+      if (auto constant = constants_.find(input); constant != constants_.end()) {
+        constants += fmt::format("{}{}={}", constants.empty() ? "" : ", ", i, constant_summary(constant->second));
+        arguments.emplace_back(constant->second);
+      } else {
+        inputs.push_back(values_.at(input));
+        arguments.emplace_back(std::nullopt);
+      }
+    }
+    std::vector<std::string> output_types;
+    for (const Value* output : node->outputs()) output_types.push_back(output->type()->str());
+    auto op = std::make_shared<ScriptNodeOp>(script_graph_, std::move(operation), std::move(arguments));
+    const NodeId id = graph_.add_node(
+        kind.toQualString(), std::move(inputs), std::move(output_types),
+        node_flags(kind.toQualString(), node->maybeSchema(),
+                   std::any_of(node->outputs().begin(), node->outputs().end(),
+                               [](const Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; })),
+        std::move(op));
+    graph_.set_source(id, source_of(node), std::move(constants));
+    script_nodes_.push_back(node);
+    for (std::size_t i = 0; i < node->outputs().size(); ++i) {
+      const ValueId value = graph_.node(id).outputs[i];
+      graph_.set_value_name(value, node->outputs()[i]->debugName());
+      values_[node->outputs()[i]] = value;
+    }
+  }
+
+  // Refuses what only the TorchScript interpreter can run: control flow, prints, method calls.
+  void check_runs_node_by_node(Node* node) const {
+    const auto kind = node->kind();
     if (kind == c10::prim::If || kind == c10::prim::Loop) {
       fail_import(path_,
                   "{}: data-dependent control flow survives freezing. opara runs straight-line "
@@ -162,44 +197,18 @@ class TorchScriptImporter {
                   "that it holds only operators",
                   located(node));
     }
-    std::optional<torch::jit::Operation> operation;
+  }
+
+  // The interpreter's operation for `node` (ours for the list and tuple prim nodes).
+  torch::jit::Operation operation_of(Node* node) const {
     try {
-      operation = container_operation(node);
-      if (!operation) operation.emplace(node->getOperation());
+      if (auto operation = container_operation(node)) return std::move(*operation);
+      return node->getOperation();
     } catch (const std::exception& error) {
       fail_import(path_,
                   "{} has no implementation in this LibTorch ({}). Load the library that "
                   "defines it before loading the model, or export without it",
                   located(node), first_line(error));
-    }
-    std::vector<std::optional<c10::IValue>> arguments;
-    std::vector<ValueId> inputs;
-    std::string constants;
-    for (std::size_t i = 0; i < node->inputs().size(); ++i) {
-      Value* input = node->inputs()[i];
-      if (auto constant = constants_.find(input); constant != constants_.end()) {
-        constants += fmt::format("{}{}={}", constants.empty() ? "" : ", ", i, constant_summary(constant->second));
-        arguments.emplace_back(constant->second);
-      } else {
-        inputs.push_back(values_.at(input));
-        arguments.emplace_back(std::nullopt);
-      }
-    }
-    std::vector<std::string> output_types;
-    for (const Value* output : node->outputs()) output_types.push_back(output->type()->str());
-    auto op = std::make_shared<ScriptNodeOp>(script_graph_, std::move(*operation), std::move(arguments));
-    const NodeId id = graph_.add_node(
-        kind.toQualString(), std::move(inputs), std::move(output_types),
-        node_flags(kind.toQualString(), node->maybeSchema(),
-                   std::any_of(node->outputs().begin(), node->outputs().end(),
-                               [](const Value* v) { return v->type()->kind() == c10::TypeKind::TensorType; })),
-        std::move(op));
-    graph_.set_source(id, where, std::move(constants));
-    script_nodes_.push_back(node);
-    for (std::size_t i = 0; i < node->outputs().size(); ++i) {
-      const ValueId value = graph_.node(id).outputs[i];
-      graph_.set_value_name(value, node->outputs()[i]->debugName());
-      values_[node->outputs()[i]] = value;
     }
   }
 

@@ -25,11 +25,11 @@
 
 #include <algorithm>
 #include <set>
-#include <stdexcept>
 #include <tuple>
 
 #include "graph/graph_analysis.h"
 #include "opara/error.h"
+#include "support/internal_assert.h"
 
 namespace opara {
 namespace {
@@ -56,8 +56,7 @@ std::vector<int> phases(const Graph& graph, const std::vector<bool>& host) {
   std::sort(used.begin(), used.end());
   used.erase(std::unique(used.begin(), used.end()), used.end());
   for (std::size_t k = 1; k < used.size(); ++k) {
-    if (used[k] != used[k - 1] + 1)
-      throw std::logic_error(fmt::format("opara bug: segment phase {} is empty", used[k - 1] + 1));
+    OPARA_ASSERT(used[k] == used[k - 1] + 1, "segment phase {} is empty", used[k - 1] + 1);
   }
   for (int& p : phase) p -= used.empty() ? 0 : used.front();
   return phase;

@@ -8,12 +8,10 @@
 // A copy's record names the driver call that started it, and the runtime call behind that as well:
 // either may carry the pair. A kernel whose correlation id no record names ran outside every node (or CUPTI lost the
 // pair); a node expected to do device work with nothing joined to it is silent. Both are reported, never guessed at.
-#include <fmt/format.h>
-
 #include <unordered_map>
 
-#include "opara/error.h"
 #include "opara/profile.h"
+#include "support/internal_assert.h"
 
 namespace opara {
 namespace {
@@ -26,10 +24,8 @@ std::unordered_map<std::uint32_t, NodeId> nodes_by_correlation(const std::vector
     if (pair.external_id >= node_count) continue;  // not one of ours: left unattributed
     const auto node = static_cast<NodeId>(pair.external_id);
     const auto [entry, inserted] = nodes.emplace(pair.correlation_id, node);
-    if (!inserted && entry->second != node) {
-      throw Error(fmt::format("opara bug: CUDA API call {} is correlated with node {} and node {}", pair.correlation_id,
-                              entry->second, node));
-    }
+    OPARA_ASSERT(inserted || entry->second == node, "CUDA API call {} is correlated with node {} and node {}",
+                 pair.correlation_id, entry->second, node);
   }
   return nodes;
 }
@@ -38,10 +34,8 @@ std::unordered_map<std::uint32_t, NodeId> nodes_by_correlation(const std::vector
 
 Attribution attribute_activities(const ActivityRecords& records, std::size_t node_count,
                                  const std::vector<bool>& expects_device_work) {
-  if (!expects_device_work.empty() && expects_device_work.size() != node_count) {
-    throw Error(fmt::format("opara bug: device work expectations for {} nodes, {} nodes profiled",
-                            expects_device_work.size(), node_count));
-  }
+  OPARA_ASSERT(expects_device_work.empty() || expects_device_work.size() == node_count,
+               "device work expectations for {} nodes, {} nodes profiled", expects_device_work.size(), node_count);
   const auto nodes = nodes_by_correlation(records.correlations, node_count);
   Attribution attribution;
   attribution.kernels.resize(node_count);

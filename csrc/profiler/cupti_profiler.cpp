@@ -13,6 +13,7 @@
 #include "opara/error.h"
 #include "opara/model_profiler.h"
 #include "profiler/torch_profiler_state.h"
+#include "support/internal_assert.h"
 
 namespace opara {
 namespace {
@@ -273,7 +274,7 @@ void CuptiProfiler::push(NodeId node) {
 }
 
 void CuptiProfiler::pop() {
-  TORCH_INTERNAL_ASSERT(session_->pushed > 0, "opara bug: CuptiProfiler::pop() without push()");
+  OPARA_ASSERT(session_->pushed > 0, "CuptiProfiler::pop() without push()");
   check(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, nullptr),
         "cuptiActivityPopExternalCorrelationId");
   --session_->pushed;

@@ -11,6 +11,7 @@
 #include "graph/graph_analysis.h"
 #include "opara/error.h"
 #include "schedule/stages.h"
+#include "support/internal_assert.h"
 
 namespace opara {
 namespace {
@@ -81,7 +82,7 @@ std::vector<NodeId> launch_order(const Graph& graph, OrderPolicy policy, const s
     case OrderPolicy::kTopological: return topological_order(graph);
     case OrderPolicy::kOpara: return opara_order(graph, costs);
   }
-  throw Error("opara bug: unknown order policy");
+  OPARA_UNREACHABLE("unknown order policy {}", static_cast<int>(policy));
 }
 
 }  // namespace opara

@@ -1,6 +1,6 @@
 // Stream allocation under each policy, and the public entry points of the stages.
-#include "opara/error.h"
 #include "schedule/stages.h"
+#include "support/internal_assert.h"
 
 namespace opara {
 
@@ -19,7 +19,7 @@ StreamAssignment allocate_streams(const KernelDag& dag, StreamPolicy policy, con
       return result;
     }
   }
-  throw Error("opara bug: unknown stream policy");
+  OPARA_UNREACHABLE("unknown stream policy {}", static_cast<int>(policy));
 }
 
 StreamAssignment allocate_streams(const Graph& graph, StreamPolicy policy, const std::vector<NodeId>& order) {

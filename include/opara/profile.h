@@ -90,8 +90,9 @@ struct Attribution {
 };
 
 // Joins `records` to the nodes 0 .. node_count-1. `expects_device_work` (by node id, empty: none
-// expected) says which nodes must show some kernel or copy. Throws opara::Error ("opara bug") when
-// one API call is correlated with two nodes: the profiler pushes exactly one id around each node.
+// expected) says which nodes must show some kernel or copy. Throws opara::InternalError (a bug in
+// opara) when one API call is correlated with two nodes, since the profiler pushes exactly one id
+// around each node, or when `expects_device_work` is neither empty nor one flag per node.
 OPARA_API Attribution attribute_activities(const ActivityRecords& records, std::size_t node_count,
                                            const std::vector<bool>& expects_device_work = {});
 

@@ -18,6 +18,8 @@ refuse or flag. Run with the project's venv; the outputs are committed (a few KB
   wrapped.pt2       a @torch.no_grad() method and a torch.autocast(enabled=False) region, which
                     torch.export keeps as higher-order wrappers around subgraphs
   autocast_on.pt2   a torch.autocast region that is enabled: it picks dtypes at run time
+  dynamic_batch.pt2 exported with a dynamic batch size (dynamic_shapes): a reshape to a
+                    symbolic size
 """
 
 from pathlib import Path
@@ -106,6 +108,11 @@ class Wrapped(torch.nn.Module):
         return c + s + y + same
 
 
+class DynamicBatch(torch.nn.Module):
+    def forward(self, x):
+        return x.relu().reshape(x.shape[0], 2, 2)
+
+
 class AutocastOn(torch.nn.Module):
     def forward(self, x):
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -141,6 +148,9 @@ def main():
     torch.export.save(torch.export.export(Cond(), (x,)), str(HERE / "cond.pt2"))
     torch.jit.script(Item()).save(str(HERE / "item.pt"))
     torch.export.save(torch.export.export(Asserts(), (torch.randn(4, 8),)), str(HERE / "asserts.pt2"))
+    batch = torch.export.Dim("batch", min=2, max=64)
+    dynamic = torch.export.export(DynamicBatch(), (torch.randn(3, 4),), dynamic_shapes={"x": {0: batch}})
+    torch.export.save(dynamic, str(HERE / "dynamic_batch.pt2"))
     export_state_fixtures()
     print(f"fixtures written to {HERE}")
 

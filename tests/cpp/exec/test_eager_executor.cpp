@@ -6,8 +6,11 @@
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
+
 #include "exec/eager_executor.h"
 #include "exec/outputs.h"
+#include "graph/graph_analysis.h"
 #include "model_files.h"
 #include "opara/error.h"
 #include "opara/load.h"
@@ -86,6 +89,18 @@ TEST(EagerExecutor, WrongInputCountNamesTheInputs) {
   } catch (const Error& error) {
     EXPECT_THAT(error.what(), HasSubstr("takes 2 inputs (input_ids, attention_mask), 1 were given"));
   }
+}
+
+// Orders come from opara's own schedules, which are topological by construction.
+TEST(EagerExecutor, ANonTopologicalOrderIsAnInternalError) {
+  OPARA_REQUIRE_MODEL("chain");
+  const Reference reference = load_reference(testing::model_path("chain", "ref.pt"));
+  const Graph graph = load(testing::model_path("chain", "pt2"));
+  EagerExecutor executor(graph);
+  std::vector<NodeId> backwards = topological_order(graph);
+  std::reverse(backwards.begin(), backwards.end());
+  EXPECT_THAT([&] { executor.run({reference.inputs[0]}, backwards); },
+              ::testing::ThrowsMessage<InternalError>(HasSubstr("EagerExecutor given a non-topological order")));
 }
 
 TEST(EagerExecutor, AFailingNodeIsNamed) {

@@ -8,9 +8,38 @@
 #include <ATen/ATen.h>
 
 #include "exec/node_op.h"
+#include "opara/error.h"
 
 namespace opara {
 namespace {
+
+// An operation that leaves `outputs` tensors on the stack, whatever its node declares.
+class LeavesTensors : public NodeOp {
+ public:
+  explicit LeavesTensors(std::size_t outputs) : outputs_(outputs) {}
+  void run(std::vector<c10::IValue>& stack) const override { stack.assign(outputs_, at::zeros({1})); }
+  [[nodiscard]] std::shared_ptr<const NodeOp> to(c10::Device /*device*/) const override {
+    return std::make_shared<LeavesTensors>(outputs_);
+  }
+
+ private:
+  std::size_t outputs_;
+};
+
+// The importers make each node's operation from the node itself, so a count that differs from
+// the graph's is a bug in opara, not in the model.
+TEST(RunNode, AnOperationLeavingTheWrongNumberOfValuesIsAnInternalError) {
+  Graph graph;
+  graph.source_path = "model.pt2";
+  const ValueId x = graph.add_input("x");
+  const NodeId relu = graph.add_node("aten::relu", {x}, {"Tensor"});
+  std::vector<c10::IValue> stack{at::ones({1})};
+  run_node(graph, relu, LeavesTensors(1), stack);
+  EXPECT_EQ(stack.size(), 1u);
+  EXPECT_THAT([&] { run_node(graph, relu, LeavesTensors(2), stack); },
+              ::testing::ThrowsMessage<InternalError>(
+                  ::testing::HasSubstr("model.pt2: node 0 (aten::relu) produced 2 values, the graph expects 1")));
+}
 
 c10::IValue tuple(std::vector<c10::IValue> elements) {
   return c10::ivalue::Tuple::create(std::move(elements));

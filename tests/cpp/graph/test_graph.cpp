@@ -1,8 +1,7 @@
 // Graph construction: data edges follow values, program order is kept, ordering edges go forward.
 #include <gtest/gtest.h>
 
-#include <stdexcept>
-
+#include "opara/error.h"
 #include "opara/graph.h"
 
 namespace opara {
@@ -44,8 +43,8 @@ TEST(Graph, OrderingEdgesGoForwardAndAreNotDuplicated) {
   graph.add_order_edge(reader, writer);
   ASSERT_EQ(graph.edges().size(), 1u);
   EXPECT_EQ(graph.edges()[0].kind, EdgeKind::kOrder);
-  EXPECT_THROW(graph.add_order_edge(writer, reader), std::invalid_argument);
-  EXPECT_THROW(graph.add_order_edge(reader, reader), std::invalid_argument);
+  EXPECT_THROW(graph.add_order_edge(writer, reader), InternalError);
+  EXPECT_THROW(graph.add_order_edge(reader, reader), InternalError);
 }
 
 TEST(Graph, SuccessorsStayInProgramOrderWhenOrderingEdgesArriveLate) {
@@ -69,7 +68,26 @@ TEST(Graph, DescribeNamesKindAndSource) {
 
 TEST(Graph, ReadingAnUnknownValueIsRefused) {
   Graph graph;
-  EXPECT_THROW(graph.add_node("aten::relu", {3}, {"Tensor"}), std::out_of_range);
+  EXPECT_THROW(graph.add_node("aten::relu", {3}, {"Tensor"}), InternalError);
+}
+
+// Ids come from the graph itself: an unknown one, or an input after the state, is a bug in opara.
+TEST(Graph, UnknownIdsAreInternalErrors) {
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const NodeId a = graph.add_node("aten::relu", {x}, {"Tensor"});
+  EXPECT_THROW((void)graph.node(a + 1), InternalError);
+  EXPECT_THROW((void)graph.node(-1), InternalError);
+  EXPECT_THROW((void)graph.value(5), InternalError);
+  EXPECT_THROW((void)graph.has_edge(a + 1, a), InternalError);
+  EXPECT_THROW(graph.set_source(a + 1, "model.py:1", ""), InternalError);
+  EXPECT_THROW(graph.set_value_name(5, "y"), InternalError);
+}
+
+TEST(Graph, AnInputAfterTheStateBuffersIsAnInternalError) {
+  Graph graph;
+  graph.add_state("buffer", nullptr);
+  EXPECT_THROW(graph.add_input("x"), InternalError);
 }
 
 }  // namespace

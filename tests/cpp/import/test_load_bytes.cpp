@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -24,6 +25,7 @@ namespace opara {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string bytes_of(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
@@ -100,6 +102,20 @@ std::string with_program(const std::string& path, const std::string& record, con
   return out;
 }
 
+// The JSON record of the archive at `path` whose name starts with `prefix` ("models/" for the
+// program, "data/weights/" for the weights config), and its name.
+std::pair<std::string, nlohmann::json> json_record(const std::string& path, const std::string& prefix) {
+  caffe2::serialize::PyTorchStreamReader reader(path);
+  for (const std::string& name : reader.getAllRecords()) {
+    if (name.rfind(prefix, 0) == 0 && name.size() > 5 && name.substr(name.size() - 5) == ".json") {
+      auto [data, size] = reader.getRecord(name);
+      return {name, nlohmann::json::parse(std::string(static_cast<const char*>(data.get()), size))};
+    }
+  }
+  ADD_FAILURE() << path << " holds no " << prefix << "*.json";
+  return {};
+}
+
 // The program's objects and the keys in them, in order (for renaming a key).
 void collect_keys(const nlohmann::json& value, const nlohmann::json::json_pointer& at,
                   std::vector<std::pair<nlohmann::json::json_pointer, std::string>>& keys) {
@@ -134,14 +150,8 @@ bool refused_naming_the_file(const std::string& path, const std::string& record,
 // nlohmann), the error is opara's and names the file.
 TEST(LoadBytes, AProgramWithAFieldOfTheWrongKindNamesTheFile) {
   const std::string path = testing::fixture_path("asserts.pt2");
-  caffe2::serialize::PyTorchStreamReader reader(path);
-  std::string record;
-  for (const std::string& name : reader.getAllRecords()) {
-    if (name.rfind("models/", 0) == 0 && name.size() > 5 && name.substr(name.size() - 5) == ".json") record = name;
-  }
+  const auto [record, program] = json_record(path, "models/");
   ASSERT_FALSE(record.empty());
-  auto [data, size] = reader.getRecord(record);
-  const nlohmann::json program = nlohmann::json::parse(std::string(static_cast<const char*>(data.get()), size));
   const nlohmann::json flat = program.flatten();  // named: items() refers to it
   std::vector<nlohmann::json::json_pointer> fields;
   for (const auto& field : flat.items()) fields.emplace_back(field.key());
@@ -173,6 +183,85 @@ TEST(LoadBytes, AProgramWithAFieldOfTheWrongKindNamesTheFile) {
                                        "renaming " + (object / key).to_string());
   }
   EXPECT_GT(refused, 0);
+}
+
+// asserts.pt2 (relu, add(relu, 1.0), max, lt, _assert_async, mul) with argument `argument` of
+// node `node` replaced by `arg`: the message load_exported_program() throws.
+std::string error_with_argument(int node, int argument, const nlohmann::json& arg) {
+  const std::string path = testing::fixture_path("asserts.pt2");
+  auto [record, program] = json_record(path, "models/");
+  program["graph_module"]["graph"]["nodes"][node]["inputs"][argument]["arg"] = arg;
+  return error_of(with_program(path, record, program.dump()), "asserts.pt2");
+}
+
+// Each argument opara cannot pass has its own message: the file, the node, the argument, what is
+// wrong and what to do.
+TEST(LoadBytes, ATensorNoEarlierNodeDefinesIsADamagedProgram) {
+  const std::string message = error_with_argument(1, 0, {{"as_tensor", {{"name", "nowhere"}}}});
+  EXPECT_THAT(message, HasSubstr("asserts.pt2: node 1 (torch.ops.aten.add.Tensor) at "));
+  EXPECT_THAT(message, HasSubstr("argument self reads the tensor nowhere, which no placeholder or earlier node "
+                                 "defines; the program is damaged. Write the file again with torch.export.save"));
+  EXPECT_THAT(message, Not(HasSubstr("static shapes")));
+}
+
+TEST(LoadBytes, AFloatNoEarlierNodeComputesIsADamagedProgram) {
+  const std::string message = error_with_argument(1, 1, {{"as_sym_float", {{"as_name", "item_2"}}}});
+  EXPECT_THAT(message, HasSubstr("asserts.pt2: node 1 (torch.ops.aten.add.Tensor) at "));
+  EXPECT_THAT(message, HasSubstr("argument other reads the float item_2, which no placeholder or earlier node "
+                                 "defines; the program is damaged"));
+}
+
+TEST(LoadBytes, ASymbolicConditionSaysTheModelWasExportedWithDynamicShapes) {
+  const std::string message = error_with_argument(1, 1, {{"as_sym_bool", {{"as_name", "eq"}}}});
+  EXPECT_THAT(message, HasSubstr("argument other is a condition on symbolic sizes: the model was exported with "
+                                 "dynamic shapes"));
+  EXPECT_THAT(message, HasSubstr("torch.compile(model, backend=\"opara\")"));
+}
+
+TEST(LoadBytes, AnUnknownDtypeCodeAsksForTheMatchingTorch) {
+  const std::string message = error_with_argument(1, 1, {{"as_scalar_type", 99}});
+  EXPECT_THAT(message, HasSubstr("asserts.pt2: node 1 (torch.ops.aten.add.Tensor) at "));
+  EXPECT_THAT(message, HasSubstr("argument other is a dtype of code 99, which this LibTorch does not know. Export "
+                                 "the model again with torch 2.11"));
+}
+
+TEST(LoadBytes, AnArgumentOfAKindNoOperatorTakesIsNamed) {
+  const nlohmann::json object = {{"as_custom_obj", {{"name", "obj"}, {"class_fqn", "__torch__.Counter"}}}};
+  const std::string message = error_with_argument(1, 1, object);
+  EXPECT_THAT(message, HasSubstr("asserts.pt2: node 1 (torch.ops.aten.add.Tensor) at "));
+  EXPECT_THAT(message, HasSubstr("argument other is a custom class object (torch.classes), which opara cannot pass "
+                                 "to an operator. Export the model without it"));
+}
+
+// counter.pt2's weights config with the 3x3 weight's metadata changed by `change`.
+std::string error_with_weight_meta(const std::function<void(nlohmann::json&)>& change) {
+  const std::string path = testing::fixture_path("counter.pt2");
+  auto [record, config] = json_record(path, "data/weights/");
+  change(config["config"]["weight"]["tensor_meta"]);
+  return error_of(with_program(path, record, config.dump()), "counter.pt2");
+}
+
+TEST(LoadBytes, AWeightOfSymbolicSizeSaysTheModelWasExportedWithDynamicShapes) {
+  const std::string message = error_with_weight_meta([](nlohmann::json& meta) {
+    meta["sizes"][0] = {{"as_expr", {{"expr_str", "s0"}}}};
+  });
+  EXPECT_THAT(message, HasSubstr("counter.pt2: the weight weight has the symbolic size s0 in its metadata: the "
+                                 "model was exported with dynamic shapes"));
+  EXPECT_THAT(message, Not(HasSubstr("damaged")));
+}
+
+TEST(LoadBytes, AWeightOfUnknownDtypeAsksForTheMatchingTorch) {
+  const std::string message = error_with_weight_meta([](nlohmann::json& meta) { meta["dtype"] = 99; });
+  EXPECT_THAT(message, HasSubstr("counter.pt2: the weight weight has a dtype of code 99, which this LibTorch does "
+                                 "not know. Export the model again with torch 2.11"));
+}
+
+TEST(LoadBytes, AWeightLargerThanItsStorageIsADamagedArchive) {
+  const std::string message = error_with_weight_meta([](nlohmann::json& meta) {
+    meta["sizes"][0] = {{"as_int", 300}};
+  });
+  EXPECT_THAT(message, HasSubstr("counter.pt2: the weight weight does not fit its metadata"));
+  EXPECT_THAT(message, HasSubstr("the archive is damaged"));
 }
 
 }  // namespace

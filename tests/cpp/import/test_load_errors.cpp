@@ -123,6 +123,19 @@ TEST(LoadErrors, HigherOrderControlFlowInAnExportedProgram) {
   EXPECT_THAT(message, Contains("make_fixtures.py:"));  // the model's own source line
 }
 
+// A dynamic-shape export is no damaged archive: the message says how the model was exported and
+// the two ways to run it.
+TEST(LoadErrors, ASymbolicSizeSaysTheModelWasExportedWithDynamicShapes) {
+  const std::string message = load_error(fixture("dynamic_batch.pt2"));
+  EXPECT_THAT(message, Contains("dynamic_batch.pt2: node 2 (torch.ops.aten.reshape.default) at "));
+  EXPECT_THAT(message, Contains("make_fixtures.py:"));  // the model's own source line
+  EXPECT_THAT(message, Contains("argument shape is the symbolic size sym_size_int_1: the model was exported with "
+                                "dynamic shapes"));
+  EXPECT_THAT(message, Contains("Export it with static example shapes (no dynamic_shapes)"));
+  EXPECT_THAT(message, Contains("torch.compile(model, backend=\"opara\")"));
+  EXPECT_THAT(message, ::testing::Not(Contains("damaged")));
+}
+
 TEST(LoadErrors, HostSyncIsNoImportErrorButIsFlagged) {
   const Graph graph = load(fixture("item.pt"));
   bool flagged = false;

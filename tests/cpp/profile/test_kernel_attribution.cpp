@@ -75,10 +75,16 @@ TEST(KernelAttribution, WithoutExpectationsNoNodeIsSilent) {
 TEST(KernelAttribution, OneCallCorrelatedWithTwoNodesIsABug) {
   ActivityRecords records;
   records.correlations = {{5, 0}, {5, 1}};
-  EXPECT_THROW(attribute_activities(records, 2), Error);
+  EXPECT_THAT([&] { attribute_activities(records, 2); }, ::testing::ThrowsMessage<InternalError>(::testing::HasSubstr(
+                                                             "CUDA API call 5 is correlated with node 0 and node 1")));
   records.correlations = {{5, 1}, {5, 1}};  // the same pair twice is fine
   EXPECT_NO_THROW(attribute_activities(records, 2));
-  EXPECT_THROW(attribute_activities({}, 2, {true}), Error);  // expectations of the wrong size
+}
+
+TEST(KernelAttribution, ExpectationsOfTheWrongSizeAreABug) {
+  EXPECT_THAT([] { attribute_activities({}, 2, {true}); },
+              ::testing::ThrowsMessage<InternalError>(
+                  ::testing::HasSubstr("device work expectations for 1 nodes, 2 nodes profiled")));
 }
 
 }  // namespace
