@@ -9,20 +9,6 @@
 #include "runtime/cuda/cuda_graph_compat.h"
 
 namespace opara {
-namespace {
-
-// The live pools by id, so that compiles naming one share it; process lifetime.
-struct PoolRegistry {
-  std::mutex mutex;
-  std::map<c10::MempoolId_t, std::weak_ptr<CapturePool>> by_id;
-};
-
-PoolRegistry& registry() {
-  static auto* pools = new PoolRegistry;  // never destroyed: pools may be released during exit
-  return *pools;
-}
-
-}  // namespace
 
 CapturePool::CapturePool(c10::DeviceIndex device, c10::MempoolId_t id) : device_(device), id_(id) {
   graph_pools::hold(device_, id_);
@@ -38,12 +24,12 @@ std::shared_ptr<CapturePool> CapturePool::create(c10::DeviceIndex device) {
 
 std::shared_ptr<CapturePool> CapturePool::find_or_create(c10::DeviceIndex device, c10::MempoolId_t id) {
   if (is_null_pool_id(id)) id = at::cuda::graph_pool_handle();
-  PoolRegistry& pools = registry();
-  const std::lock_guard<std::mutex> lock(pools.mutex);
-  for (auto it = pools.by_id.begin(); it != pools.by_id.end();) {
-    it = it->second.expired() ? pools.by_id.erase(it) : std::next(it);
-  }
-  std::weak_ptr<CapturePool>& slot = pools.by_id[id];
+  // The live pools by id, so that compiles naming one share it.
+  static std::mutex mutex;
+  static std::map<c10::MempoolId_t, std::weak_ptr<CapturePool>> pools;
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = pools.begin(); it != pools.end();) it = it->second.expired() ? pools.erase(it) : std::next(it);
+  std::weak_ptr<CapturePool>& slot = pools[id];
   if (auto pool = slot.lock()) return pool;
   std::shared_ptr<CapturePool> pool(new CapturePool(device, id));
   slot = pool;
