@@ -236,7 +236,7 @@ nlohmann::json chrome_trace(const LoadedModel& model, const std::vector<TracedMo
                         {"ph", "M"},
                         {"pid", pid},
                         {"tid", lane},
-                        {"args", {{"name", fmt::format(gpu ? "kernels {}" : "stream {}", lane)}}}});
+                        {"args", {{"name", gpu ? fmt::format("kernels {}", lane) : fmt::format("stream {}", lane)}}}});
     }
     for (const Span& span : mode.spans) {
       events.push_back({{"name", span.name},
