@@ -269,8 +269,9 @@ class ExportedProgramImporter {
     };
     ep::Node node;
     node.set_target("torch.ops.aten.copy_.default");
-    node.set_inputs({named("self", tensor(placeholder)), named("src", tensor(value))});
-    node.set_outputs({tensor(fmt::format("{}.written_back", placeholder))});
+    // Typed vectors: torch 2.15's generated setters are templates, which a braced list cannot name.
+    node.set_inputs(std::vector<ep::NamedArgument>{named("self", tensor(placeholder)), named("src", tensor(value))});
+    node.set_outputs(std::vector<ep::Argument>{tensor(fmt::format("{}.written_back", placeholder))});
     return node;
   }
 
