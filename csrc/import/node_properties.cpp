@@ -42,7 +42,12 @@ std::uint32_t node_flags(std::string_view kind, const c10::FunctionSchema* schem
 std::string constant_summary(const c10::IValue& value) {
   if (value.isTensor()) return fmt::format("Tensor{}", c10::str(value.toTensor().sizes()));
   std::string text = c10::str(value);
-  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+  if (text.size() > 40) {
+    // Cut in place: substr(...) + "..." trips GCC 12's -Warray-bounds with torch 2.15's headers.
+    text.resize(37);
+    text += "...";
+  }
+  return text;
 }
 
 }  // namespace opara
