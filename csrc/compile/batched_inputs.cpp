@@ -1,10 +1,10 @@
 // Which inputs of a graph set carry the batch, and those inputs at another number of rows.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 
+#include "exec/shape_text.h"
 #include "opara/error.h"
 #include "opara/graph_set.h"
 
@@ -62,7 +62,7 @@ std::vector<int> find_batched_inputs(const std::vector<at::Tensor>& examples,
     if (!example.defined() || example.dim() == 0 || example.size(0) == 0 || example.size(0) != rows) {
       throw Error(fmt::format(
           "{}: batched input {} has shape {}; every batched example needs the same number of rows, at least one",
-          source, index, example.defined() ? fmt::format("[{}]", fmt::join(example.sizes(), ", ")) : "none"));
+          source, index, example.defined() ? shape_text(example.sizes()) : "none"));
     }
   }
   return batched;

@@ -2,21 +2,17 @@
 // pool), the buckets compiled and their outputs checked, then a probe that rows do not mix.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 
 #include "compile/graph_set_state.h"
+#include "exec/shape_text.h"
 #include "opara/error.h"
 #include "opara/graph_set.h"
 #include "opara/load.h"
 
 namespace opara {
 namespace {
-
-std::string shape_text(c10::IntArrayRef sizes) {
-  return fmt::format("[{}]", fmt::join(sizes, ", "));
-}
 
 // The graph of each batch size, ascending, each size once; the smallest's source names the set.
 std::vector<Graph> graphs_by_size(const GraphForBatch& graph_for, std::vector<std::int64_t> sizes,
@@ -42,10 +38,10 @@ void describe_inputs(GraphSet::State& state, const Graph& graph, const std::vect
                             graph.caller_input_count(), examples.size()));
   }
   state.batched_inputs = find_batched_inputs(examples, set_options.batched_inputs, state.source);
-  state.batched.assign(examples.size(), false);
-  for (int index : state.batched_inputs) state.batched[index] = true;
+  std::vector<bool> batched(examples.size(), false);
+  for (int index : state.batched_inputs) batched[index] = true;
   for (int index : options.static_inputs) {
-    if (index >= 0 && static_cast<std::size_t>(index) < state.batched.size() && state.batched[index]) {
+    if (index >= 0 && static_cast<std::size_t>(index) < batched.size() && batched[index]) {
       throw Error(
           fmt::format("{}: input {} ('{}') is both batched and static (read where it is): a weight has no "
                       "rows to pad",
@@ -60,7 +56,7 @@ void describe_inputs(GraphSet::State& state, const Graph& graph, const std::vect
                     "not for graph sets",
                     state.source));
   }
-  state.signature.emplace(graph, examples, std::vector<int>{}, state.batched);
+  state.signature.emplace(graph, examples, std::vector<int>{}, std::move(batched));
 }
 
 // The buckets' options: on CUDA with a shared pool, the pool every bucket captures into (and,

@@ -22,7 +22,6 @@ struct GraphSet::State {
   std::string source;
   std::vector<std::int64_t> batch_sizes;  // ascending, once each
   std::vector<int> batched_inputs;        // ascending
-  std::vector<bool> batched;              // by input
   // What run() accepts: the examples' shapes (rows free where batched), dtypes and devices.
   std::optional<InputSignature> signature;
   std::vector<CompiledModel> buckets;  // by batch size

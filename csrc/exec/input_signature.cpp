@@ -3,14 +3,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "exec/shape_text.h"
 #include "opara/error.h"
 
 namespace opara {
 namespace {
-
-std::string shape_text(c10::IntArrayRef sizes) {
-  return fmt::format("[{}]", fmt::join(sizes, ", "));
-}
 
 // The very memory a static input was compiled on: its storage, offset and strides.
 bool is_bound_tensor(const at::Tensor& input, const at::Tensor& bound) {
