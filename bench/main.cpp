@@ -11,6 +11,7 @@
 
 #include "info_command.h"
 #include "opara/error.h"
+#include "opara/version.h"
 #include "plan_command.h"
 #include "profile_command.h"
 #include "run_command.h"
@@ -26,6 +27,9 @@ constexpr int kFailure = 1;     // the model or the run failed
 int main(int argc, char** argv) {
   CLI::App app{"opara-bench: parallel multi-stream CUDA Graph inference for LibTorch models"};
   app.require_subcommand(1);
+  app.set_version_flag(
+      "--version", [] { return opara::to_string(opara::version()); },
+      "print opara's version, the torch it was built against and the torch it runs, and exit");
   opara::bench::add_info_command(app);
   opara::bench::add_plan_command(app);
   opara::bench::add_profile_command(app);
@@ -44,6 +48,8 @@ int main(int argc, char** argv) {
     return app.exit(help);
   } catch (const CLI::CallForAllHelp& help) {
     return app.exit(help);
+  } catch (const CLI::CallForVersion& version) {
+    return app.exit(version);
   } catch (const CLI::ParseError& error) {
     fmt::print(stderr, "opara-bench: {}\nRun with --help for usage.\n", error.what());
     return kUsageError;

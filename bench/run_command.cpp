@@ -6,7 +6,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
-#include <torch/version.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -22,6 +21,7 @@
 #include "number_checks.h"
 #include "opara/error.h"
 #include "opara/options.h"
+#include "opara/version.h"
 #include "overflow_flags.h"
 #include "run_report.h"
 #include "runtime/cpu/cpu_parallel_executor.h"
@@ -29,16 +29,16 @@
 namespace opara::bench {
 namespace {
 
-// "NVIDIA H200 (cuda:0), torch 2.11.0, CUDA 13.0".
+// "NVIDIA H200 (cuda:0), torch 2.11.0, CUDA 13.0": the torch running (version.h).
 std::string device_description() {
   const cudaDeviceProp* properties = at::cuda::getCurrentDeviceProperties();
-  return fmt::format("{} (cuda:{}), torch {}, CUDA {}.{}", properties->name, c10::cuda::current_device(), TORCH_VERSION,
-                     CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+  return fmt::format("{} (cuda:{}), torch {}, CUDA {}.{}", properties->name, c10::cuda::current_device(),
+                     version().torch_running, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
 }
 
 // "cpu (2 cores), torch 2.11.0": the CPU runs' header, as device_description() is the GPU's.
 std::string cpu_description() {
-  return fmt::format("cpu ({} cores), torch {}", usable_cores(), TORCH_VERSION);
+  return fmt::format("cpu ({} cores), torch {}", usable_cores(), version().torch_running);
 }
 
 constexpr int kDefaultCpuRounds = 5;
@@ -82,8 +82,17 @@ void check_modes(const RunOptions& options, const c10::Device& device) {
 // The JSON's top level both devices write.
 nlohmann::json report_header(const LoadedModel& model, const RunInputs& inputs, const std::string& device, int iters,
                              int warmup) {
-  return {{"model", model.path}, {"dtype", model.dtype}, {"device", device},       {"import_ms", model.import_ms},
-          {"iters", iters},      {"warmup", warmup},     {"inputs", inputs.origin}};
+  const VersionInfo versions = version();
+  return {{"model", model.path},
+          {"dtype", model.dtype},
+          {"device", device},
+          {"import_ms", model.import_ms},
+          {"iters", iters},
+          {"warmup", warmup},
+          {"inputs", inputs.origin},
+          {"opara", versions.opara},
+          {"torch_built", versions.torch_built},
+          {"torch_running", versions.torch_running}};
 }
 
 MeasuredModes run_on_gpu(const RunOptions& options, const LoadedModel& model, const RunInputs& inputs,
@@ -131,7 +140,8 @@ void run_modes(const RunOptions& options) {
   const int warmup = options.warmup.value_or(device.is_cuda() ? 10 : 3);
   fmt::print(table, "model   {} ({} nodes, {}, imported in {:.1f} ms)\n", model.path, model.graph.size(), model.dtype,
              model.import_ms);
-  fmt::print(table, "device  {}\ninputs  {}\n", device.is_cuda() ? device.str() : cpu_description(), inputs.origin);
+  fmt::print(table, "device  {}\ninputs  {}\nbuild   {}\n", device.is_cuda() ? device.str() : cpu_description(),
+             inputs.origin, to_string(version()));
   nlohmann::json header =
       report_header(model, inputs, device.is_cuda() ? device_description() : device.str(), iters, warmup);
   const MeasuredModes measured = device.is_cuda() ? run_on_gpu(options, model, inputs, header, table)

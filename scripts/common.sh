@@ -1,16 +1,31 @@
 # Shared settings for the opara scripts; sourced, never run.
 # shellcheck shell=bash disable=SC2034  # OPARA_ALL_MODELS and the like are read by the scripts that source this
 OPARA_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OPARA_VENV="${OPARA_VENV:-$HOME/.cache/opara/venv}"
-OPARA_BUILD="${OPARA_BUILD:-$OPARA_ROOT/build}"
-OPARA_MODELS="${OPARA_MODELS:-$OPARA_ROOT/torchscript_models}"
+
+say() { printf '[opara] %s\n' "$*" >&2; }
+
+# Which torch: the pin in requirements.txt (the GPU machine's), or the release OPARA_TORCH_VERSION
+# names. Another release gets its own pins (requirements/torch-<version>.txt, for setup.sh), virtual
+# environment, build folder and exported models beside the default ones, so both stay built.
+OPARA_DEFAULT_TORCH="$(sed -n 's/^torch==//p' "$OPARA_ROOT/requirements.txt")"
+OPARA_TORCH_VERSION="${OPARA_TORCH_VERSION:-$OPARA_DEFAULT_TORCH}"
+if [ "$OPARA_TORCH_VERSION" = "$OPARA_DEFAULT_TORCH" ]; then
+  OPARA_REQUIREMENTS="$OPARA_ROOT/requirements.txt"
+  opara_torch_suffix=""
+else
+  OPARA_REQUIREMENTS="$OPARA_ROOT/requirements/torch-$OPARA_TORCH_VERSION.txt"
+  opara_torch_suffix="-torch$OPARA_TORCH_VERSION"
+fi
+OPARA_VENV="${OPARA_VENV:-$HOME/.cache/opara/venv$opara_torch_suffix}"
+OPARA_BUILD="${OPARA_BUILD:-$OPARA_ROOT/build$opara_torch_suffix}"
+OPARA_MODELS="${OPARA_MODELS:-$OPARA_ROOT/torchscript_models${opara_torch_suffix:+/torch$OPARA_TORCH_VERSION}}"
+# The Python package (python/opara/_library.py) finds its library in $OPARA_BUILD.
+export OPARA_TORCH_VERSION OPARA_BUILD
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/opara/ccache}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 # Paths relative to the checkout, so that clones in other folders (CI) hit the same cache.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$OPARA_ROOT}"
 OPARA_PYTHON="${OPARA_PYTHON:-$OPARA_VENV/bin/python}"
-
-say() { printf '[opara] %s\n' "$*" >&2; }
 
 # Configures (once) a Debug build of the torch-free layers alone in folder $1, with the CMake
 # options that follow; it needs no LibTorch. The sanitizer and clang-tidy builds.
@@ -26,6 +41,15 @@ opara_configure_core() {
 # Configures (once) and builds the CMake project with ninja; reruns are incremental. Arguments:
 # the targets to build (default: all).
 opara_build() {
+  # A build folder links the torch of the Python it was configured with: another Python (pip
+  # install . from another environment) configures it again, so that no library links a torch
+  # other than the one it is installed beside.
+  local configured_python
+  configured_python="$(sed -n 's/^OPARA_PYTHON:FILEPATH=//p' "$OPARA_BUILD/CMakeCache.txt" 2>/dev/null || true)"
+  if [ -f "$OPARA_BUILD/build.ninja" ] && [ "$configured_python" != "$OPARA_PYTHON" ]; then
+    say "$OPARA_BUILD was configured with $configured_python; configuring it again with $OPARA_PYTHON"
+    rm -f "$OPARA_BUILD/CMakeCache.txt" "$OPARA_BUILD/build.ninja"
+  fi
   if [ ! -f "$OPARA_BUILD/build.ninja" ]; then
     say "configuring CMake in $OPARA_BUILD"
     cmake -S "$OPARA_ROOT" -B "$OPARA_BUILD" -G Ninja \
@@ -42,7 +66,7 @@ OPARA_ALL_MODELS=(googlenet inception_v3 resnet50 bert_base t5_small vit branchy
 # libraries that build the models.
 opara_export_hash() {
   cat "$OPARA_ROOT/scripts/export_models.py" "$OPARA_ROOT"/scripts/opara_models/*.py \
-    <(grep -E '^(torch|torchvision|transformers|numpy)==' "$OPARA_ROOT/requirements.txt") |
+    <(grep -E '^(torch|torchvision|transformers|numpy)==' "$OPARA_REQUIREMENTS") |
     sha256sum | cut -d' ' -f1
 }
 

@@ -128,7 +128,7 @@ class SlotBuilder {
     if (auto known = to_scalar_type(type)) return *known;
     fail_import(site_.path,
                 "{}: argument {} is a dtype of code {}, which this LibTorch does not know. Export the model "
-                "again with torch 2.11",
+                "again with torch " TORCH_VERSION,
                 site_.where, site_.formal, static_cast<int>(type));
   }
 

@@ -145,7 +145,8 @@ class NodeImporter {
       call.runtime_range.emplace_back(first_input, call.inputs.size());
     }
     if (!given.empty()) {
-      fail_import(path_, "{}: argument {} is not in this LibTorch's schema {}. Export the model with torch 2.11",
+      fail_import(path_,
+                  "{}: argument {} is not in this LibTorch's schema {}. Export the model with torch " TORCH_VERSION,
                   call.where, given.begin()->first, c10::toString(schema));
     }
   }

@@ -62,8 +62,10 @@ class ExportedProgramImporter {
     } catch (const InternalError&) {
       throw;  // a bug in opara, not a damaged program
     } catch (const std::exception& error) {
-      fail_import(path_, "the program is damaged at {} ({}). Write the file again with torch.export.save in torch 2.11",
-                  reading, first_line(error));
+      fail_import(
+          path_,
+          "the program is damaged at {} ({}). Write the file again with torch.export.save in torch " TORCH_VERSION,
+          reading, first_line(error));
     }
     add_schema_alias_edges(graph_, aliasing_);
     return std::move(graph_);
@@ -97,7 +99,7 @@ class ExportedProgramImporter {
       if (major != kSchemaMajor) {
         fail_import(path_,
                     "written with export schema version {}, this LibTorch reads version {}. Export the "
-                    "model again with torch 2.11",
+                    "model again with torch " TORCH_VERSION,
                     major, kSchemaMajor);
       }
       return json.get<ep::ExportedProgram>();
@@ -128,7 +130,7 @@ class ExportedProgramImporter {
     if (meta.get_use_pickle() || !meta.get_tensor_meta()) {
       fail_import(path_,
                   "{} is stored pickled, which opara does not read. Export the model again with "
-                  "torch.export.save in torch 2.11",
+                  "torch.export.save in torch " TORCH_VERSION,
                   name);
     }
     const ep::TensorMeta& tensor_meta = *meta.get_tensor_meta();
@@ -136,7 +138,7 @@ class ExportedProgramImporter {
     if (!dtype) {
       fail_import(path_,
                   "the weight {} has a dtype of code {}, which this LibTorch does not know. Export the model "
-                  "again with torch 2.11",
+                  "again with torch " TORCH_VERSION,
                   name, static_cast<int>(tensor_meta.get_dtype()));
     }
     const std::vector<int64_t> sizes = static_ints(name, tensor_meta.get_sizes());

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <fmt/format.h>
+// TORCH_VERSION: the release an archive should be written with, named where one is refused.
+#include <torch/version.h>
 
 #include <string>
 

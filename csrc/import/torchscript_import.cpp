@@ -82,7 +82,7 @@ class TorchScriptImporter {
       }
       fail_import(path_,
                   "not a loadable TorchScript archive ({}). Re-export it with torch.jit.trace or "
-                  "torch.jit.script and torch.jit.save, using torch 2.11",
+                  "torch.jit.script and torch.jit.save, using torch " TORCH_VERSION,
                   reason);
     }
   }

@@ -1,7 +1,7 @@
 #pragma once
 
 // The whole public C++ API of opara: load a model into a Graph, plan it, profile it, compile it
-// (Options in, CompiledStats out) and run it; errors are opara::Error.
+// (Options in, CompiledStats out) and run it; errors are opara::Error; version() says which torch it was built for.
 #include "opara/compiled_model.h"
 #include "opara/error.h"
 #include "opara/graph.h"
@@ -12,3 +12,4 @@
 #include "opara/placement.h"
 #include "opara/plan.h"
 #include "opara/profile.h"
+#include "opara/version.h"

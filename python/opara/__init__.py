@@ -18,10 +18,10 @@ from ._compile import CompiledModel, GraphSet, compile, compile_graph_set, plan
 from ._dynamo import OparaBackendError, opara_backend
 from ._dynamo import counters as dynamo_counters
 from ._dynamo import register as _register_backend
-from ._library import library_path, load_library
+from ._library import library_path, load_library, version
 
 __all__ = ["CompiledModel", "GraphSet", "compile", "compile_graph_set", "plan", "library_path", "load_library",
-           "opara_backend", "OparaBackendError", "dynamo_counters"]
+           "version", "opara_backend", "OparaBackendError", "dynamo_counters"]
 __version__ = "0.1.0"
 
 _register_backend()

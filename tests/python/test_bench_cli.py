@@ -134,6 +134,13 @@ def test_help_for_every_subcommand(bench, subcommand):
     assert "--json" in result.stdout and "--csv" in result.stdout
 
 
+def test_version_names_the_torch_built_against_and_the_one_running(bench):
+    import torch
+    release = torch.__version__.split("+")[0]
+    result = bench("--version")
+    assert result.stdout.strip() == f"opara 0.1.0, built against torch {release}, running torch {release}"
+
+
 def test_bad_files_fail_with_the_file_named(bench, tmp_path):
     empty = tmp_path / "empty.pt"
     empty.write_bytes(b"")

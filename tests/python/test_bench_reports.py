@@ -10,7 +10,9 @@ import shutil
 import subprocess
 
 import pytest
+import torch
 
+import opara
 from conftest import BENCH, model_file
 
 
@@ -39,11 +41,15 @@ def test_run_json_and_table_carry_the_speedups_and_the_versions(bench):
     result = bench("run", "--model", model_file("branchy", "pt"), "--modes", "eager,opara", "-n", "3", "-w", "1",
                    "--json", "-")
     report = json.loads(result.stdout)
-    assert "torch 2.11" in report["host"]
+    torch_release = torch.__version__.split("+")[0]
+    assert f"torch {torch_release}" in report["host"]
+    assert report["torch_built"] == report["torch_running"] == torch_release
+    assert report["opara"] == opara.__version__
     opara_entry = next(mode for mode in report["modes"] if mode["mode"] == "opara")
     assert opara_entry["speedup_vs_sequential"] is None, "sequential did not run"
     assert opara_entry["speedup_vs_eager"] > 0
-    assert "vs eager" in result.stderr and "torch 2.11" in result.stderr
+    assert "vs eager" in result.stderr and f"torch {torch_release}" in result.stderr
+    assert f"built against torch {torch_release}, running torch {torch_release}" in result.stderr
 
 
 def test_info_csv_is_one_row_of_the_json_figures(bench):

@@ -73,6 +73,34 @@ def test_the_library_registers_the_class_and_the_op(library):
     assert callable(torch.ops.opara.plan)
 
 
+def test_version_names_the_torch_built_against_and_the_one_running(library):
+    versions = opara.version()
+    assert versions == {"opara": opara.__version__, "torch_built": versions["torch_built"],
+                        "torch_running": torch.__version__}
+    assert versions["torch_built"] == torch.__version__.split("+")[0]
+
+
+def test_a_library_built_against_another_torch_is_refused_before_it_loads(library, tmp_path):
+    """A build for another torch release (an environment whose torch was upgraded, a build folder of
+    another torch) would load with undefined symbols or crash: it is refused, naming both releases
+    and what to do."""
+    other = tmp_path / "lib"
+    other.mkdir()
+    (other / "libopara_ext.so").symlink_to(library)
+    (other / "opara_build.json").write_text(json.dumps({"opara": "0.1.0", "torch": "9.9.0"}))
+    script = "import opara\nopara.load_library()\n"
+    env = {**os.environ, "OPARA_LIBRARY": str(other / "libopara_ext.so"), "PYTHONPATH": str(ROOT / "python")}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    message = result.stderr.strip().splitlines()[-1]
+    assert f"built against torch 9.9.0, but this Python runs torch {torch.__version__}" in message
+    assert "pip install ." in message
+    (other / "opara_build.json").unlink()
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "does not say which torch" in result.stderr
+
+
 def test_the_extension_needs_no_python(library):
     """torch.ops.load_library from any Python with the pinned torch: no libpython, no
     libtorch_python (the extension is built without Python headers)."""
@@ -373,14 +401,20 @@ def test_pip_install_gives_a_working_package(library, tmp_path):
         "path = opara.library_path()\n"
         "assert path.startswith(sys.argv[1]), path\n"
         "compiled = opara.compile(sys.argv[2], [torch.randn(1, 3, 32, 32)], device='cpu', cpu_tuning_ms=0)\n"
-        "print(int(compiled.stats()['streams']))\n"
+        "print(int(compiled.stats()['streams']), opara.version()['torch_built'])\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("OPARA_LIBRARY", "PYTHONPATH")}
     env["PYTHONPATH"] = str(target)
     result = subprocess.run([sys.executable, "-c", script, str(target), str(model_file("branchy", "pt"))],
                             env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert int(result.stdout.strip()) > 1
+    streams, torch_built = result.stdout.split()
+    assert int(streams) > 1
+    # Built against this Python's torch, and requiring that very release.
+    release = torch.__version__.split("+")[0]
+    assert torch_built == release
+    (metadata,) = target.glob("opara-*.dist-info/METADATA")
+    assert f"Requires-Dist: torch=={release}" in metadata.read_text().splitlines()
     # torch.compile finds backend="opara" through the package's entry point, with no import of it,
     # and an import before it does not register the backend twice.
     compile_and_check = (

@@ -5,7 +5,8 @@
 
 #include <exception>
 
-namespace opara::graph_pools {
+namespace opara {
+namespace graph_pools {
 namespace {
 
 // Runs one step of the protocol; false when it threw (the step was done already, or never needed).
@@ -44,4 +45,21 @@ bool stop_recording(c10::DeviceIndex device, c10::MempoolId_t pool) noexcept {
   return device_stopped && host_stopped;
 }
 
-}  // namespace opara::graph_pools
+}  // namespace graph_pools
+
+void InspectableGraph::undo_failed_capture([[maybe_unused]] c10::MempoolId_t pool) noexcept {
+#if !OPARA_TORCH_AT_LEAST(2, 12)
+  for (auto& [generator, increment] : captured_generator_states_) generator->capturing_ = false;
+#endif
+#if !OPARA_TORCH_AT_LEAST(2, 14)
+  // capture_begin sets the device just before it registers the pool with the device and host
+  // allocators: unset, it failed before touching them.
+  const bool reached_the_allocators = capture_dev_ != UNDEFINED_DEVICE;
+  if (reached_the_allocators && !capture_ended_) {
+    (void)graph_pools::stop_recording(capture_dev_, pool);
+    (void)graph_pools::release(capture_dev_, pool);
+  }
+#endif
+}
+
+}  // namespace opara

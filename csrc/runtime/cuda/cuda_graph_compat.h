@@ -2,41 +2,55 @@
 
 // The one place opara reaches into LibTorch's internals: at::cuda::CUDAGraph's protected members,
 // and the caching allocators' graph-pool protocol that CUDAGraph drives for its own captures.
-// They are not API and may change in any torch release; this is written against torch 2.11
-// (ATen/cuda/CUDAGraph.h). With another version, check that CUDAGraph still has `capture_ended_`,
-// `capture_dev_` (set in capture_begin right before beginAllocateToPool) and
-// `captured_generator_states_` (generator -> offset increment) and that a generator's
-// `capturing_` is still how capture mode is kept; that the device allocator still has
-// createOrIncrefPool / endAllocateToPool / releasePool and the CUDA host allocator
-// begin_allocate_to_pool / end_allocate_to_pool / release_pool with the meaning written below
-// (cuda_graph_compat.cpp); then widen the check below.
+// They are not API and change between torch releases; each release from 2.11 to 2.15 was checked
+// against its own headers (ATen/cuda/CUDAGraph.h, ATen/cuda/CUDAGeneratorImpl.h,
+// c10/cuda/CUDACachingAllocator.h, ATen/core/CachingHostAllocator.h) and CUDAGraph.cpp:
+//
+//   2.11        A capture puts every registered generator in capture mode (`capturing_`), and only
+//               a successful capture_end takes it out. reset() releases the pool only after a
+//               capture that ended: a failed one leaves the pool recorded and referenced.
+//   2.12, 2.13  Each capture has its own generator state, keyed by its capture id, which reset()
+//               removes: nothing is left in capture mode. The pool is as in 2.11.
+//   2.14, 2.15  reset() (which the destructor runs) also ends a failed capture's recording into
+//               its pool and drops the reference capture_begin took (`allocated_pool_`,
+//               `capturing_to_pool_`): releasing it by hand as well would free a pool that
+//               CapturePool still holds.
+//
+// The allocators' pool protocol (createOrIncrefPool, endAllocateToPool, releasePool;
+// begin_allocate_to_pool, end_allocate_to_pool, release_pool) is the same in all five.
+// For a newer torch, check the same four headers and CUDAGraph.cpp: whether capture_begin still sets
+// `capture_dev_` right before it registers the pool with the allocators, whether `capture_ended_`
+// still means a successful capture_end, and what reset() undoes after a failed capture. Then add
+// the release here and to OPARA_TESTED_TORCH in CMakeLists.txt.
 
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <torch/version.h>
 
-#if TORCH_VERSION_MAJOR != 2 || TORCH_VERSION_MINOR != 11
-#error \
-    "csrc/runtime/cuda/cuda_graph_compat.h reads CUDAGraph internals of torch 2.11: check them for this torch (see the comment above)"
+#define OPARA_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+#if !OPARA_TORCH_AT_LEAST(2, 11)
+#error "opara needs torch 2.11 or newer: csrc/runtime/cuda/cuda_graph_compat.h knows CUDAGraph from 2.11 to 2.15"
+#elif OPARA_TORCH_AT_LEAST(2, 16)
+// Not a #warning: the build treats warnings as errors, and a newer torch should still build.
+#pragma message( \
+    "opara: this torch is newer than 2.15, the newest whose CUDAGraph internals csrc/runtime/cuda/cuda_graph_compat.h was checked against; check it as its top comment says")
 #endif
 
 namespace opara {
 
-// CUDAGraph keeps whether its capture ended, and which random generators it put in capture mode,
-// to itself; GraphCapture::abandon needs both.
+// CUDAGraph keeps whether its capture ended, and what a failed capture left behind, to itself;
+// GraphCapture::abandon needs both.
 class InspectableGraph final : public at::cuda::CUDAGraph {
  public:
   using at::cuda::CUDAGraph::CUDAGraph;
   [[nodiscard]] bool capture_ended() const { return capture_ended_; }
-  // capture_begin sets the device just before it registers the pool with the device and host
-  // allocators; unset, it failed before touching them.
-  [[nodiscard]] bool reached_the_allocators() const { return capture_dev_ != UNDEFINED_DEVICE; }
-  // capture_begin put every CUDA generator it registered in capture mode, and only a successful
-  // capture_end takes them out: after a failed capture the next eager random op would throw
-  // ("Offset increment outside graph capture") until some later capture succeeded.
-  void release_generators() noexcept {
-    for (auto& [generator, increment] : captured_generator_states_) generator->capturing_ = false;
-  }
+  // Undoes what a capture that failed part-way (its stream capture over) leaves behind and this
+  // torch's reset() does not: the generators' capture mode (2.11), and the allocators' recording
+  // into `pool` and the reference to it that capture_begin took (up to 2.13, unless the capture
+  // ended: then reset() releases it). Run it before the graph is destroyed; never throws.
+  void undo_failed_capture(c10::MempoolId_t pool) noexcept;
 };
 
 // The graph-pool protocol of LibTorch's two caching allocators (device memory, pinned host memory).

@@ -21,12 +21,7 @@ GraphCapture::GraphCapture(CapturePool& pool, cudaStream_t origin)
     graph_->capture_begin(pool_.id(), cudaStreamCaptureModeThreadLocal);
   } catch (...) {
     end_tried_ = true;  // nothing to end: the capture never began
-    if (graph_->reached_the_allocators()) {
-      abandon();
-    } else {
-      graph_->release_generators();  // it may have put them in capture mode before it failed
-      pool_.discard_streams();
-    }
+    abandon();
     throw;
   }
 }
@@ -63,12 +58,8 @@ void GraphCapture::abandon() noexcept {
     if (broken) (void)cudaGraphDestroy(broken);
   }
   (void)cudaGetLastError();
-  graph_->release_generators();
-  if (!graph_->capture_ended()) {  // else the graph itself releases its pool
-    (void)graph_pools::stop_recording(pool_.device(), pool_.id());
-    (void)graph_pools::release(pool_.device(), pool_.id());
-  }
-  graph_.reset();
+  graph_->undo_failed_capture(pool_.id());
+  graph_.reset();  // its reset() does the rest
   pool_.discard_streams();
   if (turn_.owns_lock()) turn_.unlock();
 }

@@ -32,11 +32,11 @@ class GraphCapture {
   // Ends the capture and gives back its graph (kept, so that its nodes can be counted), ready to
   // instantiate. When ending fails the capture is abandoned, and this rethrows.
   std::unique_ptr<InspectableGraph> end();
-  // Ends a capture that failed part-way by hand: the stream capture, the random generators'
-  // capture mode, the allocators' recording into the pool and the reference to it capture_begin
-  // took (unless capture_end got as far as marking the capture ended: then the graph releases its
-  // pool). The pool's streams are discarded. Each step may have been done before the failure, so
-  // errors are ignored.
+  // Ends a capture that failed part-way: the stream capture by hand, then what this torch's
+  // CUDAGraph leaves behind (InspectableGraph::undo_failed_capture: the random generators' capture
+  // mode, the allocators' recording into the pool and the reference to it capture_begin took), and
+  // destroys the graph, whose reset() does the rest. The pool's streams are discarded. Each step
+  // may have been done before the failure, so errors are ignored.
   void abandon() noexcept;
 
  private:

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <caffe2/serialize/inline_container.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <fstream>
@@ -222,7 +223,7 @@ TEST(LoadBytes, AnUnknownDtypeCodeAsksForTheMatchingTorch) {
   const std::string message = error_with_argument(1, 1, {{"as_scalar_type", 99}});
   EXPECT_THAT(message, HasSubstr("asserts.pt2: node 1 (torch.ops.aten.add.Tensor) at "));
   EXPECT_THAT(message, HasSubstr("argument other is a dtype of code 99, which this LibTorch does not know. Export "
-                                 "the model again with torch 2.11"));
+                                 "the model again with torch " TORCH_VERSION));
 }
 
 TEST(LoadBytes, AnArgumentOfAKindNoOperatorTakesIsNamed) {
@@ -253,7 +254,7 @@ TEST(LoadBytes, AWeightOfSymbolicSizeSaysTheModelWasExportedWithDynamicShapes) {
 TEST(LoadBytes, AWeightOfUnknownDtypeAsksForTheMatchingTorch) {
   const std::string message = error_with_weight_meta([](nlohmann::json& meta) { meta["dtype"] = 99; });
   EXPECT_THAT(message, HasSubstr("counter.pt2: the weight weight has a dtype of code 99, which this LibTorch does "
-                                 "not know. Export the model again with torch 2.11"));
+                                 "not know. Export the model again with torch " TORCH_VERSION));
 }
 
 TEST(LoadBytes, AWeightLargerThanItsStorageIsADamagedArchive) {
