@@ -1,6 +1,7 @@
 #include "profiler/cupti_profiler.h"
 
 #include <c10/util/Exception.h>
+#include <cuda_runtime_api.h>
 #include <cupti.h>
 #include <fmt/format.h>
 
@@ -207,6 +208,15 @@ CuptiProfiler::CuptiProfiler() : session_(std::make_unique<Session>()) {
         "{} in this process, and it records CUDA activity through CUPTI's buffers, which one client at a time may "
         "have: profile with opara outside torch.profiler's context (or stop it first)",
         *active));
+  }
+  // Without a GPU CUPTI has nothing to record, and is not asked: some releases (the CUPTI 13.2 that
+  // torch 2.15's wheel brings) recurse until the stack overflows when called with no driver.
+  int devices = 0;
+  const cudaError_t counted = cudaGetDeviceCount(&devices);
+  if (counted != cudaSuccess || devices == 0) {
+    (void)cudaGetLastError();
+    throw CuptiUnavailable(fmt::format("CUPTI cannot be used here: no CUDA GPU is visible ({})",
+                                       counted != cudaSuccess ? cudaGetErrorString(counted) : "0 devices"));
   }
   std::uint32_t loaded_version = 0;
   const CUptiResult versioned = cuptiGetVersion(&loaded_version);
