@@ -9,6 +9,13 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
+if [ ! -f "$OPARA_REQUIREMENTS" ]; then
+  known="$(cd "$OPARA_ROOT/requirements" && ls torch-*.txt | sed 's/^torch-//; s/\.txt$//' | paste -sd ' ')"
+  say "error: no pins for torch $OPARA_TORCH_VERSION ($OPARA_REQUIREMENTS). OPARA_TORCH_VERSION may be" \
+    "$OPARA_DEFAULT_TORCH (the default) or one of: $known; for another release, write its pins there first."
+  exit 2
+fi
+
 DEBIAN_PACKAGES=(cmake ninja-build ccache g++ python3-venv libfmt-dev libcli11-dev libgtest-dev
   libgmock-dev libbenchmark-dev nlohmann-json3-dev clang-format clang-tidy)
 
@@ -28,13 +35,6 @@ fi
 
 if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   say "note: no CUDA toolkit found; opara builds its CPU parts only (CUPTI profiling needs CUDA 13)"
-fi
-
-if [ ! -f "$OPARA_REQUIREMENTS" ]; then
-  known="$(cd "$OPARA_ROOT/requirements" && ls torch-*.txt | sed 's/^torch-//; s/\.txt$//' | tr '\n' ' ')"
-  say "error: no pins for torch $OPARA_TORCH_VERSION ($OPARA_REQUIREMENTS). OPARA_TORCH_VERSION may be" \
-    "$OPARA_DEFAULT_TORCH (the default) or one of: $known; for another release, write its pins there first."
-  exit 2
 fi
 
 if [ ! -x "$OPARA_PYTHON" ]; then

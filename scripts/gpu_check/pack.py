@@ -123,8 +123,20 @@ def _travelling_tree_size(root):
     return total
 
 
+def _refuse_another_torch(root):
+    """The GPU image has the default pin's torch (requirements.txt): a build for the release
+    OPARA_TORCH_VERSION names (scripts/common.sh) would be refused there."""
+    pins = (root / "requirements.txt").read_text().splitlines()
+    default = next((line.split("==", 1)[1] for line in pins if line.startswith("torch==")), None)
+    asked = os.environ.get("OPARA_TORCH_VERSION")
+    if asked and asked != default:
+        raise PackError(f"OPARA_TORCH_VERSION={asked}: the GPU check carries a build for the GPU image's torch, the "
+                        f"default pin ({default}, requirements.txt); pack without OPARA_TORCH_VERSION")
+
+
 def pack(root, build_first=True, stale_ok=False):
     root = Path(root).resolve()
+    _refuse_another_torch(root)
     build = Path(os.environ.get("OPARA_BUILD", root / "build"))
     carry = root / ".gpu_carry"
     started = time.monotonic()

@@ -264,6 +264,17 @@ def test_a_carried_build_of_another_torch_is_refused_and_says_how_to_carry_one_a
     assert "run fast1 b1" not in steps_of(env["OUT"])
 
 
+def test_packing_for_another_torch_is_refused_before_anything_builds(scratch):
+    """The GPU image has the default pin's torch: a pack with OPARA_TORCH_VERSION naming another
+    release would carry a build the GPU machine refuses."""
+    root, env = scratch
+    call = subprocess.run([root / "scripts/gpu_check.sh", "pack"], env=dict(env, OPARA_TORCH_VERSION="2.15.0"),
+                          capture_output=True, text=True, timeout=60)
+    assert call.returncode != 0
+    assert "OPARA_TORCH_VERSION=2.15.0" in call.stderr and "default pin (2.11.0" in call.stderr
+    assert "pack without OPARA_TORCH_VERSION" in call.stderr
+
+
 FAKE_TESTS = """#!/usr/bin/env bash
 # opara_tests with one GPU test, which ends as $WORD says (OK or SKIPPED).
 case "$*" in *--gtest_list_tests*) printf 'CompiledModelCuda.\\n  EveryModeOfEveryModelIsCloseToEager\\n'; exit 0 ;; esac

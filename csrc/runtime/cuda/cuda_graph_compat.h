@@ -40,12 +40,11 @@
 
 namespace opara {
 
-// CUDAGraph keeps whether its capture ended, and what a failed capture left behind, to itself;
-// GraphCapture::abandon needs both.
+// CUDAGraph keeps what a failed capture left behind to itself; GraphCapture::abandon needs it up to
+// torch 2.13. From 2.14 on, nothing here reads CUDAGraph's internals: its reset() undoes it all.
 class InspectableGraph final : public at::cuda::CUDAGraph {
  public:
   using at::cuda::CUDAGraph::CUDAGraph;
-  [[nodiscard]] bool capture_ended() const { return capture_ended_; }
   // Undoes what a capture that failed part-way (its stream capture over) leaves behind and this
   // torch's reset() does not: the generators' capture mode (2.11), and the allocators' recording
   // into `pool` and the reference to it that capture_begin took (up to 2.13, unless the capture
