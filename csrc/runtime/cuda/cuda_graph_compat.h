@@ -3,8 +3,9 @@
 // The one place opara reaches into LibTorch's internals: at::cuda::CUDAGraph's protected members,
 // and the caching allocators' graph-pool protocol that CUDAGraph drives for its own captures.
 // They are not API and change between torch releases; each release from 2.11 to 2.15 was checked
-// against its own headers (ATen/cuda/CUDAGraph.h, ATen/cuda/CUDAGeneratorImpl.h,
-// c10/cuda/CUDACachingAllocator.h, ATen/core/CachingHostAllocator.h) and CUDAGraph.cpp:
+// against its wheel's headers (ATen/cuda/CUDAGraph.h, ATen/cuda/CUDAGeneratorImpl.h,
+// c10/cuda/CUDACachingAllocator.h, ATen/core/CachingHostAllocator.h) and against CUDAGraph.cpp as
+// the PyTorch repository has it around those releases:
 //
 //   2.11        A capture puts every registered generator in capture mode (`capturing_`), and only
 //               a successful capture_end takes it out. reset() releases the pool only after a
@@ -18,10 +19,10 @@
 //
 // The allocators' pool protocol (createOrIncrefPool, endAllocateToPool, releasePool;
 // begin_allocate_to_pool, end_allocate_to_pool, release_pool) is the same in all five.
-// For a newer torch, check the same four headers and CUDAGraph.cpp: whether capture_begin still sets
-// `capture_dev_` right before it registers the pool with the allocators, whether `capture_ended_`
-// still means a successful capture_end, and what reset() undoes after a failed capture. Then add
-// the release here and to OPARA_TESTED_TORCH in CMakeLists.txt.
+// For a newer torch, check the same four headers and CUDAGraph.cpp: what reset() (and the
+// destructor) undoes after a capture that failed before, in or after cudaStreamEndCapture, and
+// whether the allocators' pool protocol kept its meaning (CapturePool holds a pool with it). Then
+// add the release here and raise OPARA_NEWEST_TORCH in CMakeLists.txt.
 
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
