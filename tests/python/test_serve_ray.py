@@ -29,7 +29,10 @@ serve_ray = importlib.util.module_from_spec(_spec)
 try:
     _spec.loader.exec_module(serve_ray)
 except ImportError as error:
-    pytest.skip(f"Ray Serve is not installed ({error}): pip install -c requirements.txt -r requirements-serve.txt",
+    # The pins of the torch under test: requirements.txt, or another release's (scripts/common.sh).
+    _pins = ROOT / "requirements" / f"torch-{torch.__version__.split('+')[0]}.txt"
+    _pins = _pins.relative_to(ROOT) if _pins.is_file() else "requirements.txt"
+    pytest.skip(f"Ray Serve is not installed ({error}): pip install -c {_pins} -r requirements-serve.txt",
                 allow_module_level=True)
 
 REQUESTS = 300
