@@ -29,6 +29,8 @@ struct PlanCommandOptions {
   std::string allocator = "opara";
   std::string order = "opara";
   int max_streams = 0;
+  bool regions = false;  // --regions
+  double region_min_share = kDefaultRegionMinShare;
   CostOptions costs;  // --profile, --ridge, --allow-profile-mismatch
   std::string input_shape;
   bool check = false;
@@ -54,6 +56,10 @@ std::vector<nlohmann::json> node_rows(const Graph& graph, const Plan& plan) {
                     {"stream", stream == kNoStream ? nlohmann::json("host") : nlohmann::json(stream)},
                     {"waits_on", plan.waits[id]},
                     {"records_event", static_cast<bool>(plan.records[id])}});
+    if (!plan.region_of.empty()) {
+      const int region = plan.region_of[id];
+      rows.back()["region"] = region == kNoRegion ? nlohmann::json(nullptr) : nlohmann::json(region);
+    }
   }
   return rows;
 }
@@ -71,7 +77,7 @@ struct PlannedModel {
 PlannedModel plan_model(const LoadedModel& model, const std::vector<at::Tensor>& inputs,
                         const PlanCommandOptions& options) {
   const PlanOptions plan_options{parse_stream_policy(options.allocator), parse_order_policy(options.order),
-                                 options.max_streams};
+                                 options.max_streams, options.regions, options.region_min_share};
   const ModelCosts costs = model_costs(model.graph, inputs, options.costs);
   PlannedModel planned{model, costs.source, timed_plan(model.graph, plan_options, costs), 0, 0, {}};
   for (const Node& node : model.graph.nodes()) planned.kernels += node.has(kLaunchesKernel);
@@ -89,6 +95,7 @@ void print_plan_summary(std::FILE* table, const PlannedModel& planned, bool chec
              planned.cost_source == "none" ? "the op table alone (no example inputs)" : planned.cost_source);
   fmt::print(table, "nodes          {} ({} launch kernels)\n", planned.model.graph.size(), planned.kernels);
   fmt::print(table, "streams        {}\n", plan.stream_count);
+  if (!plan.region_of.empty()) fmt::print(table, "regions        {}\n", plan.region_count);
   fmt::print(table, "events         {} waits on {} recorded events ({} before reduction)\n", plan.wait_count(),
              plan.event_count(), plan.events_unreduced);
   fmt::print(table, "critical path  {} nodes\n", planned.critical_path);
@@ -134,7 +141,11 @@ void write_plan_files(const PlannedModel& planned, const PlanCommandOptions& opt
   const Graph& graph = planned.model.graph;
   const Plan& plan = planned.timed.plan;
   if (!options.json.empty()) write_json(plan_report(planned, options, overflow), options.json);
-  if (!options.csv.empty()) write_csv(node_rows(graph, plan), {"launch", "node", "kind", "stream"}, options.csv);
+  if (!options.csv.empty()) {
+    std::vector<std::string> columns{"launch", "node", "kind", "stream"};
+    if (!plan.region_of.empty()) columns.emplace_back("region");
+    write_csv(node_rows(graph, plan), columns, options.csv);
+  }
   if (!options.dot.empty() || !options.svg.empty()) {
     const std::string dot = to_dot(graph, plan);
     if (!options.dot.empty()) write_text_file(options.dot, dot, "the DOT file");
@@ -172,6 +183,11 @@ void add_plan_command(CLI::App& app) {
   plan->add_option("--order", options->order, "launch order")->check(CLI::IsMember({"opara", "topological"}));
   plan->add_option("--max-streams", options->max_streams, "merge streams past this many (0: no cap)")
       ->check(kNonNegative);
+  plan->add_flag("--regions", options->regions,
+                 "group each stream's nodes into regions (cut at cross-stream dependencies, small ones merged)");
+  plan->add_option("--region-min-share", options->region_min_share,
+                   "with --regions: merge a region costing less than this share of the largest beside it")
+      ->check(CLI::NonNegativeNumber);
   plan->add_option("--profile", options->costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
   plan->add_flag("--allow-profile-mismatch", options->costs.allow_profile_mismatch,

@@ -108,6 +108,11 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"order", [](Options& o,
                    const std::string& v) { o.plan.order = with_key("order", [&] { return parse_order_policy(v); }); }},
       {"max_streams", [](Options& o, const std::string& v) { o.plan.max_streams = parse_int("max_streams", v, 0); }},
+      {"regions", [](Options& o, const std::string& v) { o.plan.regions = parse_bool("regions", v); }},
+      {"region_min_share",
+       [](Options& o, const std::string& v) {
+         o.plan.region_min_share = parse_number("region_min_share", v, /*allow_zero=*/true);
+       }},
       {"profile", [](Options& o, const std::string& v) { o.costs.profile = v; }},
       {"allow_profile_mismatch",
        [](Options& o, const std::string& v) {

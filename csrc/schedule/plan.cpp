@@ -7,6 +7,7 @@
 
 #include "opara/error.h"
 #include "opara/plan.h"
+#include "schedule/regions.h"
 #include "schedule/stages.h"
 
 namespace opara {
@@ -85,7 +86,8 @@ bool Plan::operator==(const Plan& other) const {
   return stream_policy == other.stream_policy && order_policy == other.order_policy &&
          max_streams == other.max_streams && cost_source == other.cost_source && stream_count == other.stream_count &&
          stream_of == other.stream_of && launch_order == other.launch_order && waits == other.waits &&
-         records == other.records && events_unreduced == other.events_unreduced;
+         records == other.records && events_unreduced == other.events_unreduced && region_of == other.region_of &&
+         region_count == other.region_count;
 }
 
 Plan make_plan(const Graph& graph, const PlanOptions& options, const std::vector<NodeCost>& costs) {
@@ -100,9 +102,14 @@ Plan make_plan(const Graph& graph, const PlanOptions& options, const std::vector
   plan.launch_order = launch_order(graph, options.order, costs);
   StreamAssignment streams = allocate_streams(dag, options.streams, plan.launch_order);
   cap_streams(graph, dag, streams, options.max_streams, plan.launch_order, costs);
-  EventPlan events = plan_events(dag, streams.stream_of, plan.launch_order);
   plan.stream_count = streams.stream_count;
   plan.stream_of = std::move(streams.stream_of);
+  if (options.regions) {
+    if (!(options.region_min_share >= 0))
+      throw Error(fmt::format("region min share must be 0 or more, not {}", options.region_min_share));
+    form_regions(graph, dag, costs, options.region_min_share, plan);
+  }
+  EventPlan events = plan_events(dag, plan.stream_of, plan.launch_order);
   plan.waits = std::move(events.waits);
   plan.records = std::move(events.records);
   plan.events_unreduced = events.unreduced;

@@ -32,6 +32,12 @@ std::string to_json(const Plan& plan) {
       {"waits", waits},
       {"records", recorded},
   };
+  if (!plan.region_of.empty()) {
+    nlohmann::json with_regions = json;
+    with_regions["regions"] = plan.region_count;
+    with_regions["region_of"] = plan.region_of;
+    return with_regions.dump();
+  }
   return json.dump();
 }
 
@@ -80,6 +86,13 @@ Plan plan_from_json(std::string_view text) {
     }
     plan.records.assign(count, 0);
     for (long long node : json.at("records").get<std::vector<long long>>()) plan.records[node_id(node)] = 1;
+    if (json.contains("region_of")) {
+      plan.region_count = json.at("regions").get<int>();
+      plan.region_of = json.at("region_of").get<std::vector<int>>();
+      if (plan.region_of.size() != count) {
+        throw Error(fmt::format("\"region_of\" has {} entries for {} nodes", plan.region_of.size(), count));
+      }
+    }
     return plan;
   } catch (const Error& error) {
     throw Error(fmt::format("invalid plan JSON: {}", error.what()));

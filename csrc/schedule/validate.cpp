@@ -8,7 +8,10 @@
 //      on an event not yet recorded, and since each stream follows launch order, every wait is
 //      satisfied by work launched before it: no deadlock);
 //   3. every dependency u -> v between kernel nodes (through kernel-free nodes too) is ordered by
-//      happens-before: same-stream order plus waits, transitively.
+//      happens-before: same-stream order plus waits, transitively;
+//   4. with regions: every kernel node is in one (kernel-free nodes in none), each region's nodes
+//      share a stream and follow each other on it, and the regions form a DAG (a region can run
+//      as one unit once the regions it depends on have).
 // (3) is checked with vector clocks over batches of streams: clock[v][t] is the last position on
 // stream t that happens before v; u -> v holds when clock[v][stream of u] >= position of u.
 #include <fmt/format.h>
@@ -41,6 +44,7 @@ class Validator {
     dag_ = kernel_dag(graph_);
     if (!check_streams() || !check_waits()) return problems_;
     check_dependencies();
+    if (!plan_.region_of.empty()) check_regions();
     return problems_;
   }
 
@@ -155,6 +159,70 @@ class Validator {
           }
         }
       }
+    }
+  }
+
+  void check_regions() {
+    const std::size_t count = graph_.size();
+    if (plan_.region_of.size() != count) {
+      report(fmt::format("the plan gives regions for {} nodes; the graph has {}", plan_.region_of.size(), count));
+      return;
+    }
+    const int regions = plan_.region_count;
+    std::vector<int> stream_of_region(regions, kNoStream);
+    std::vector<NodeId> last_of_region(regions, kNoNode);
+    std::vector<NodeId> last_on_stream(plan_.stream_count, kNoNode);
+    for (NodeId node : plan_.launch_order) {
+      const int region = plan_.region_of[node];
+      if (!dag_.is_kernel(node)) {
+        if (region != kNoRegion)
+          report(fmt::format("{} launches no kernel but is in region {}", graph_.describe(node), region));
+        continue;
+      }
+      if (region < 0 || region >= regions) {
+        report(fmt::format("{} is in region {} (the plan has {} regions)", graph_.describe(node), region, regions));
+        return;
+      }
+      const int stream = plan_.stream_of[node];
+      if (stream_of_region[region] == kNoStream) {
+        stream_of_region[region] = stream;
+      } else if (stream_of_region[region] != stream) {
+        report(fmt::format("region {} spans streams {} and {} ({})", region, stream_of_region[region], stream,
+                           on_stream(node)));
+      } else if (last_on_stream[stream] != last_of_region[region]) {
+        report(fmt::format("region {} is not contiguous on stream {}: {} runs inside it", region, stream,
+                           graph_.describe(last_on_stream[stream])));
+      }
+      last_of_region[region] = node;
+      last_on_stream[stream] = node;
+    }
+    // A DAG: Kahn's algorithm over the edges between regions takes every region.
+    std::vector<std::vector<int>> successors(regions);
+    std::vector<int> indegree(regions, 0);
+    for (NodeId node = 0; node < static_cast<NodeId>(count); ++node) {
+      if (!dag_.is_kernel(node)) continue;
+      for (NodeId before : dag_.predecessors[node]) {
+        const int from = plan_.region_of[before];
+        const int to = plan_.region_of[node];
+        if (from == to) continue;
+        successors[from].push_back(to);
+        ++indegree[to];
+      }
+    }
+    std::vector<int> ready;
+    for (int region = 0; region < regions; ++region)
+      if (indegree[region] == 0) ready.push_back(region);
+    int taken = 0;
+    while (!ready.empty()) {
+      const int region = ready.back();
+      ready.pop_back();
+      ++taken;
+      for (int next : successors[region])
+        if (--indegree[next] == 0) ready.push_back(next);
+    }
+    if (taken != regions) {
+      report(fmt::format("the regions form a cycle: {} of {} regions depend on each other in a ring", regions - taken,
+                         regions));
     }
   }
 

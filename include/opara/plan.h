@@ -19,6 +19,12 @@ namespace opara {
 // host in launch order, open no stream and cost no event.
 inline constexpr int kNoStream = -1;
 
+// Region of a node that launches no kernel: whoever compiles regions recomputes it where it is used.
+inline constexpr int kNoRegion = -1;
+
+// A region's share below which it is merged into a neighbour (PlanOptions::region_min_share).
+inline constexpr double kDefaultRegionMinShare = 0.1;
+
 // Which stream each node runs on.
 enum class StreamPolicy : std::uint8_t {
   kOpara,          // Opara Alg. 1: inherit the stream of a predecessor of which the node is the first successor
@@ -46,6 +52,11 @@ struct PlanOptions {
   StreamPolicy streams = StreamPolicy::kOpara;
   OrderPolicy order = OrderPolicy::kOpara;
   int max_streams = 0;  // 0: as many as the policy opens; past the cap streams are merged
+  // Regions (Plan::region_of): runs of one stream's nodes with cross-stream dependencies only at
+  // their edges, for another compiler to fuse; one whose cost is below region_min_share of the
+  // largest that can run beside it (or beside which nothing runs) is merged into a neighbour.
+  bool regions = false;
+  double region_min_share = kDefaultRegionMinShare;
 };
 
 // A schedule for one graph: plain data, computed without a GPU, checked by validate() and
@@ -66,6 +77,11 @@ struct OPARA_API Plan {
   std::vector<std::vector<NodeId>> waits;  // by node id: nodes whose events it waits on, on its stream
   std::vector<std::uint8_t> records;       // by node id: 1 when an event is recorded after it
   std::size_t events_unreduced = 0;        // cross-stream dependencies, one wait each, before reduction
+  // With PlanOptions::regions: by node id, its region (kNoRegion for nodes that launch no kernel),
+  // numbered in a topological order of the regions; each region's nodes share a stream and are
+  // contiguous in launch order. Empty otherwise.
+  std::vector<int> region_of;
+  int region_count = 0;
 
   [[nodiscard]] std::size_t wait_count() const;   // events waited on, after reduction
   [[nodiscard]] std::size_t event_count() const;  // events recorded

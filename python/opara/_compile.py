@@ -189,6 +189,8 @@ def compile(
     streams: stream allocation, "opara" (default), "opara-unhanded", "nimble" or "single".
     order: launch order, "opara" (default) or "topological".
     max_streams: merge streams past this many; 0 (default): no cap (on the CPU: tuned).
+    regions: True: the plan also groups each stream's nodes into regions (plan()["region_of"]),
+        cut at cross-stream dependencies; region_min_share (default 0.1) merges the small ones.
     profile: a recorded profile (opara-bench profile) for the demands; default: estimated from
         the shapes of one eager run of the examples on the model's device.
     allow_profile_mismatch: True: use a profile made for another model file, input shapes or GPU,

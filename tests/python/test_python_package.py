@@ -351,6 +351,35 @@ def test_the_plan_op_plans_without_compiling(library):
         opara.plan(path, order="fastest")
 
 
+def test_the_plan_groups_each_streams_nodes_into_regions_when_asked(library):
+    path = model_file("googlenet", "pt2")
+    assert "region_of" not in opara.plan(path)
+    plan = opara.plan(path, regions=True, region_min_share=0)
+    region_of, stream_of = plan["region_of"], plan["stream_of"]
+    kernel_nodes = [node for node, stream in enumerate(stream_of) if stream >= 0]
+    assert all(region_of[node] >= 0 for node in kernel_nodes)
+    assert 1 < plan["regions"] < len(kernel_nodes)
+    streams_of_region = {}
+    for node in kernel_nodes:
+        streams_of_region.setdefault(region_of[node], set()).add(stream_of[node])
+    assert all(len(streams) == 1 for streams in streams_of_region.values()), "a region spans streams"
+    merged = opara.plan(path, [torch.randn(1, 3, 224, 224)], regions=True, region_min_share=0.5)
+    assert merged["regions"] < plan["regions"]
+    with pytest.raises(RuntimeError, match="option region_min_share='-1'"):
+        opara.plan(path, regions=True, region_min_share=-1)
+
+
+def test_a_plan_with_regions_runs_as_the_model_on_the_cpu(library):
+    """Regions regroup the streams and the launch order; the CPU executor runs that plan."""
+    path = model_file("branchy", "pt2")
+    reference = torch.load(str(path).replace(".pt2", ".ref.pt"))
+    compiled = opara.compile(path, reference["inputs"], regions=True, region_min_share=0.3, **cpu_options())
+    expected = reference["outputs_pt2"]
+    actual = compiled(*reference["inputs"])
+    torch.testing.assert_close(actual if isinstance(actual, (list, tuple)) else [actual], expected, rtol=0, atol=0)
+    assert compiled.plan()["regions"] >= 1
+
+
 def test_a_model_that_writes_its_inputs_writes_them_once_per_run(library):
     assert writes_like_eager("cpu").exported_with == "torch.export"
 

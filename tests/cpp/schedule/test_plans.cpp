@@ -99,6 +99,10 @@ TEST_P(ModelPlans, EveryPolicyValidatesAndOparaOpensAtLeastNimblesStreams) {
         for (int cap : {0, 4}) {
           const Plan plan = make_plan(graph, PlanOptions{streams, order, cap}, random_costs(graph, 1));
           EXPECT_THAT(validate(graph, plan), IsEmpty()) << extension << " " << to_string(streams);
+          const Plan with_regions =
+              make_plan(graph, PlanOptions{streams, order, cap, /*regions=*/true}, random_costs(graph, 1));
+          EXPECT_THAT(validate(graph, with_regions), IsEmpty()) << extension << " " << to_string(streams) << " regions";
+          EXPECT_LE(with_regions.stream_count, plan.stream_count) << extension << " " << to_string(streams);
         }
       }
     }
@@ -117,6 +121,20 @@ TEST_P(ModelPlans, EveryPolicyValidatesAndOparaOpensAtLeastNimblesStreams) {
 INSTANTIATE_TEST_SUITE_P(Models, ModelPlans,
                          ::testing::Values("googlenet", "inception_v3", "resnet50", "bert_base", "t5_small", "vit",
                                            "branchy", "chain", "inplace"));
+
+TEST(ModelPlansGoogLeNet, RegionsAreTheStemAndEachInceptionBranch) {
+  OPARA_REQUIRE_MODEL("googlenet");
+  const Graph graph = load(testing::model_path("googlenet", "pt"));
+  PlanOptions options{StreamPolicy::kOpara, OrderPolicy::kTopological, 0, /*regions=*/true,
+                      /*region_min_share=*/0.0};
+  const Plan plan = make_plan(graph, options);
+  EXPECT_THAT(validate(graph, plan), IsEmpty());
+  // Without costs every branch weighs its node count: none is merged, and the cut leaves the stem
+  // and, per inception module, its four branches and the concat that joins them (with the pooling
+  // after it, and after the last one the classifier).
+  EXPECT_EQ(plan.region_count, 1 + 9 * 5);
+  EXPECT_EQ(plan.stream_count, 28);
+}
 
 TEST(ModelPlansGoogLeNet, OparaOpensOneStreamPerExtraInceptionBranch) {
   OPARA_REQUIRE_MODEL("googlenet");
