@@ -45,12 +45,16 @@ std::string to_json(const Graph& graph, const Plan& plan) {
   nlohmann::json json = nlohmann::json::parse(to_json(plan));
   std::vector<std::string> kinds;
   std::vector<std::string> sources;
+  std::vector<std::vector<std::string>> outputs;
   for (const Node& node : graph.nodes()) {
     kinds.push_back(node.kind);
     sources.push_back(node.source);
+    outputs.emplace_back();
+    for (ValueId value : node.outputs) outputs.back().push_back(graph.value(value).name);
   }
   json["kinds"] = kinds;
   json["sources"] = sources;
+  json["outputs"] = outputs;
   return json.dump();
 }
 
