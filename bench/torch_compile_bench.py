@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Eager against torch.compile's default backend (Inductor) and torch.compile(backend="opara"):
-the first call's time (Dynamo, the backend's compile and one run) and the median latency after.
-A benchmark, not a test: ratios are meaningful within one run on one machine.
+"""Eager against torch.compile's Inductor (default mode, and "reduce-overhead" on a GPU: its CUDA
+graphs) and torch.compile(backend="opara") with ATen's kernels (opara) and with Inductor's, compiled
+per region of opara's plan (opara-inductor): the first call's time (Dynamo, the backend's compile
+and one run) and the median latency after, and each one's ratio to eager and to Inductor within a
+round. A benchmark, not a test: ratios are meaningful within one run on one machine.
 
     ~/.cache/opara/venv/bin/python bench/torch_compile_bench.py --device cpu
     python3 bench/torch_compile_bench.py --device cuda --json out.json     (scripts/gpu_check.sh)
@@ -24,7 +26,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "python"))
 import export_models  # noqa: E402  the builders, seed and input recipe of the test models
 
-BACKENDS = ("eager", "inductor", "opara")
+BACKENDS = ("eager", "inductor", "inductor-ro", "opara", "opara-inductor")
+# On the CPU "reduce-overhead" (CUDA graphs) is Inductor's default mode again: left out there.
+CPU_BACKENDS = ("eager", "inductor", "opara", "opara-inductor")
 
 
 def flatten(value):
@@ -49,8 +53,13 @@ def compile_backend(name, model):
         return model
     if name == "inductor":
         return torch.compile(model)
+    if name == "inductor-ro":
+        return torch.compile(model, mode="reduce-overhead")
     # opara's defaults: on the CPU its tuner picks the schedule (eager's unless another is faster).
-    return torch.compile(model, backend="opara", options={"device": str(next(model.parameters()).device)})
+    options = {"device": str(next(model.parameters()).device)}
+    if name == "opara-inductor":
+        options["kernels"] = "inductor"
+    return torch.compile(model, backend="opara", options=options)
 
 
 def max_relative_difference(outputs, reference):
@@ -87,6 +96,7 @@ def measure_model(model, inputs, device, backends, args):
             results[name]["samples"] += samples
             results[name]["round_medians"].append(statistics.median(samples))
     eager_rounds = results["eager"].get("round_medians") if "eager" in runners else None
+    inductor_rounds = results["inductor"].get("round_medians") if "inductor" in runners else None
     for result in results.values():
         if "samples" not in result:
             continue
@@ -94,6 +104,8 @@ def measure_model(model, inputs, device, backends, args):
         rounds = result["round_medians"]
         if eager_rounds:
             result["speedup_vs_eager"] = statistics.median(e / r for e, r in zip(eager_rounds, rounds))
+        if inductor_rounds:
+            result["speedup_vs_inductor"] = statistics.median(i / r for i, r in zip(inductor_rounds, rounds))
     for result in results.values():
         result.pop("round_medians", None)
     return [results[name] for name in backends]
@@ -104,7 +116,8 @@ def main():
     parser.add_argument("--models", nargs="+", default=["googlenet", "inception_v3", "bert_base", "branchy"],
                         choices=list(export_models.BUILDERS))
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated, of " + ", ".join(BACKENDS))
+    parser.add_argument("--backends", help="comma-separated, of " + ", ".join(BACKENDS) +
+                        f" (default: all on a GPU; {', '.join(CPU_BACKENDS)} on the CPU)")
     parser.add_argument("--iters", type=int, default=10, help="timed runs per backend in each round (default 10)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--warmup", type=int, default=3)
@@ -112,11 +125,11 @@ def main():
     parser.add_argument("--inductor-cache", action="store_true",
                         help="let Inductor use its on-disk caches (default: off, so its first call compiles)")
     args = parser.parse_args()
-    backends = args.backends.split(",")
+    device = torch.device(args.device)
+    backends = args.backends.split(",") if args.backends else list(BACKENDS if device.type == "cuda" else CPU_BACKENDS)
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown:
         parser.error(f"unknown backend(s) {', '.join(unknown)}; choose from {', '.join(BACKENDS)}")
-    device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA GPU here")
     import opara  # noqa: F401  registers backend="opara"
@@ -129,7 +142,8 @@ def main():
 
     torch.set_grad_enabled(False)
     results = []
-    print(f"{'model':<14}{'backend':<10}{'first call ms':>14}{'median ms':>11}{'x eager':>9}{'max rel diff':>14}")
+    print(f"{'model':<14}{'backend':<16}{'first call ms':>14}{'median ms':>11}{'x eager':>9}{'x inductor':>11}"
+          f"{'max rel diff':>14}")
     for name in args.models:
         torch.manual_seed(export_models.SEED)
         model, specs, _ = export_models.BUILDERS[name](1)
@@ -142,10 +156,11 @@ def main():
             result["model"] = name
             results.append(result)
             if "error" in result:
-                print(f"{name:<14}{result['backend']:<10} FAILED: {result['error']}")
+                print(f"{name:<14}{result['backend']:<16} FAILED: {result['error']}")
             else:
-                print(f"{name:<14}{result['backend']:<10}{result['first_call_ms']:>14.0f}{result['median_ms']:>11.3f}"
-                      f"{result.get('speedup_vs_eager', float('nan')):>9.2f}{result['max_rel_diff']:>14.2e}",
+                print(f"{name:<14}{result['backend']:<16}{result['first_call_ms']:>14.0f}{result['median_ms']:>11.3f}"
+                      f"{result.get('speedup_vs_eager', float('nan')):>9.2f}"
+                      f"{result.get('speedup_vs_inductor', float('nan')):>11.2f}{result['max_rel_diff']:>14.2e}",
                       flush=True)
     if args.json:
         args.json.write_text(json.dumps({"device": str(device), "torch": torch.__version__, "threads":

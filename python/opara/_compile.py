@@ -88,6 +88,33 @@ def _export_module(module: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple
     return _archive(lambda buffer: torch.jit.save(traced, buffer)), "torchscript-trace", spec
 
 
+# How the kernels of the nodes are made (the option kernels): ATen's own, one per node, or
+# Inductor's fused ones, compiled per region of the plan (python/opara/_regions.py).
+_KERNELS = ("aten", "inductor")
+
+
+def _kernels_option(options: dict[str, Any], caller: str) -> str:
+    """Takes the option kernels out of `options` (the C++ options do not know it), checked."""
+    kernels = options.pop("kernels", "aten")
+    if kernels not in _KERNELS:
+        raise ValueError(f"{caller} option kernels={kernels!r}: expected 'aten' (ATen's kernels, one per node) or "
+                         "'inductor' (Inductor's fused kernels, compiled per region of the plan)")
+    return kernels
+
+
+def _with_regions(exported: Any, inputs: list[torch.Tensor], text: dict[str, str], name: str,
+                  freeze: bool) -> tuple[Any, Any] | None:
+    """`exported` with its regions compiled by Inductor, and the regions; None, with a warning,
+    when kernels="inductor" cannot take it (the caller then compiles ATen's kernels)."""
+    from ._regions import RegionsUnsupported, compile_regions
+
+    try:
+        return compile_regions(exported, inputs, text, name, freeze)
+    except RegionsUnsupported as error:
+        warnings.warn(f"opara: {error}; compiled with ATen's kernels instead", stacklevel=4)
+        return None
+
+
 def _structured(outputs: list[torch.Tensor], out_spec: Any) -> Any:
     """The flat outputs in the module's output structure, when it is known."""
     if out_spec is not None and out_spec.num_leaves == len(outputs):
@@ -98,9 +125,11 @@ def _structured(outputs: list[torch.Tensor], out_spec: Any) -> Any:
 class _Runs:
     """An extension handle called like the model: flat tensors in, the model's output structure out."""
 
-    def __init__(self, handle: Any, source: str, exported_with: str, out_spec: Any = None):
+    def __init__(self, handle: Any, source: str, exported_with: str, out_spec: Any = None, regions: Any = None):
         self._handle = handle
         self._out_spec = out_spec
+        # kernels="inductor": the compiled regions the handle's opara::region nodes call (kept alive here).
+        self._regions = regions
         self.source = source
         self.exported_with = exported_with
 
@@ -124,8 +153,9 @@ class CompiledModel(_Runs):
         self._handle.save_plan(str(path))
 
     def stats(self) -> dict[str, float]:
-        """Streams, events, graph segments, host nodes, compile and capture times, memory, runs."""
-        return dict(self._handle.stats())
+        """Streams, events, graph segments, host nodes, compile and capture times, memory, runs, and
+        regions (kernels="inductor": the regions Inductor compiled; 0 otherwise)."""
+        return {**dict(self._handle.stats()), "regions": float(len(self._regions or ()))}
 
     def state(self) -> dict[str, torch.Tensor]:
         """The buffers the model keeps between calls and writes in place (a counter, a cache
@@ -234,14 +264,49 @@ def compile(
                         "(or call opara.compile_graph_set)")
     load_library()
     inputs = _tensor_list(example_inputs, "example input")
+    options = dict(options)
+    kernels = _kernels_option(options, "opara.compile")
     text = _options_text(options)
-    if _is_path(model, "opara.compile"):
+    is_path = _is_path(model, "opara.compile")
+    if kernels == "inductor":
+        with_regions = _archive_with_regions(model, inputs, text, is_path)
+        if with_regions is not None:
+            archive, out_spec, regions = with_regions
+            name = str(model) if is_path else type(model).__name__
+            handle = torch.classes.opara.Model.from_archive(archive, name, inputs, text)
+            return CompiledModel(handle, name, "torch.export", out_spec, regions)
+    if is_path:
         path = str(model)
         return CompiledModel(torch.classes.opara.Model(path, inputs, text), path, "file")
     name = type(model).__name__
     archive, exported_with, out_spec = _export_module(model, inputs)
     handle = torch.classes.opara.Model.from_archive(archive, name, inputs, text)
     return CompiledModel(handle, name, exported_with, out_spec)
+
+
+def _archive_with_regions(model: Any, inputs: list[torch.Tensor], text: dict[str, str],
+                          is_path: bool) -> tuple[torch.Tensor, Any, Any] | None:
+    """kernels="inductor": a torch.export program (an nn.Module exported, or a .pt2 file) with its
+    regions compiled by Inductor, the weights frozen into them, as an archive, with its output
+    tree spec and the regions; None, with a warning, for what it cannot take (a TorchScript model, a
+    module export refuses, a program that writes state): the caller compiles ATen's kernels."""
+    name = str(model) if is_path else type(model).__name__
+    try:
+        if is_path:
+            exported = torch.export.load(str(model))
+        elif isinstance(model, torch.jit.ScriptModule):
+            raise ValueError("a TorchScript module")
+        else:
+            exported = _casts_written(torch.export.export(model, tuple(inputs), strict=False))
+    except Exception as error:  # not a .pt2, or export refuses the module
+        warnings.warn(f"opara: kernels='inductor' needs a torch.export program, and {name} is not one "
+                      f"({_first_line(error)}); compiled with ATen's kernels instead", stacklevel=3)
+        return None
+    with_regions = _with_regions(exported, inputs, text, name, freeze=True)
+    if with_regions is None:
+        return None
+    program, regions = with_regions
+    return _archive(lambda buffer: torch.export.save(program, buffer)), exported.call_spec.out_spec, regions
 
 
 def plan(
@@ -274,8 +339,8 @@ class GraphSet(_Runs):
 
     def stats(self) -> dict[str, Any]:
         """Calls, rows, padded rows, calls split in pieces, runs per bucket, the memory pool and
-        each bucket's stats (as CompiledModel.stats())."""
-        return json.loads(self._handle.stats())
+        each bucket's stats (as CompiledModel.stats()); regions: kernels="inductor"'s, all buckets."""
+        return {**json.loads(self._handle.stats()), "regions": sum(len(bucket) for bucket in self._regions or [])}
 
     def __repr__(self) -> str:
         return f"opara.GraphSet({self.source!r}, batch_sizes={self.batch_sizes}, exported_with={self.exported_with!r})"
@@ -303,10 +368,15 @@ def compile_graph_set(
     """
     load_library()
     inputs = _tensor_list(example_inputs, "example input")
+    options = dict(options)
+    kernels = _kernels_option(options, "opara.compile_graph_set")
     text = _options_text(options)
     sizes = sorted({int(size) for size in batch_sizes})
     declared = None if batched_inputs is None else [int(index) for index in batched_inputs]
     if _is_path(model, "opara.compile_graph_set"):
+        if kernels == "inductor":
+            warnings.warn(f"opara: kernels='inductor' compiles a graph set from an nn.Module (exported at each batch "
+                          f"size), not from a file; {model} is compiled with ATen's kernels", stacklevel=2)
         handle = torch.classes.opara.GraphSet([str(model)], inputs, sizes, text, declared, share_pool)
         return GraphSet(handle, str(model), "file")
     # What the library would refuse, said before exporting at a size that cannot be.
@@ -316,10 +386,17 @@ def compile_graph_set(
         batched = list(torch.ops.opara.batched_inputs(inputs, declared))
     except RuntimeError as error:  # the library's message names the input and the function
         raise ValueError(_first_line(error)) from None
-    archives, out_spec, exported_with = [], None, None
+    archives, out_spec, exported_with, regions = [], None, None, []
     for size in sizes:
-        archive, exported_with, out_spec = _export_module(model, torch.ops.opara.inputs_with_rows(inputs, batched, size))
+        sized = torch.ops.opara.inputs_with_rows(inputs, batched, size)
+        with_regions = _archive_with_regions(model, sized, text, False) if kernels == "inductor" else None
+        if with_regions is not None:
+            archive, out_spec, bucket_regions = with_regions
+            exported_with = "torch.export"
+            regions.append(bucket_regions)
+        else:
+            archive, exported_with, out_spec = _export_module(model, sized)
         archives.append(archive)
     name = type(model).__name__
     handle = torch.classes.opara.GraphSet.from_archives(archives, name, inputs, sizes, text, batched, share_pool)
-    return GraphSet(handle, name, exported_with, out_spec)
+    return GraphSet(handle, name, exported_with, out_spec, regions)

@@ -27,11 +27,12 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
-from ._compile import _archive, _casts_written, _first_line, _options_text
+from ._compile import _archive, _casts_written, _first_line, _kernels_option, _options_text, _with_regions
 from ._library import load_library
 
 # What the backend did since the process started (or since counters.clear()): graphs Dynamo
-# handed over, opara compiles (one per graph and shape), graphs that run eagerly instead.
+# handed over, opara compiles (one per graph and shape), graphs that run eagerly instead, and
+# (kernels="inductor") the regions Inductor compiled.
 counters: collections.Counter[str] = collections.Counter()
 
 # The values of "fallback", the one key the backend reads itself (every other is an opara.compile
@@ -43,13 +44,15 @@ class OparaBackendError(RuntimeError):
     """A graph opara could not compile, with options={"fallback": "error"}."""
 
 
-def _checked_options(options: Any) -> tuple[dict[str, str], str]:
-    """The options as opara's option text, and the fallback; bad ones raise naming the option."""
+def _checked_options(options: Any) -> tuple[dict[str, str], str, str]:
+    """The options as opara's option text, the fallback and the kernels; bad ones raise naming the
+    option."""
     if options is None:
         options = {}
     if not isinstance(options, dict):
         raise TypeError(f"torch.compile(backend='opara') options must be a dict, not {type(options).__name__}")
     options = dict(options)
+    kernels = _kernels_option(options, "torch.compile(backend='opara')")
     fallback = options.pop("fallback", "eager")
     if fallback not in _FALLBACKS:
         raise ValueError(f"torch.compile(backend='opara') option fallback={fallback!r}: expected 'eager' or 'error'")
@@ -62,7 +65,7 @@ def _checked_options(options: Any) -> tuple[dict[str, str], str]:
         torch.ops.opara.check_options(text)
     except RuntimeError as error:
         raise ValueError(f"torch.compile(backend='opara'): {_first_line(error)}") from None
-    return text, fallback
+    return text, fallback, kernels
 
 
 class _Specialized(torch.nn.Module):
@@ -112,9 +115,11 @@ class _Compiled:
     """One shape's compiled graph: the extension's handle, how to rebuild the outputs, and the
     static inputs it reads where they are."""
 
-    def __init__(self, handle: Any, graph: _Specialized, tensors: list[torch.Tensor], weights: list[int]):
+    def __init__(self, handle: Any, graph: _Specialized, tensors: list[torch.Tensor], weights: list[int],
+                 regions: Any = None):
         self.handle = handle
         self.graph = graph
+        self.regions = regions  # kernels="inductor": what the handle's opara::region nodes call
         # Where each input read in place had its memory: a weight (`weights`, Dynamo's static
         # inputs) may be given new memory (`param.data = ...`, module.to(...)), and then it is
         # another input; a KV cache the graph writes (the handle's other static inputs, on CUDA)
@@ -142,10 +147,11 @@ class OparaGraph:
     call (the graph's example shape at once) and runs the compiled graph."""
 
     def __init__(self, graph: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, str],
-                 fallback: str):
+                 fallback: str, kernels: str = "aten"):
         self.graph_module = graph
         self.options = options
         self.fallback = fallback
+        self.kernels = kernels
         self.name = f"torch.compile graph {graph.meta.get('dynamo_compile_id', '')}".rstrip()
         self.static = [i for i, value in enumerate(example_inputs) if _is_static(value)]
         self.by_shape: dict[tuple, _Compiled | _EagerGraph] = {}
@@ -192,13 +198,22 @@ class OparaGraph:
             with torch.no_grad():
                 specialized = _Specialized(self.graph_module, args)
                 exported = _casts_written(torch.export.export(specialized, tuple(tensors), strict=False))
-            archive = _archive(lambda buffer: torch.export.save(exported, buffer))
             options = dict(self.options)
             if static_positions:
                 options["static_inputs"] = ",".join(map(str, static_positions))
             options["state_in_place"] = "true"  # a KV cache Dynamo passes in is written where it lives
+            regions = None
+            if self.kernels == "inductor":
+                # Weights are graph inputs here, read at each call (seen after load_state_dict), unless
+                # Inductor's own freezing is on.
+                from torch._inductor import config
+                with_regions = _with_regions(exported, tensors, options, self.name, freeze=config.freezing)
+                if with_regions is not None:
+                    exported, regions = with_regions
+                    counters["regions"] += len(regions)
+            archive = _archive(lambda buffer: torch.export.save(exported, buffer))
             handle = torch.classes.opara.Model.from_archive(archive, self.name, tensors, options)
-            compiled: _Compiled | _EagerGraph = _Compiled(handle, specialized, tensors, static_positions)
+            compiled: _Compiled | _EagerGraph = _Compiled(handle, specialized, tensors, static_positions, regions)
             counters["compiles"] += 1
         except Exception as error:  # export and opara fail in many ways; eager is always right
             if self.fallback == "error":
@@ -245,15 +260,17 @@ def opara_backend(graph: torch.fx.GraphModule, example_inputs: list[Any], option
     """The torch.compile backend: torch.compile(model, backend="opara", options={...}).
 
     `options` takes opara.compile's keyword options (device, streams, order, max_streams, memory,
-    outputs, intra_op_threads, ...) and "fallback": "eager" (default: a graph opara cannot take runs
-    eagerly, with a warning) or "error" (OparaBackendError instead).
+    outputs, intra_op_threads, kernels, ...) and "fallback": "eager" (default: a graph opara cannot
+    take runs eagerly, with a warning) or "error" (OparaBackendError instead). kernels="inductor"
+    compiles each region of the plan with Inductor (counters["regions"] counts them); the weights
+    stay graph inputs, read at each call, unless torch._inductor.config.freezing is on.
     """
     if unexpected:
         names = ", ".join(sorted(unexpected))
         raise TypeError(f"torch.compile(backend='opara') takes options={{...}} only, not {names} "
                         "(mode presets are Inductor's)")
-    text, fallback = _checked_options(options)
-    return OparaGraph(graph, list(example_inputs), text, fallback)
+    text, fallback, kernels = _checked_options(options)
+    return OparaGraph(graph, list(example_inputs), text, fallback, kernels)
 
 
 def register() -> None:

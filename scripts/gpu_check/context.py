@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .runner import Runner
 
-COLD_STEPS = ["tests", "headline", "compile", "llm", "serve", "profiles", "sanitizer", "pytest", "overflow", "trace",
+COLD_STEPS = ["tests", "headline", "compile", "regions", "llm", "serve", "profiles", "sanitizer", "pytest", "overflow", "trace",
               "half", "batch8", "downstream"]
 # The full path's table: these models at batch 1 and 8, every mode.
 TABLE_MODELS = ["googlenet", "inception_v3", "resnet50", "bert_base", "t5_small", "branchy"]

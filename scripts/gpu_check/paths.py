@@ -201,6 +201,8 @@ def cold(g, wanted):
         steps.headline(g, "cold headline")
     if "compile" in wanted:
         steps.compile_(g, "cold compile")
+    if "regions" in wanted:
+        steps.regions(g, "cold regions")
     if "llm" in wanted:
         steps.llm_decode(g, "cold llm")
     if "serve" in wanted:
@@ -344,6 +346,7 @@ def full(g, stage):
         # At batch 1 a profiled model's opara mode takes its demands from the profile.
         steps.runs(g, "bench", 1, ALL_MODES, "", 2, TABLE_MODELS)
         steps.compile_(g, "bench")
+        steps.regions(g, "bench")
         steps.llm_decode(g, "bench")
         steps.serve(g, "bench")
         if r.in_time("exporting the models at batch 8", "bench"):

@@ -368,11 +368,25 @@ def compile_(g, hint):
     """torch.compile (issue 23): eager, Inductor and backend="opara" on googlenet, inception_v3,
     bert_base and branchy: first-call time and median latency (bench/torch_compile_bench.py).
     Inductor compiles for a minute or more per model: this step goes after the headline."""
-    args = ["--device", g.device, "--json", g.out / "torch_compile.json"]
+    args = ["--device", g.device, "--json", g.out / "torch_compile.json", "--backends", "eager,inductor,opara"]
     if g.dry_run:
         args += ["--iters", "2", "--warmup", "1", "--models", "branchy", "--backends", "eager,opara"]
     command_step(g, "torch.compile (eager, inductor, opara)", hint, 120,
                  [g.python, g.root / "bench/torch_compile_bench.py", *args], g.out / "torch_compile.txt",
+                 LIMITS["compile"], env=g.env(OPARA_LIBRARY=g.ext), tail=10**6)
+
+
+def regions(g, hint):
+    """Streams over fused kernels (issue 33): eager, Inductor "reduce-overhead" (its CUDA graphs),
+    backend="opara" with ATen's kernels and with Inductor's compiled per region of opara's plan, on
+    googlenet and inception_v3 at batch 1, the goal's models (bench/torch_compile_bench.py; the
+    ratio to Inductor is the default mode's, run as well)."""
+    args = ["--device", g.device, "--json", g.out / "torch_compile_regions.json", "--models", "googlenet",
+            "inception_v3", "--backends", "eager,inductor,inductor-ro,opara,opara-inductor"]
+    if g.dry_run:
+        args = ["--device", g.device, "--iters", "2", "--warmup", "1", "--models", "branchy", "--backends", "eager"]
+    command_step(g, "regions (eager, inductor, reduce-overhead, opara, opara-inductor)", hint, 120,
+                 [g.python, g.root / "bench/torch_compile_bench.py", *args], g.out / "torch_compile_regions.txt",
                  LIMITS["compile"], env=g.env(OPARA_LIBRARY=g.ext), tail=10**6)
 
 

@@ -264,6 +264,7 @@ def test_a_call_that_wants_gradients_runs_eagerly_and_one_without_runs_opara():
     ({"no_such_option": 1}, ValueError, "no_such_option"),
     ({"fallback": "maybe"}, ValueError, "fallback"),
     ({"static_inputs": [0]}, ValueError, "static_inputs"),
+    ({"kernels": "fused"}, ValueError, "option kernels='fused': expected 'aten'"),
 ])
 def test_bad_options_raise_naming_the_option(options, error, match):
     compiled = torch.compile(Loop().eval(), backend="opara", options=options)

@@ -18,7 +18,7 @@ from conftest import ROOT, model_file
 STATS_KEYS = {"streams", "events", "captured_nodes", "graph_nodes", "segments", "host_nodes", "compile_ms",
               "plan_us", "capture_ms", "pool_bytes", "peak_bytes", "runs", "eager_fallbacks", "cpu_nodes",
               "bytes_to_host", "bytes_to_device", "host_ms", "predicted_none_us", "predicted_us",
-              "intra_op_threads", "tuning_ms", "keep_alive", "pool_bytes_record_stream", "pool_bytes_keep_alive"}
+              "intra_op_threads", "tuning_ms", "keep_alive", "pool_bytes_record_stream", "pool_bytes_keep_alive", "regions"}
 
 
 def cpu_options():

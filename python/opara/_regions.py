@@ -1,0 +1,303 @@
+"""kernels="inductor": opara plans the streams, Inductor compiles the kernels.
+
+opara plans streams over a program's ATen graph and groups each stream's nodes into regions: runs
+of one stream's nodes with cross-stream dependencies only at their edges, the small ones merged
+into a neighbour (Plan::region_of, csrc/schedule/regions.h). Each region becomes an FX subgraph
+that Inductor compiles (compile_fx: its fused kernels; its own CUDA graphs stay off, since opara
+captures the whole), and one node of the program opara then compiles: a call of the op
+opara::region(key, inputs), whose kernel runs the compiled region. Views, size queries and nodes
+Inductor cannot take stay ATen nodes between the regions.
+
+On the CPU every run calls the regions through Python, so they are compiled with Inductor's C++
+wrapper, which releases the GIL while a region runs: regions on two streams then run at once (the
+Python wrapper holds it through each fused kernel, and two streams were no faster than one). On a
+GPU the regions run only while opara warms up and captures; replays are one CUDA graph.
+docs/architecture.md ("Regions compiled by Inductor") has the measurements behind these choices.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import operator
+import warnings
+from typing import Any, Callable
+
+import torch
+import torch.fx as fx
+
+# The compiled regions by key, and their outputs' (shape, stride, dtype): what the op's kernel
+# runs and what its fake kernel (torch.export's tracing) makes. A CompiledRegions removes its own.
+_REGIONS: dict[int, tuple[Callable[..., list[torch.Tensor]], list[tuple[Any, Any, torch.dtype]], torch.device]] = {}
+_KEYS = itertools.count()
+
+_LIBRARY = torch.library.Library("opara", "FRAGMENT")
+_LIBRARY.define("region(int key, Tensor[] inputs) -> Tensor[]")
+
+
+def _run_region(key: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    return list(_REGIONS[key][0](*inputs))
+
+
+def _fake_region(key: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    _, outputs, device = _REGIONS[key]
+    return [torch.empty_strided(shape, stride, dtype=dtype, device=device) for shape, stride, dtype in outputs]
+
+
+_LIBRARY.impl("region", _run_region, "CompositeExplicitAutograd")
+torch.library.register_fake("opara::region", _fake_region, lib=_LIBRARY)
+
+
+class RegionsUnsupported(ValueError):
+    """A program kernels="inductor" cannot take (it writes state in place, say): compile it with
+    kernels="aten"."""
+
+
+class CompiledRegions:
+    """The regions of one compiled program, registered while this object lives (the compiled model
+    holds it)."""
+
+    def __init__(self) -> None:
+        self.keys: list[int] = []
+        self.skipped: list[str] = []  # why regions Inductor could not take stayed ATen nodes
+
+    def add(self, run: Callable[..., list[torch.Tensor]], outputs: list[torch.Tensor], device: torch.device) -> int:
+        key = next(_KEYS)
+        _REGIONS[key] = (run, [(tuple(o.shape), o.stride(), o.dtype) for o in outputs], device)
+        self.keys.append(key)
+        return key
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __del__(self) -> None:
+        for key in self.keys:
+            _REGIONS.pop(key, None)
+
+
+def _constants(exported: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
+    """The program's parameters, buffers and lifted constants, by the name of their placeholder."""
+    signature = exported.graph_signature
+    found = {}
+    for name, target in {**signature.inputs_to_parameters, **signature.inputs_to_buffers,
+                         **signature.inputs_to_lifted_tensor_constants}.items():
+        found[name] = exported.state_dict[target] if target in exported.state_dict else exported.constants[target]
+    return found
+
+
+def _values(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor],
+            constants: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """Every node's value on the example inputs, by node name: the regions' example inputs."""
+    values: dict[str, Any] = {}
+
+    class Recorder(fx.Interpreter):
+        def run_node(self, node: fx.Node) -> Any:
+            values[node.name] = super().run_node(node)
+            return values[node.name]
+
+    given = iter(inputs)
+    arguments = [constants[n.name] if n.name in constants else next(given)
+                 for n in exported.graph_module.graph.nodes if n.op == "placeholder"]
+    with torch.no_grad():
+        Recorder(exported.graph_module).run(*arguments)
+    return values
+
+
+def _parts(exported: torch.export.ExportedProgram, plan: dict[str, Any]) -> list[set[str]]:
+    """The FX nodes of each region of `plan`, by name: a plan node's outputs are named as the FX
+    nodes that produce them (a multi-output node's by its getitem users). A region with a node the
+    program does not have at its top level (a body opara inlined) is left out: its nodes stay ATen."""
+    nodes = {node.name: node for node in exported.graph_module.graph.nodes}
+    parts: list[set[str]] = [set() for _ in range(plan.get("regions", 0))]
+    unmapped = set()
+    for node, region in enumerate(plan.get("region_of", [])):
+        if region < 0:
+            continue
+        for name in plan["outputs"][node]:
+            fx_node = nodes.get(name)
+            if fx_node is None or fx_node.op != "call_function":
+                unmapped.add(region)
+                continue
+            if fx_node.target is operator.getitem:
+                fx_node = fx_node.args[0]
+            parts[region].add(fx_node.name)
+            # A multi-output node goes with its getitems: Inductor compiles them together.
+            parts[region].update(user.name for user in fx_node.users if user.target is operator.getitem)
+    # A size computed from the data (nonzero's) is not known when the region is compiled: such
+    # nodes stay ATen, with the rest of their region.
+    symbolic = {region for region, part in enumerate(parts) if any(_has_symbolic_size(nodes[name]) for name in part)}
+    return [part for region, part in enumerate(parts) if part and region not in unmapped | symbolic]
+
+
+def _has_symbolic_size(node: fx.Node) -> bool:
+    values = node.meta.get("val")
+    values = values if isinstance(values, (list, tuple)) else [values]
+    return any(isinstance(value, torch.Tensor) and any(isinstance(size, torch.SymInt) for size in value.shape)
+               for value in values)
+
+
+class _Region:
+    """One part of the program as an FX GraphModule: placeholders for the values made outside it
+    (`inputs`), its frozen constants as attributes, and the values used outside it as outputs."""
+
+    def __init__(self, graph: fx.Graph, part: set[str], constants: dict[str, torch.Tensor], freeze: bool):
+        sub = fx.Graph()
+        holder = torch.nn.Module()
+        copied: dict[fx.Node, fx.Node] = {}
+        self.part = part
+        self.inputs: list[str] = []
+
+        def outer(value: fx.Node) -> fx.Node:
+            if value not in copied:
+                if freeze and value.op == "placeholder" and value.name in constants:
+                    holder.register_buffer(value.name, constants[value.name])
+                    copied[value] = sub.get_attr(value.name)
+                else:
+                    copied[value] = sub.placeholder(value.name)
+                    copied[value].meta = dict(value.meta)
+                    self.inputs.append(value.name)
+            return copied[value]
+
+        members = [node for node in graph.nodes if node.name in part]  # graph order is topological
+        for node in members:
+            for value in node.all_input_nodes:
+                if value.name not in part:
+                    outer(value)
+            copied[node] = sub.node_copy(node, lambda value: copied[value])
+        produced = [node for node in members if any(user.name not in part for user in node.users)]
+        self.outputs = [node.name for node in produced]
+        sub.output(tuple(copied[node] for node in produced))
+        self.module = fx.GraphModule(holder, sub)
+
+
+def _without_aliases(run: Callable[..., Any], examples: list[torch.Tensor]) -> Callable[..., list[torch.Tensor]]:
+    """`run` with the outputs that share memory with an input or an earlier output cloned: opara
+    takes an op's results as new tensors (the schema says nothing aliases). Which ones is decided on
+    the examples; Inductor's buffer reuse is fixed at compile time."""
+    outputs = list(run(*examples))
+    seen = {tensor.untyped_storage().data_ptr() for tensor in examples}
+    clone = []
+    for index, tensor in enumerate(outputs):
+        address = tensor.untyped_storage().data_ptr()
+        if address in seen:
+            clone.append(index)
+        seen.add(address)
+    if not clone:
+        return lambda *inputs: list(run(*inputs))
+
+    def cloned(*inputs: torch.Tensor) -> list[torch.Tensor]:
+        results = list(run(*inputs))
+        for index in clone:
+            results[index] = results[index].clone()
+        return results
+
+    return cloned
+
+
+def _compile_region(region: _Region, values: dict[str, Any], device: torch.device) -> Callable[..., list[torch.Tensor]]:
+    from torch._inductor import config
+    from torch._inductor.compile_fx import compile_fx
+
+    examples = [values[name] for name in region.inputs]
+    # CPU: the C++ wrapper releases the GIL while the region runs (regions on two streams at once).
+    # Freezing folds the constants the region holds as attributes (prepacked convolution weights).
+    with torch.no_grad(), config.patch(cpp_wrapper=device.type == "cpu", freezing=True):
+        compiled = compile_fx(region.module, examples)
+    return _without_aliases(compiled, examples)
+
+
+def _outer_module(exported: torch.export.ExportedProgram, regions: list[_Region], keys: list[int],
+                  constants: dict[str, torch.Tensor]) -> fx.GraphModule:
+    """The program with each region one call of opara::region(key, inputs) and a getitem per output,
+    the other nodes as they are, and its constants as attributes; its placeholders are the user
+    inputs. Items (regions, other nodes) go in a topological order of the graph with each region
+    contracted, which the plan's regions make a DAG."""
+    graph = exported.graph_module.graph
+    region_of = {name: index for index, region in enumerate(regions) for name in region.part}
+    nodes = list(graph.nodes)
+    item_of = {node.name: ("region", region_of[node.name]) if node.name in region_of else ("node", node.name)
+               for node in nodes}
+    waits_for: dict[tuple[str, Any], set[tuple[str, Any]]] = {}
+    for node in nodes:
+        item = item_of[node.name]
+        waits_for.setdefault(item, set()).update(
+            item_of[value.name] for value in node.all_input_nodes if item_of[value.name] != item)
+    pending = list(dict.fromkeys(item_of[node.name] for node in nodes))
+    order, done = [], set()
+    while pending:
+        ready = next((item for item in pending if waits_for[item] <= done), None)
+        if ready is None:
+            raise AssertionError("opara bug: the regions of the plan depend on each other in a ring")
+        pending.remove(ready)
+        order.append(ready)
+        done.add(ready)
+
+    by_name = {node.name: node for node in nodes}
+    holder = torch.nn.Module()
+    out = fx.Graph()
+    copied: dict[str, fx.Node] = {}
+
+    def value(name: str) -> fx.Node:
+        # A constant becomes an attribute at its first use outside the regions: one only frozen
+        # regions read is not carried by the program.
+        if name not in copied and name in constants:
+            holder.register_buffer(name, constants[name])
+            copied[name] = out.get_attr(name)
+        return copied[name]
+
+    for kind, what in order:
+        if kind == "region":
+            region = regions[what]
+            call = out.call_function(torch.ops.opara.region.default, (keys[what], [value(n) for n in region.inputs]))
+            for index, name in enumerate(region.outputs):
+                copied[name] = out.call_function(operator.getitem, (call, index))
+            continue
+        node = by_name[what]
+        if node.op == "placeholder" and node.name in constants:
+            continue
+        if node.op == "output":
+            out.output(fx.map_arg(node.args[0], lambda input_node: value(input_node.name)))
+        else:
+            copied[node.name] = out.node_copy(node, lambda input_node: value(input_node.name))
+    return fx.GraphModule(holder, out)
+
+
+def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], options: dict[str, str],
+                    name: str, freeze: bool) -> tuple[torch.export.ExportedProgram, CompiledRegions]:
+    """`exported` with its regions compiled by Inductor, as a program of opara::region calls, and
+    the regions (which must live as long as the program runs). `options` are the compile's (the
+    plan is made as compile() will make it, with regions); `freeze`: constants are folded into the
+    regions (weights read once), else they are region inputs (read at each call)."""
+    from ._compile import _archive, _first_line
+
+    exported = exported.run_decompositions({})  # functional: a region never writes what it reads
+    signature = exported.graph_signature
+    if signature.buffers_to_mutate or signature.user_inputs_to_mutate:
+        written = sorted({*signature.buffers_to_mutate.values(), *signature.user_inputs_to_mutate.values()})
+        raise RegionsUnsupported(
+            f"{name} writes {', '.join(written)} in place; kernels='inductor' does not compile programs that "
+            "write state yet: use kernels='aten'")
+    archive = _archive(lambda buffer: torch.export.save(exported, buffer))
+    plan = json.loads(torch.ops.opara.plan_archive(archive, name, inputs, {**options, "regions": "true"}))
+    constants = _constants(exported)
+    values = _values(exported, inputs, constants)
+    device = inputs[0].device if inputs else torch.device("cpu")
+    compiled = CompiledRegions()
+    regions: list[_Region] = []
+    keys: list[int] = []
+    for part in _parts(exported, plan):
+        region = _Region(exported.graph_module.graph, part, constants, freeze)
+        try:
+            run = _compile_region(region, values, device)
+        except Exception as error:  # Inductor refuses some graphs; their nodes stay ATen
+            compiled.skipped.append(f"{sorted(part)[0]}...: {_first_line(error)}")
+            continue
+        regions.append(region)
+        keys.append(compiled.add(run, [values[name] for name in region.outputs], device))
+    if compiled.skipped:
+        warnings.warn(f"opara: {len(compiled.skipped)} regions of {name} stay ATen nodes (Inductor could not "
+                      f"compile them): {compiled.skipped[0]}", stacklevel=3)
+    outer = _outer_module(exported, regions, keys, constants)
+    with torch.no_grad():
+        program = torch.export.export(outer, tuple(inputs), strict=False)
+    return program, compiled

@@ -1,0 +1,126 @@
+"""kernels="inductor": opara plans the streams, Inductor compiles each region of the plan. Both
+entry points give eager's outputs within Inductor's tolerance (and torch.compile's own), run the
+regions as opara nodes, count them, and refuse or fall back clearly where they cannot take a model.
+Small models only: each region is an Inductor compile (seconds each on two cores)."""
+
+import gc
+
+import pytest
+import torch
+
+import opara
+from conftest import model_file
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+class ThreeBranches(torch.nn.Module):
+    """Three convolution branches of one input, joined; a second output reads one branch."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.b = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.c = torch.nn.Conv2d(8, 16, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.a(x)) * 2
+        z = torch.sigmoid(self.b(x)) + 1
+        w = torch.tanh(self.c(x))
+        return y + z + w, y.sum()
+
+
+class Counter(torch.nn.Module):
+    """Writes a buffer in place: state, which regions do not take yet."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(1))
+
+    def forward(self, x):
+        self.count.add_(1)
+        return x * self.count
+
+
+def close_to(actual, expected):
+    # Inductor reorders float arithmetic: its own tolerance for float32.
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def model_and_input():
+    torch.manual_seed(0)
+    return ThreeBranches().eval(), torch.randn(1, 8, 32, 32)
+
+
+def test_opara_compile_runs_each_region_compiled_by_inductor(library, model_and_input):
+    model, x = model_and_input
+    with torch.no_grad():
+        expected = model(x)
+        inductor = torch.compile(model)(x)
+    compiled = opara.compile(model, [x], kernels="inductor", device="cpu", cpu_tuning_ms=0)
+    kinds = compiled.plan()["kinds"]
+    assert kinds.count("opara::region") == compiled.stats()["regions"] > 1, kinds
+    assert compiled.stats()["streams"] > 1, "the regions of the three branches run side by side"
+    for _ in range(2):
+        actual = compiled(x)
+        close_to(actual, expected)
+        close_to(actual, inductor)
+    # The weights are frozen into the regions, and the regions live as long as the model.
+    del compiled
+    gc.collect()
+    from opara import _regions
+
+    assert not _regions._REGIONS, "a dropped model left its regions registered"
+
+
+def test_the_backend_compiles_regions_and_reads_weights_at_each_call(library, model_and_input, fresh_dynamo):
+    model, x = model_and_input
+    options = {"kernels": "inductor", "device": "cpu", "cpu_tuning_ms": 0, "fallback": "error"}
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="opara", options=options)
+        close_to(compiled(x), model(x))
+        assert opara.dynamo_counters["regions"] > 1 and opara.dynamo_counters["compiles"] == 1
+        saved = model.a.weight.clone()
+        model.a.weight.mul_(2)  # not frozen: Dynamo passes the weights in, the regions read them
+        try:
+            close_to(compiled(x), model(x))
+        finally:
+            model.a.weight.copy_(saved)
+    assert opara.dynamo_counters["fallbacks"] == 0
+
+
+def test_a_program_that_writes_state_is_compiled_with_atens_kernels_and_says_so(library):
+    x = torch.ones(3)
+    with pytest.warns(UserWarning, match=r"writes count in place; kernels='inductor' does not compile programs that "
+                                         r"write state yet: use kernels='aten'.*ATen's kernels instead"):
+        compiled = opara.compile(Counter(), [x], kernels="inductor", device="cpu", cpu_tuning_ms=0)
+    assert compiled.stats()["regions"] == 0
+    assert torch.equal(compiled(x), torch.full((3,), 1.0)) and torch.equal(compiled(x), torch.full((3,), 2.0))
+
+
+def test_a_torchscript_file_is_compiled_with_atens_kernels_and_says_so(library):
+    path = model_file("branchy", "pt")
+    with pytest.warns(UserWarning, match="kernels='inductor' needs a torch.export program"):
+        compiled = opara.compile(path, [torch.randn(1, 3, 32, 32)], kernels="inductor", device="cpu",
+                                 cpu_tuning_ms=0)
+    assert compiled.stats()["regions"] == 0
+
+
+def test_a_bad_kernels_value_is_named(library):
+    # The backend's: tests/python/test_dynamo_backend.py, test_bad_options_raise_naming_the_option.
+    with pytest.raises(ValueError, match="opara.compile option kernels='triton': expected 'aten'"):
+        opara.compile(ThreeBranches(), [torch.randn(1, 8, 8, 8)], kernels="triton")
+
+
+def test_a_graph_set_compiles_the_regions_of_each_bucket(library):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).eval()
+    x = torch.randn(2, 16)
+    graph_set = opara.compile_graph_set(model, [x], [1, 4], kernels="inductor", device="cpu", cpu_tuning_ms=0)
+    assert graph_set.stats()["regions"] >= 2, "each bucket is a program of its own, with its own regions"
+    for rows in (1, 3, 4):
+        call = torch.randn(rows, 16)
+        with torch.no_grad():
+            close_to([graph_set(call)], [model(call)])
