@@ -103,30 +103,38 @@ def _values(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor],
     return values
 
 
-def _parts(exported: torch.export.ExportedProgram, plan: dict[str, Any]) -> list[set[str]]:
-    """The FX nodes of each region of `plan`, by name: a plan node's outputs are named as the FX
-    nodes that produce them (a multi-output node's by its getitem users). A region with a node the
-    program does not have at its top level (a body opara inlined) is left out: its nodes stay ATen."""
-    nodes = {node.name: node for node in exported.graph_module.graph.nodes}
-    parts: list[set[str]] = [set() for _ in range(plan.get("regions", 0))]
-    unmapped = set()
-    for node, region in enumerate(plan.get("region_of", [])):
-        if region < 0:
-            continue
-        for name in plan["outputs"][node]:
-            fx_node = nodes.get(name)
-            if fx_node is None or fx_node.op != "call_function":
-                unmapped.add(region)
+class _Parts:
+    """The FX nodes of each region of a plan, by name, and the kernel-free nodes (views, size
+    queries) each region recomputes. A plan node's outputs are named as the FX nodes that produce
+    them (a multi-output node's by its getitem users, which go with it: Inductor compiles them
+    together). A region with a node the program does not have at its top level (a body opara
+    inlined), or with a size computed from the data (nonzero's, unknown when the region compiles),
+    is left out: its nodes stay ATen."""
+
+    def __init__(self, exported: torch.export.ExportedProgram, plan: dict[str, Any]):
+        nodes = {node.name: node for node in exported.graph_module.graph.nodes}
+        parts: list[set[str]] = [set() for _ in range(plan.get("regions", 0))]
+        left_out = set()
+        # Kernel-free in the plan: recomputed in every region that reads it (regions.h), since a
+        # view between two nodes of one region would otherwise leave and re-enter it.
+        self.kernel_free: set[str] = set()
+        for node, region in enumerate(plan.get("region_of", [])):
+            names = plan["outputs"][node]
+            if region < 0:
+                self.kernel_free.update(name for name in names if name in nodes and nodes[name].op == "call_function")
                 continue
-            if fx_node.target is operator.getitem:
-                fx_node = fx_node.args[0]
+            # The serializer names an output nothing reads "<node>_unused_<i>": one found name is enough.
+            found = [nodes[name] for name in names if name in nodes and nodes[name].op == "call_function"]
+            if not found:
+                left_out.add(region)
+                continue
+            fx_node = found[0].args[0] if found[0].target is operator.getitem else found[0]
             parts[region].add(fx_node.name)
-            # A multi-output node goes with its getitems: Inductor compiles them together.
             parts[region].update(user.name for user in fx_node.users if user.target is operator.getitem)
-    # A size computed from the data (nonzero's) is not known when the region is compiled: such
-    # nodes stay ATen, with the rest of their region.
-    symbolic = {region for region, part in enumerate(parts) if any(_has_symbolic_size(nodes[name]) for name in part)}
-    return [part for region, part in enumerate(parts) if part and region not in unmapped | symbolic]
+        left_out |= {region for region, part in enumerate(parts) if any(_has_symbolic_size(nodes[n]) for n in part)}
+        self.parts = [part for region, part in enumerate(parts) if part and region not in left_out]
+        in_parts = set().union(*self.parts) if self.parts else set()
+        self.kernel_free -= in_parts
 
 
 def _has_symbolic_size(node: fx.Node) -> bool:
@@ -137,37 +145,75 @@ def _has_symbolic_size(node: fx.Node) -> bool:
 
 
 class _Region:
-    """One part of the program as an FX GraphModule: placeholders for the values made outside it
-    (`inputs`), its frozen constants as attributes, and the values used outside it as outputs."""
+    """One part of the program: its own nodes (`part`), the kernel-free nodes it reads recomputed
+    inside it, and the values it reads from outside (`inputs`: placeholders of its module, or its
+    frozen constants). Once the caller knows which of its values others read (`outputs`),
+    `module()` is it as an FX GraphModule."""
 
-    def __init__(self, graph: fx.Graph, part: set[str], constants: dict[str, torch.Tensor], freeze: bool):
+    def __init__(self, graph: fx.Graph, part: set[str], kernel_free: set[str], constants: dict[str, torch.Tensor],
+                 freeze: bool):
+        self.part = part
+        self.outputs: list[str] = []
+        recomputed: set[str] = set()
+        frontier = [node for node in graph.nodes if node.name in part]
+        while frontier:
+            for value in frontier.pop().all_input_nodes:
+                if value.name in kernel_free and value.name not in recomputed:
+                    recomputed.add(value.name)
+                    frontier.append(value)
+        self.inside = part | recomputed
+        self.members = [node for node in graph.nodes if node.name in self.inside]  # graph order: topological
+        self.frozen = {name for name in constants if freeze}
+        self.inputs = list(dict.fromkeys(value.name for node in self.members for value in node.all_input_nodes
+                                         if value.name not in self.inside and value.name not in self.frozen))
+        self._constants = constants
+
+    def module(self) -> fx.GraphModule:
         sub = fx.Graph()
         holder = torch.nn.Module()
-        copied: dict[fx.Node, fx.Node] = {}
-        self.part = part
-        self.inputs: list[str] = []
-
-        def outer(value: fx.Node) -> fx.Node:
-            if value not in copied:
-                if freeze and value.op == "placeholder" and value.name in constants:
-                    holder.register_buffer(value.name, constants[value.name])
-                    copied[value] = sub.get_attr(value.name)
-                else:
-                    copied[value] = sub.placeholder(value.name)
-                    copied[value].meta = dict(value.meta)
-                    self.inputs.append(value.name)
-            return copied[value]
-
-        members = [node for node in graph.nodes if node.name in part]  # graph order is topological
-        for node in members:
+        copied: dict[str, fx.Node] = {}
+        by_name = {value.name: value for node in self.members for value in node.all_input_nodes}
+        for name in self.inputs:
+            copied[name] = sub.placeholder(name)
+            copied[name].meta = dict(by_name[name].meta)
+        for node in self.members:
             for value in node.all_input_nodes:
-                if value.name not in part:
-                    outer(value)
-            copied[node] = sub.node_copy(node, lambda value: copied[value])
-        produced = [node for node in members if any(user.name not in part for user in node.users)]
-        self.outputs = [node.name for node in produced]
-        sub.output(tuple(copied[node] for node in produced))
-        self.module = fx.GraphModule(holder, sub)
+                if value.name in self.frozen and value.name not in copied:
+                    holder.register_buffer(value.name, self._constants[value.name])
+                    copied[value.name] = sub.get_attr(value.name)
+            copied[node.name] = sub.node_copy(node, lambda value: copied[value.name])
+        sub.output(tuple(copied[name] for name in self.outputs))
+        return fx.GraphModule(holder, sub)
+
+
+def _kept_outside(graph: fx.Graph, regions: list[_Region]) -> set[str]:
+    """The nodes outside the regions that the program still runs: those the output, a region or
+    another kept node reads (a kernel-free node that only regions read is recomputed in them)."""
+    in_regions = {name for region in regions for name in region.part}
+    by_name = {node.name: node for node in graph.nodes}
+    output = next(node for node in graph.nodes if node.op == "output")
+    kept: set[str] = set()
+    pending = [value.name for value in output.all_input_nodes] + [name for r in regions for name in r.inputs]
+    while pending:
+        name = pending.pop()
+        if name in in_regions or name in kept:
+            continue
+        kept.add(name)
+        pending.extend(value.name for value in by_name[name].all_input_nodes)
+    return kept
+
+
+def _set_outputs(graph: fx.Graph, regions: list[_Region]) -> None:
+    """Each region's outputs: its own nodes' values that the program's output, another region or a
+    node kept outside the regions reads. Leaving a region out later adds no output to the others:
+    its nodes read what it read."""
+    by_name = {node.name: node for node in graph.nodes}
+    read = {name for region in regions for name in region.inputs}
+    for name in _kept_outside(graph, regions):
+        read.update(value.name for value in by_name[name].all_input_nodes)
+    read.update(value.name for value in next(n for n in graph.nodes if n.op == "output").all_input_nodes)
+    for region in regions:
+        region.outputs = [node.name for node in region.members if node.name in region.part and node.name in read]
 
 
 def _without_aliases(run: Callable[..., Any], examples: list[torch.Tensor]) -> Callable[..., list[torch.Tensor]]:
@@ -202,32 +248,36 @@ def _compile_region(region: _Region, values: dict[str, Any], device: torch.devic
     # CPU: the C++ wrapper releases the GIL while the region runs (regions on two streams at once).
     # Freezing folds the constants the region holds as attributes (prepacked convolution weights).
     with torch.no_grad(), config.patch(cpp_wrapper=device.type == "cpu", freezing=True):
-        compiled = compile_fx(region.module, examples)
+        compiled = compile_fx(region.module(), examples)
     return _without_aliases(compiled, examples)
 
 
 def _outer_module(exported: torch.export.ExportedProgram, regions: list[_Region], keys: list[int],
-                  constants: dict[str, torch.Tensor]) -> fx.GraphModule:
+                  constants: dict[str, torch.Tensor], name: str) -> fx.GraphModule:
     """The program with each region one call of opara::region(key, inputs) and a getitem per output,
-    the other nodes as they are, and its constants as attributes; its placeholders are the user
-    inputs. Items (regions, other nodes) go in a topological order of the graph with each region
-    contracted, which the plan's regions make a DAG."""
+    the nodes kept outside the regions as they are, and its constants as attributes; its
+    placeholders are the user inputs. Items (regions, other nodes) go in a topological order of the
+    graph with each region contracted, which the plan's regions make a DAG."""
     graph = exported.graph_module.graph
     region_of = {name: index for index, region in enumerate(regions) for name in region.part}
-    nodes = list(graph.nodes)
+    kept = _kept_outside(graph, regions)
+    nodes = [node for node in graph.nodes
+             if node.name in region_of or node.name in kept or node.op in ("placeholder", "output")]
     item_of = {node.name: ("region", region_of[node.name]) if node.name in region_of else ("node", node.name)
                for node in nodes}
     waits_for: dict[tuple[str, Any], set[tuple[str, Any]]] = {}
     for node in nodes:
-        item = item_of[node.name]
-        waits_for.setdefault(item, set()).update(
-            item_of[value.name] for value in node.all_input_nodes if item_of[value.name] != item)
+        if node.name not in region_of:
+            waits_for[item_of[node.name]] = {item_of[value.name] for value in node.all_input_nodes}
+    for index, region in enumerate(regions):
+        waits_for[("region", index)] = {item_of[name] for name in region.inputs}
     pending = list(dict.fromkeys(item_of[node.name] for node in nodes))
     order, done = [], set()
     while pending:
         ready = next((item for item in pending if waits_for[item] <= done), None)
         if ready is None:
-            raise AssertionError("opara bug: the regions of the plan depend on each other in a ring")
+            raise RegionsUnsupported(f"the regions of {name} read each other through nodes outside them, in a "
+                                     "ring; kernels='inductor' cannot order them")
         pending.remove(ready)
         order.append(ready)
         done.add(ready)
@@ -285,19 +335,22 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     compiled = CompiledRegions()
     regions: list[_Region] = []
     keys: list[int] = []
-    for part in _parts(exported, plan):
-        region = _Region(exported.graph_module.graph, part, constants, freeze)
+    parts = _Parts(exported, plan)
+    graph = exported.graph_module.graph
+    candidates = [_Region(graph, part, parts.kernel_free, constants, freeze) for part in parts.parts]
+    _set_outputs(graph, candidates)
+    for region in candidates:
         try:
             run = _compile_region(region, values, device)
         except Exception as error:  # Inductor refuses some graphs; their nodes stay ATen
-            compiled.skipped.append(f"{sorted(part)[0]}...: {_first_line(error)}")
+            compiled.skipped.append(f"the region of {sorted(region.part)[0]}: {_first_line(error)}")
             continue
         regions.append(region)
-        keys.append(compiled.add(run, [values[name] for name in region.outputs], device))
+        keys.append(compiled.add(run, [values[output] for output in region.outputs], device))
     if compiled.skipped:
         warnings.warn(f"opara: {len(compiled.skipped)} regions of {name} stay ATen nodes (Inductor could not "
                       f"compile them): {compiled.skipped[0]}", stacklevel=3)
-    outer = _outer_module(exported, regions, keys, constants)
+    outer = _outer_module(exported, regions, keys, constants, name)
     with torch.no_grad():
         program = torch.export.export(outer, tuple(inputs), strict=False)
     return program, compiled
