@@ -30,6 +30,24 @@ class ThreeBranches(torch.nn.Module):
         return y + z + w, y.sum()
 
 
+class Attention(torch.nn.Module):
+    """Three projections side by side, and views between the nodes of one region (head split,
+    transposes): the views are recomputed inside the regions that read them."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(32, 32) for _ in range(3))
+        self.out = torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        def heads(t):
+            return t.view(1, 8, 4, 8).transpose(1, 2)
+
+        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        attention = torch.softmax(q @ k.transpose(-1, -2) / 8 ** 0.5, dim=-1) @ v
+        return self.out(attention.transpose(1, 2).reshape(1, 8, 32))
+
+
 class Counter(torch.nn.Module):
     """Writes a buffer in place: state, which regions do not take yet."""
 
@@ -73,6 +91,15 @@ def test_opara_compile_runs_each_region_compiled_by_inductor(library, model_and_
     from opara import _regions
 
     assert not _regions._REGIONS, "a dropped model left its regions registered"
+
+
+def test_views_between_the_nodes_of_a_region_are_recomputed_in_it(library):
+    torch.manual_seed(0)
+    model, x = Attention().eval(), torch.randn(1, 8, 32)
+    compiled = opara.compile(model, [x], kernels="inductor", device="cpu", cpu_tuning_ms=0)
+    assert compiled.stats()["regions"] > 1
+    with torch.no_grad():
+        close_to([compiled(x)], [model(x)])
 
 
 def test_the_backend_compiles_regions_and_reads_weights_at_each_call(library, model_and_input, fresh_dynamo):
