@@ -5,8 +5,9 @@ of one stream's nodes with cross-stream dependencies only at their edges, the sm
 into a neighbour (Plan::region_of, csrc/schedule/regions.h). Each region becomes an FX subgraph
 that Inductor compiles (compile_fx: its fused kernels; its own CUDA graphs stay off, since opara
 captures the whole), and one node of the program opara then compiles: a call of the op
-opara::region(key, inputs), whose kernel runs the compiled region. Views, size queries and nodes
-Inductor cannot take stay ATen nodes between the regions.
+opara::region(key, inputs), whose kernel runs the compiled region. Views and size queries are
+recomputed in each region that reads them (and stay ATen nodes where something outside the regions
+reads them); regions Inductor cannot compile stay ATen nodes.
 
 On the CPU every run calls the regions through Python, so they are compiled with Inductor's C++
 wrapper, which releases the GIL while a region runs: regions on two streams then run at once (the
