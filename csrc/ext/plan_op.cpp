@@ -38,9 +38,8 @@ std::string plan_archive(const at::Tensor& archive, const std::string& name,
 
 TORCH_LIBRARY_FRAGMENT(opara, m) {
   m.def("plan(str path, Tensor[]? example_inputs=None, Dict(str, str)? options=None) -> str", &plan_model);
-  m.def(
-      "plan_archive(Tensor archive, str name, Tensor[]? example_inputs=None, Dict(str, str)? options=None) -> str",
-      &plan_archive);
+  m.def("plan_archive(Tensor archive, str name, Tensor[]? example_inputs=None, Dict(str, str)? options=None) -> str",
+        &plan_archive);
 }
 
 }  // namespace opara::ext
