@@ -39,7 +39,8 @@ TEST(OptionsText, EveryKeySetsItsMember) {
       {"on_uncapturable", "error"}, {"warmup_runs", "3"},       {"intra_op_threads", "3"},
       {"pin_workers", "false"},     {"split_min_us", "0"},      {"cpu_tuning_ms", "0"},
       {"overflow", "manual"},       {"alpha_us", "0"},          {"cpu_nodes", "12,aten::relu,"},
-      {"static_inputs", "0,2"},     {"state_in_place", "true"},
+      {"static_inputs", "0,2"},     {"state_in_place", "true"}, {"regions", "true"},
+      {"region_min_share", "0.25"},
   });
   ASSERT_TRUE(options.device.has_value());
   EXPECT_EQ(*options.device, c10::Device(c10::kCUDA, 1));
@@ -63,7 +64,9 @@ TEST(OptionsText, EveryKeySetsItsMember) {
   EXPECT_EQ(options.overflow.cpu_nodes, (std::vector<std::string>{"12", "aten::relu"}));
   EXPECT_EQ(options.static_inputs, (std::vector<int>{0, 2}));
   EXPECT_TRUE(options.state_in_place);
-  EXPECT_EQ(option_keys().size(), 20u) << "a key was added: test it here";
+  EXPECT_TRUE(options.plan.regions);
+  EXPECT_DOUBLE_EQ(options.plan.region_min_share, 0.25);
+  EXPECT_EQ(option_keys().size(), 22u) << "a key was added: test it here";
 }
 
 TEST(OptionsText, AnUnknownKeyListsTheKnownOnes) {
