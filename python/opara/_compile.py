@@ -273,10 +273,10 @@ def compile(
     text = _options_text(options)
     is_path = _is_path(model, "opara.compile")
     if kernels == "inductor":
-        with_regions = _archive_with_regions(model, inputs, text, is_path)
+        name = str(model) if is_path else type(model).__name__
+        with_regions = _archive_with_regions(model, name, inputs, text, is_path)
         if with_regions is not None:
             archive, out_spec, regions = with_regions
-            name = str(model) if is_path else type(model).__name__
             handle = torch.classes.opara.Model.from_archive(archive, name, inputs, text)
             return CompiledModel(handle, name, "torch.export", out_spec, regions)
     if is_path:
@@ -288,13 +288,13 @@ def compile(
     return CompiledModel(handle, name, exported_with, out_spec)
 
 
-def _archive_with_regions(model: Any, inputs: list[torch.Tensor], text: dict[str, str],
+def _archive_with_regions(model: Any, name: str, inputs: list[torch.Tensor], text: dict[str, str],
                           is_path: bool) -> tuple[torch.Tensor, Any, Any] | None:
     """kernels="inductor": a torch.export program (an nn.Module exported, or a .pt2 file) with its
     regions compiled by Inductor, the weights frozen into them, as an archive, with its output
     tree spec and the regions; None, with a warning, for what it cannot take (a TorchScript model, a
-    module export refuses, a program that writes state): the caller compiles ATen's kernels."""
-    name = str(model) if is_path else type(model).__name__
+    module export refuses, a program that writes state): the caller compiles ATen's kernels. `name`
+    stands for the model in messages."""
     try:
         if is_path:
             exported = torch.export.load(str(model))
@@ -390,10 +390,11 @@ def compile_graph_set(
         batched = list(torch.ops.opara.batched_inputs(inputs, declared))
     except RuntimeError as error:  # the library's message names the input and the function
         raise ValueError(_first_line(error)) from None
+    name = type(model).__name__
     archives, out_spec, exported_with, regions = [], None, None, []
     for size in sizes:
         sized = torch.ops.opara.inputs_with_rows(inputs, batched, size)
-        with_regions = _archive_with_regions(model, sized, text, False) if kernels == "inductor" else None
+        with_regions = _archive_with_regions(model, name, sized, text, False) if kernels == "inductor" else None
         if with_regions is not None:
             archive, out_spec, bucket_regions = with_regions
             exported_with = "torch.export"
@@ -401,6 +402,5 @@ def compile_graph_set(
         else:
             archive, exported_with, out_spec = _export_module(model, sized)
         archives.append(archive)
-    name = type(model).__name__
     handle = torch.classes.opara.GraphSet.from_archives(archives, name, inputs, sizes, text, batched, share_pool)
     return GraphSet(handle, name, exported_with, out_spec, regions)
