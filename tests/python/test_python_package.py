@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -86,7 +87,7 @@ def test_a_library_built_against_another_torch_is_refused_before_it_loads(librar
     and what to do."""
     other = tmp_path / "lib"
     other.mkdir()
-    (other / "libopara_ext.so").symlink_to(library)
+    (other / "libopara_ext.so").symlink_to(Path(library).resolve())  # OPARA_BUILD may be relative
     (other / "opara_build.json").write_text(json.dumps({"opara": "0.1.0", "torch": "9.9.0"}))
     script = "import opara\nopara.load_library()\n"
     env = {**os.environ, "OPARA_LIBRARY": str(other / "libopara_ext.so"), "PYTHONPATH": str(ROOT / "python")}
