@@ -62,6 +62,15 @@ def compile_backend(name, model):
     return torch.compile(model, backend="opara", options=options)
 
 
+def settle(runner, inputs, device, settle_ms):
+    """Untimed runs until `settle_ms` has passed: the previous backend's OpenMP threads spin for a
+    while after its last parallel region and take the cores from the next one's first runs."""
+    started = time.perf_counter()
+    while (time.perf_counter() - started) * 1000 < settle_ms:
+        runner(*inputs)
+    synchronize(device)
+
+
 def max_relative_difference(outputs, reference):
     worst = 0.0
     for actual, expected in zip(flatten(outputs), reference):
@@ -92,6 +101,7 @@ def measure_model(model, inputs, device, backends, args):
                          "max_rel_diff": max_relative_difference(outputs, reference)}
     for _ in range(args.rounds):
         for name, runner in runners.items():
+            settle(runner, inputs, device, args.settle_ms)
             samples = [timed(lambda: runner(*inputs), device)[1] for _ in range(args.iters)]
             results[name]["samples"] += samples
             results[name]["round_medians"].append(statistics.median(samples))
@@ -121,6 +131,8 @@ def main():
     parser.add_argument("--iters", type=int, default=10, help="timed runs per backend in each round (default 10)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--settle-ms", type=float, default=50,
+                        help="untimed runs before each backend's timed block in a round (default 50 ms)")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--inductor-cache", action="store_true",
                         help="let Inductor use its on-disk caches (default: off, so its first call compiles)")

@@ -49,6 +49,14 @@ _LIBRARY.impl("region", _run_region, "CompositeExplicitAutograd")
 torch.library.register_fake("opara::region", _fake_region, lib=_LIBRARY)
 
 
+# On the CPU every region merges into one unless the user sets region_min_share: there a region
+# call (the op's Python kernel from a C++ worker, then Inductor's wrapper) costs about 25 us and
+# cuts Inductor's fusion at its edges, which two cores' overlap did not pay back on any model
+# measured (docs/architecture.md, "Regions compiled by Inductor"). On a GPU the calls happen only
+# while opara captures, and the plan's regions stay.
+_CPU_REGION_MIN_SHARE = "inf"
+
+
 class RegionsUnsupported(ValueError):
     """A program kernels="inductor" cannot take (it writes state in place, say): compile it with
     kernels="aten"."""
@@ -248,7 +256,12 @@ def _compile_region(region: _Region, values: dict[str, Any], device: torch.devic
     examples = [values[name] for name in region.inputs]
     # CPU: the C++ wrapper releases the GIL while the region runs (regions on two streams at once).
     # Freezing folds the constants the region holds as attributes (prepacked convolution weights).
-    with torch.no_grad(), config.patch(cpp_wrapper=device.type == "cpu", freezing=True):
+    # cpp.dynamic_threads: the C++ kernels take the running thread's OpenMP team size, not the one
+    # at compile time, so a region follows the intra-op threads opara gives each worker. Baked in,
+    # two workers ran two full teams each on the cores, and their spinning threads slowed the whole
+    # process (Inductor itself, run after, 3x: docs/architecture.md).
+    with torch.no_grad(), config.patch({"cpp_wrapper": device.type == "cpu", "freezing": True,
+                                        "cpp.dynamic_threads": True}):
         compiled = compile_fx(region.module(), examples)
     return _without_aliases(compiled, examples)
 
@@ -328,11 +341,14 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
         raise RegionsUnsupported(
             f"{name} writes {', '.join(written)} in place; kernels='inductor' does not compile programs that "
             "write state yet: use kernels='aten'")
+    device = inputs[0].device if inputs else torch.device("cpu")
+    plan_options = {**options, "regions": "true"}
+    if device.type == "cpu":
+        plan_options.setdefault("region_min_share", _CPU_REGION_MIN_SHARE)
     archive = _archive(lambda buffer: torch.export.save(exported, buffer))
-    plan = json.loads(torch.ops.opara.plan_archive(archive, name, inputs, {**options, "regions": "true"}))
+    plan = json.loads(torch.ops.opara.plan_archive(archive, name, inputs, plan_options))
     constants = _constants(exported)
     values = _values(exported, inputs, constants)
-    device = inputs[0].device if inputs else torch.device("cpu")
     compiled = CompiledRegions()
     regions: list[_Region] = []
     keys: list[int] = []
