@@ -18,6 +18,7 @@ docs/architecture.md ("Regions compiled by Inductor") has the measurements behin
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import operator
@@ -47,6 +48,14 @@ def _fake_region(key: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
 
 _LIBRARY.impl("region", _run_region, "CompositeExplicitAutograd")
 torch.library.register_fake("opara::region", _fake_region, lib=_LIBRARY)
+_NATIVE_FAKE: list[Any] = []  # opara::native_region's fake kernel, once the extension defines the op
+
+
+def _native_region_op() -> Any:
+    """opara::native_region (csrc/ext/native_region_op.cpp), its fake kernel registered here."""
+    if not _NATIVE_FAKE:
+        _NATIVE_FAKE.append(torch.library.register_fake("opara::native_region", _fake_region, lib=_LIBRARY))
+    return torch.ops.opara.native_region.default
 
 
 # On the CPU every region merges into one unless the user sets region_min_share: there a region
@@ -68,12 +77,17 @@ class CompiledRegions:
 
     def __init__(self) -> None:
         self.keys: list[int] = []
+        self.native: set[int] = set()  # keys also registered with opara::native_region
         self.skipped: list[str] = []  # why regions Inductor could not take stayed ATen nodes
 
-    def add(self, run: Callable[..., list[torch.Tensor]], outputs: list[torch.Tensor], device: torch.device) -> int:
+    def add(self, compiled: "_CompiledRegion", device: torch.device) -> int:
         key = next(_KEYS)
-        _REGIONS[key] = (run, [(tuple(o.shape), o.stride(), o.dtype) for o in outputs], device)
+        _REGIONS[key] = (compiled.run, [(tuple(o.shape), o.stride(), o.dtype) for o in compiled.outputs], device)
         self.keys.append(key)
+        if compiled.native is not None:
+            library, constants = compiled.native
+            torch.ops.opara.register_native_region(key, library, constants, len(compiled.outputs), compiled.cloned)
+            self.native.add(key)
         return key
 
     def __len__(self) -> int:
@@ -82,6 +96,11 @@ class CompiledRegions:
     def __del__(self) -> None:
         for key in self.keys:
             _REGIONS.pop(key, None)
+        for key in self.native:
+            try:
+                torch.ops.opara.unregister_native_region(key)
+            except (AttributeError, RuntimeError):  # the interpreter is exiting: the registry goes with it
+                pass
 
 
 def _constants(exported: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
@@ -225,49 +244,134 @@ def _set_outputs(graph: fx.Graph, regions: list[_Region]) -> None:
         region.outputs = [node.name for node in region.members if node.name in region.part and node.name in read]
 
 
-def _without_aliases(run: Callable[..., Any], examples: list[torch.Tensor]) -> Callable[..., list[torch.Tensor]]:
-    """`run` with the outputs that share memory with an input or an earlier output cloned: opara
-    takes an op's results as new tensors (the schema says nothing aliases). Which ones is decided on
-    the examples; Inductor's buffer reuse is fixed at compile time."""
-    outputs = list(run(*examples))
-    seen = {tensor.untyped_storage().data_ptr() for tensor in examples}
-    clone = []
-    for index, tensor in enumerate(outputs):
-        address = tensor.untyped_storage().data_ptr()
-        if address in seen:
-            clone.append(index)
-        seen.add(address)
-    if not clone:
-        return lambda *inputs: list(run(*inputs))
+class _CompiledRegion:
+    """A region as Inductor compiled it: `run` (Python: compiled_fx's function, aliasing outputs
+    cloned), its outputs on the examples, and, for a CPU region built with the C++ wrapper whose
+    entry was found, `native` (its library and the frozen constants its entry reads after the
+    inputs) for opara::native_region, which calls it without Python."""
 
-    def cloned(*inputs: torch.Tensor) -> list[torch.Tensor]:
-        results = list(run(*inputs))
-        for index in clone:
-            results[index] = results[index].clone()
-        return results
+    def __init__(self, compiled: Callable[..., Any], examples: list[torch.Tensor], modules: list[Any]):
+        # The example run: which outputs share memory with an input or an earlier output (opara
+        # takes an op's results as new tensors; Inductor's buffer reuse is fixed at compile time),
+        # and, seen on the way, what the C++ wrapper's entry receives.
+        with _entry_inputs_recorded() as entry_inputs:
+            self.outputs = list(compiled(*examples))
+        seen = {tensor.untyped_storage().data_ptr() for tensor in examples}
+        self.cloned = []
+        for index, tensor in enumerate(self.outputs):
+            address = tensor.untyped_storage().data_ptr()
+            if address in seen:
+                self.cloned.append(index)
+            seen.add(address)
+        clone = self.cloned
 
-    return cloned
+        def run(*inputs: torch.Tensor) -> list[torch.Tensor]:
+            results = list(compiled(*inputs))
+            for index in clone:
+                results[index] = results[index].clone()
+            return results
+
+        self.run = run
+        self.native = _native_entry(modules, entry_inputs, examples)
+        if self.native is not None and not self._native_agrees(examples):
+            self.native = None
+
+    def _native_agrees(self, examples: list[torch.Tensor]) -> bool:
+        """The entry, called as opara::native_region will, gives what the Python path gave (the
+        same kernels: equal, not close); else the region keeps the Python call."""
+        key = -1 - next(_KEYS)  # a key of its own for this check, never the program's
+        library, constants = self.native
+        torch.ops.opara.register_native_region(key, library, constants, len(self.outputs), self.cloned)
+        try:
+            native = torch.ops.opara.native_region(key, examples)
+        finally:
+            torch.ops.opara.unregister_native_region(key)
+        expected = self.run(*examples)
+        return len(native) == len(expected) and all(
+            a.shape == e.shape and a.stride() == e.stride() and a.dtype == e.dtype and torch.equal(a, e)
+            for a, e in zip(native, expected))
 
 
-def _compile_region(region: _Region, values: dict[str, Any], device: torch.device) -> Callable[..., list[torch.Tensor]]:
+@contextlib.contextmanager
+def _entry_inputs_recorded() -> Any:
+    """What the C++ wrapper hands its entry while this is open: its inputs, then its constants
+    (Inductor's generated Python passes both to torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors)."""
+    aoti = torch._C._aoti
+    original = getattr(aoti, "unsafe_alloc_void_ptrs_from_tensors", None)
+    recorded: list[list[torch.Tensor]] = []
+    if original is None:
+        yield recorded
+        return
+
+    def record(tensors: list[torch.Tensor]) -> Any:
+        recorded.append(list(tensors))
+        return original(tensors)
+
+    aoti.unsafe_alloc_void_ptrs_from_tensors = record
+    try:
+        yield recorded
+    finally:
+        aoti.unsafe_alloc_void_ptrs_from_tensors = original
+
+
+def _native_entry(modules: list[Any], entry_inputs: list[list[torch.Tensor]],
+                  examples: list[torch.Tensor]) -> tuple[str, list[torch.Tensor]] | None:
+    """The C++ wrapper's library and the constants its entry reads after the inputs, when the
+    compile loaded one wrapper module that called its entry once, with the examples first."""
+    entries = [module.inductor_entry for module in modules if hasattr(module, "inductor_entry")]
+    if len(entries) != 1 or len(entry_inputs) != 1:
+        return None
+    library = getattr(getattr(entries[0], "__self__", None), "__file__", None)
+    handed = entry_inputs[0]
+    if not library or len(handed) < len(examples):
+        return None
+    same = all(isinstance(h, torch.Tensor) and h.data_ptr() == e.data_ptr() and h.shape == e.shape
+               and h.stride() == e.stride() for h, e in zip(handed, examples))
+    return (library, handed[len(examples):]) if same else None
+
+
+@contextlib.contextmanager
+def _modules_loaded(into: list[Any]) -> Any:
+    """The wrapper modules Inductor loads while this is open (a fresh compile's and a cache hit's
+    both go through PyCodeCache.load_by_key_path)."""
+    from torch._inductor.codecache import PyCodeCache
+
+    original = PyCodeCache.load_by_key_path
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        module = original(*args, **kwargs)
+        into.append(module)
+        return module
+
+    PyCodeCache.load_by_key_path = load
+    try:
+        yield into
+    finally:
+        PyCodeCache.load_by_key_path = original
+
+
+def _compile_region(region: _Region, values: dict[str, Any], device: torch.device) -> _CompiledRegion:
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
 
     examples = [values[name] for name in region.inputs]
-    # CPU: the C++ wrapper releases the GIL while the region runs (regions on two streams at once).
+    # CPU: the C++ wrapper releases the GIL while the region runs (regions on two streams at once),
+    # and its entry can be called from C++ (opara::native_region).
     # Freezing folds the constants the region holds as attributes (prepacked convolution weights).
     # cpp.dynamic_threads: the C++ kernels take the running thread's OpenMP team size, not the one
     # at compile time, so a region follows the intra-op threads opara gives each worker. Baked in,
     # two workers ran two full teams each on the cores, and their spinning threads slowed the whole
     # process (Inductor itself, run after, 3x: docs/architecture.md).
+    modules: list[Any] = []
     with torch.no_grad(), config.patch({"cpp_wrapper": device.type == "cpu", "freezing": True,
-                                        "cpp.dynamic_threads": True}):
+                                        "cpp.dynamic_threads": True}), _modules_loaded(modules):
         compiled = compile_fx(region.module(), examples)
-    return _without_aliases(compiled, examples)
+    with torch.no_grad():
+        return _CompiledRegion(compiled, examples, modules if device.type == "cpu" else [])
 
 
 def _outer_module(exported: torch.export.ExportedProgram, regions: list[_Region], keys: list[int],
-                  constants: dict[str, torch.Tensor], name: str) -> fx.GraphModule:
+                  native: set[int], constants: dict[str, torch.Tensor], name: str) -> fx.GraphModule:
     """The program with each region one call of opara::region(key, inputs) and a getitem per output,
     the nodes kept outside the regions as they are, and its constants as attributes; its
     placeholders are the user inputs. Items (regions, other nodes) go in a topological order of the
@@ -312,7 +416,8 @@ def _outer_module(exported: torch.export.ExportedProgram, regions: list[_Region]
     for kind, what in order:
         if kind == "region":
             region = regions[what]
-            call = out.call_function(torch.ops.opara.region.default, (keys[what], [value(n) for n in region.inputs]))
+            op = _native_region_op() if keys[what] in native else torch.ops.opara.region.default
+            call = out.call_function(op, (keys[what], [value(n) for n in region.inputs]))
             for index, name in enumerate(region.outputs):
                 copied[name] = out.call_function(operator.getitem, (call, index))
             continue
@@ -358,16 +463,16 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     _set_outputs(graph, candidates)
     for region in candidates:
         try:
-            run = _compile_region(region, values, device)
+            compiled_region = _compile_region(region, values, device)
         except Exception as error:  # Inductor refuses some graphs; their nodes stay ATen
             compiled.skipped.append(f"the region of {sorted(region.part)[0]}: {_first_line(error)}")
             continue
         regions.append(region)
-        keys.append(compiled.add(run, [values[output] for output in region.outputs], device))
+        keys.append(compiled.add(compiled_region, device))
     if compiled.skipped:
         warnings.warn(f"opara: {len(compiled.skipped)} regions of {name} stay ATen nodes (Inductor could not "
                       f"compile them): {compiled.skipped[0]}", stacklevel=3)
-    outer = _outer_module(exported, regions, keys, constants, name)
+    outer = _outer_module(exported, regions, keys, compiled.native, constants, name)
     with torch.no_grad():
         program = torch.export.export(outer, tuple(inputs), strict=False)
     return program, compiled
