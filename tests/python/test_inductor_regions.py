@@ -80,25 +80,51 @@ def test_opara_compile_runs_each_region_compiled_by_inductor(library, model_and_
     # The plan's regions, as on a GPU (the CPU's default is one region: the next test).
     compiled = opara.compile(model, [x], kernels="inductor", region_min_share=0.1, device="cpu", cpu_tuning_ms=0)
     kinds = compiled.plan()["kinds"]
-    assert kinds.count("opara::region") == compiled.stats()["regions"] > 1, kinds
+    # On the CPU each region is called from C++ through Inductor's C++ wrapper entry.
+    assert kinds.count("opara::native_region") == compiled.stats()["regions"] > 1, kinds
     assert compiled.stats()["streams"] > 1, "the regions of the three branches run side by side"
     for _ in range(2):
         actual = compiled(x)
         close_to(actual, expected)
         close_to(actual, inductor)
     # The weights are frozen into the regions, and the regions live as long as the model.
+    native = sorted(compiled._regions.native)
     del compiled
     gc.collect()
     from opara import _regions
 
     assert not _regions._REGIONS, "a dropped model left its regions registered"
+    with pytest.raises(RuntimeError, match=f"no native region {native[0]} is registered"):
+        torch.ops.opara.native_region(native[0], [x])
+
+
+def test_a_region_whose_entry_is_not_found_keeps_the_python_call(library, model_and_input, monkeypatch):
+    from opara import _regions
+
+    monkeypatch.setattr(_regions, "_native_entry", lambda *args: None)
+    model, x = model_and_input
+    compiled = opara.compile(model, [x], kernels="inductor", region_min_share=0.1, device="cpu", cpu_tuning_ms=0)
+    kinds = compiled.plan()["kinds"]
+    assert kinds.count("opara::region") == compiled.stats()["regions"] > 1 and "opara::native_region" not in kinds
+    with torch.no_grad():
+        close_to(compiled(x), model(x))
+
+
+def test_bad_native_region_registrations_are_named(library, tmp_path):
+    with pytest.raises(RuntimeError, match=r"cannot load the region library .*missing\.so"):
+        torch.ops.opara.register_native_region(-7, str(tmp_path / "missing.so"), [], 1, [])
+    ext = next(p for p in torch.ops.loaded_libraries if "opara_ext" in p)
+    with pytest.raises(RuntimeError, match=r"has no _Z19inductor_entry_impl.* \(Inductor's C\+\+ wrapper entry\)"):
+        torch.ops.opara.register_native_region(-7, ext, [], 1, [])
+    with pytest.raises(RuntimeError, match="output 3 to clone is not one of its 2"):
+        torch.ops.opara.register_native_region(-7, ext, [], 2, [3])
 
 
 def test_on_the_cpu_the_regions_merge_into_one_by_default(library, model_and_input):
     # A region call costs more there than two cores' overlap gave back (opara/_regions.py).
     model, x = model_and_input
     compiled = opara.compile(model, [x], kernels="inductor", device="cpu", cpu_tuning_ms=0)
-    assert compiled.plan()["kinds"].count("opara::region") == compiled.stats()["regions"] == 1
+    assert compiled.plan()["kinds"].count("opara::native_region") == compiled.stats()["regions"] == 1
     with torch.no_grad():
         close_to(compiled(x), model(x))
 
