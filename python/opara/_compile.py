@@ -223,8 +223,8 @@ def compile(
         cut at cross-stream dependencies; region_min_share (default 0.1) merges the small ones.
     kernels: "aten" (default: ATen's kernels, one per node) or "inductor": each region of the plan
         is compiled by Inductor into fused kernels (the weights frozen in) and runs as one node,
-        stats()["regions"] of them. Programs that write state, TorchScript models and graphs
-        torch.export refuses keep ATen's kernels, with a warning.
+        stats()["regions"] of them. TorchScript models and graphs torch.export refuses keep
+        ATen's kernels, with a warning.
     profile: a recorded profile (opara-bench profile) for the demands; default: estimated from
         the shapes of one eager run of the examples on the model's device.
     allow_profile_mismatch: True: use a profile made for another model file, input shapes or GPU,
@@ -293,7 +293,7 @@ def _archive_with_regions(model: Any, name: str, inputs: list[torch.Tensor], tex
     """kernels="inductor": a torch.export program (an nn.Module exported, or a .pt2 file) with its
     regions compiled by Inductor, the weights frozen into them, as an archive, with its output
     tree spec and the regions; None, with a warning, for what it cannot take (a TorchScript model, a
-    module export refuses, a program that writes state): the caller compiles ATen's kernels. `name`
+    module export refuses): the caller compiles ATen's kernels. `name`
     stands for the model in messages."""
     try:
         if is_path:

@@ -9,9 +9,10 @@ opara::region(key, inputs), whose kernel runs the compiled region. Views and siz
 recomputed in each region that reads them (and stay ATen nodes where something outside the regions
 reads them); regions Inductor cannot compile stay ATen nodes.
 
-On the CPU every run calls the regions through Python, so they are compiled with Inductor's C++
-wrapper, which releases the GIL while a region runs: regions on two streams then run at once (the
-Python wrapper holds it through each fused kernel, and two streams were no faster than one). On a
+On the CPU the whole program is one region by default. Where regions run side by side there (the
+user gave region_min_share) they are compiled with Inductor's C++ wrapper, which releases the GIL
+while a region runs (the Python wrapper holds it through each fused kernel, and two streams were
+no faster than one), and called from C++ through its entry function (opara::native_region). On a
 GPU the regions run only while opara warms up and captures; replays are one CUDA graph.
 docs/architecture.md ("Regions compiled by Inductor") has the measurements behind these choices.
 """
@@ -58,17 +59,9 @@ def _native_region_op() -> Any:
     return torch.ops.opara.native_region.default
 
 
-# On the CPU every region merges into one unless the user sets region_min_share: there a region
-# call (the op's Python kernel from a C++ worker, then Inductor's wrapper) costs about 25 us and
-# cuts Inductor's fusion at its edges, which two cores' overlap did not pay back on any model
-# measured (docs/architecture.md, "Regions compiled by Inductor"). On a GPU the calls happen only
-# while opara captures, and the plan's regions stay.
-_CPU_REGION_MIN_SHARE = "inf"
-
-
 class RegionsUnsupported(ValueError):
-    """A program kernels="inductor" cannot take (it writes state in place, say): compile it with
-    kernels="aten"."""
+    """A program kernels="inductor" cannot take (its regions cannot be ordered, say): compile it
+    with kernels="aten"."""
 
 
 class CompiledRegions:
@@ -94,13 +87,13 @@ class CompiledRegions:
         return len(self.keys)
 
     def __del__(self) -> None:
-        for key in self.keys:
-            _REGIONS.pop(key, None)
-        for key in self.native:
-            try:
+        try:
+            for key in self.keys:
+                _REGIONS.pop(key, None)
+            for key in self.native:
                 torch.ops.opara.unregister_native_region(key)
-            except (AttributeError, RuntimeError):  # the interpreter is exiting: the registry goes with it
-                pass
+        except (AttributeError, TypeError, RuntimeError):  # the interpreter is exiting: the registries go with it
+            pass
 
 
 def _constants(exported: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
@@ -164,6 +157,17 @@ class _Parts:
         in_parts = set().union(*self.parts) if self.parts else set()
         self.kernel_free -= in_parts
 
+    @classmethod
+    def whole(cls, exported: torch.export.ExportedProgram) -> "_Parts | None":
+        """The whole program as one region, without a plan; None where a size is computed from
+        the data (the plan leaves such regions out)."""
+        calls = [node for node in exported.graph_module.graph.nodes if node.op == "call_function"]
+        if not calls or any(_has_symbolic_size(node) for node in calls):
+            return None
+        parts = cls.__new__(cls)
+        parts.parts, parts.kernel_free = [{node.name for node in calls}], set()
+        return parts
+
 
 def _has_symbolic_size(node: fx.Node) -> bool:
     values = node.meta.get("val")
@@ -179,7 +183,7 @@ class _Region:
     `module()` is it as an FX GraphModule."""
 
     def __init__(self, graph: fx.Graph, part: set[str], kernel_free: set[str], constants: dict[str, torch.Tensor],
-                 freeze: bool):
+                 frozen: set[str]):
         self.part = part
         self.outputs: list[str] = []
         recomputed: set[str] = set()
@@ -191,7 +195,8 @@ class _Region:
                     frontier.append(value)
         self.inside = part | recomputed
         self.members = [node for node in graph.nodes if node.name in self.inside]  # graph order: topological
-        self.frozen = {name for name in constants if freeze}
+        self.frozen = frozen
+        self.holds_constants = any(value.name in frozen for node in self.members for value in node.all_input_nodes)
         self.inputs = list(dict.fromkeys(value.name for node in self.members for value in node.all_input_nodes
                                          if value.name not in self.inside and value.name not in self.frozen))
         self._constants = constants
@@ -350,31 +355,34 @@ def _modules_loaded(into: list[Any]) -> Any:
         PyCodeCache.load_by_key_path = original
 
 
-def _compile_region(region: _Region, values: dict[str, Any], device: torch.device) -> _CompiledRegion:
+def _compile_region(region: _Region, values: dict[str, Any], device: torch.device, native: bool) -> _CompiledRegion:
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
 
     examples = [values[name] for name in region.inputs]
-    # CPU: the C++ wrapper releases the GIL while the region runs (regions on two streams at once),
-    # and its entry can be called from C++ (opara::native_region).
-    # Freezing folds the constants the region holds as attributes (prepacked convolution weights).
+    # `native` (CPU regions that run side by side): the C++ wrapper, which releases the GIL while
+    # the region runs and whose entry opara::native_region calls from C++ (about 1 us against 28);
+    # it costs a longer compile (bert_base as one region: 15 s against 10), which one region alone
+    # does not win back. Freezing folds the constants the region holds as attributes (prepacked
+    # convolution weights); without any it would only cost time.
     # cpp.dynamic_threads: the C++ kernels take the running thread's OpenMP team size, not the one
     # at compile time, so a region follows the intra-op threads opara gives each worker. Baked in,
     # two workers ran two full teams each on the cores, and their spinning threads slowed the whole
     # process (Inductor itself, run after, 3x: docs/architecture.md).
     modules: list[Any] = []
-    with torch.no_grad(), config.patch({"cpp_wrapper": device.type == "cpu", "freezing": True,
+    with torch.no_grad(), config.patch({"cpp_wrapper": native, "freezing": region.holds_constants,
                                         "cpp.dynamic_threads": True}), _modules_loaded(modules):
         compiled = compile_fx(region.module(), examples)
     with torch.no_grad():
-        return _CompiledRegion(compiled, examples, modules if device.type == "cpu" else [])
+        return _CompiledRegion(compiled, examples, modules if native else [])
 
 
 def _outer_module(exported: torch.export.ExportedProgram, regions: list[_Region], keys: list[int],
-                  native: set[int], constants: dict[str, torch.Tensor], name: str) -> fx.GraphModule:
+                  native: set[int], constants: dict[str, torch.Tensor], state: "_State", name: str) -> fx.GraphModule:
     """The program with each region one call of opara::region(key, inputs) and a getitem per output,
     the nodes kept outside the regions as they are, and its constants as attributes; its
-    placeholders are the user inputs. Items (regions, other nodes) go in a topological order of the
+    placeholders are the user inputs. State the program writes (`state.written`) is copied into
+    its buffer or input at the end, and only the user outputs are returned. Items (regions, other nodes) go in a topological order of the
     graph with each region contracted, which the plan's regions make a DAG."""
     graph = exported.graph_module.graph
     region_of = {name: index for index, region in enumerate(regions) for name in region.part}
@@ -425,10 +433,37 @@ def _outer_module(exported: torch.export.ExportedProgram, regions: list[_Region]
         if node.op == "placeholder" and node.name in constants:
             continue
         if node.op == "output":
-            out.output(fx.map_arg(node.args[0], lambda input_node: value(input_node.name)))
+            results = fx.map_arg(node.args[0], lambda input_node: value(input_node.name))
+            # After every reader of the old values (the order above is topological, and this is last).
+            for placeholder, index in state.written:
+                out.call_function(torch.ops.aten.copy_.default, (value(placeholder), results[index]))
+            out.output(tuple(results[index] for index in state.user_outputs))
         else:
             copied[node.name] = out.node_copy(node, lambda input_node: value(input_node.name))
     return fx.GraphModule(holder, out)
+
+
+class _State:
+    """What a functional program writes in place: `written`, (the placeholder of the buffer or
+    user input written, the index of its new value among the outputs), and `user_outputs`, the
+    indices of the outputs the caller sees. The regions compute the new values; the program opara
+    runs writes them back at its end, which torch.export records as the same mutation again."""
+
+    def __init__(self, exported: torch.export.ExportedProgram):
+        from torch.export.graph_signature import InputKind, OutputKind
+
+        signature = exported.graph_signature
+        buffer_placeholder = {spec.target: spec.arg.name for spec in signature.input_specs
+                              if spec.kind == InputKind.BUFFER}
+        self.written: list[tuple[str, int]] = []
+        self.user_outputs: list[int] = []
+        for index, spec in enumerate(signature.output_specs):
+            if spec.kind == OutputKind.BUFFER_MUTATION:
+                self.written.append((buffer_placeholder[spec.target], index))
+            elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+                self.written.append((spec.target, index))
+            else:
+                self.user_outputs.append(index)
 
 
 def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], options: dict[str, str],
@@ -440,30 +475,32 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     from ._compile import _archive, _first_line
 
     exported = exported.run_decompositions({})  # functional: a region never writes what it reads
-    signature = exported.graph_signature
-    if signature.buffers_to_mutate or signature.user_inputs_to_mutate:
-        written = sorted({*signature.buffers_to_mutate.values(), *signature.user_inputs_to_mutate.values()})
-        raise RegionsUnsupported(
-            f"{name} writes {', '.join(written)} in place; kernels='inductor' does not compile programs that "
-            "write state yet: use kernels='aten'")
+    state = _State(exported)
     device = inputs[0].device if inputs else torch.device("cpu")
-    plan_options = {**options, "regions": "true"}
-    if device.type == "cpu":
-        plan_options.setdefault("region_min_share", _CPU_REGION_MIN_SHARE)
-    archive = _archive(lambda buffer: torch.export.save(exported, buffer))
-    plan = json.loads(torch.ops.opara.plan_archive(archive, name, inputs, plan_options))
+    # On the CPU the whole program is one region unless the user gives region_min_share: with
+    # calls at 1 us the plan's regions ran level with Inductor, and one region faster: two cores'
+    # overlap of small kernels does not beat Inductor's intra-op threads over the same kernels
+    # fused across the region edges (docs/architecture.md, "Regions compiled by Inductor"). On a
+    # GPU the calls happen only while opara captures, and the plan's regions stay.
+    parts = _Parts.whole(exported) if device.type == "cpu" and "region_min_share" not in options else None
+    if parts is None:
+        archive = _archive(lambda buffer: torch.export.save(exported, buffer))
+        plan = json.loads(torch.ops.opara.plan_archive(archive, name, inputs, {**options, "regions": "true"}))
+        parts = _Parts(exported, plan)
     constants = _constants(exported)
     values = _values(exported, inputs, constants)
     compiled = CompiledRegions()
     regions: list[_Region] = []
     keys: list[int] = []
-    parts = _Parts(exported, plan)
     graph = exported.graph_module.graph
-    candidates = [_Region(graph, part, parts.kernel_free, constants, freeze) for part in parts.parts]
+    # State the program writes is read at each call, never folded in.
+    frozen = {name for name in constants if freeze} - {placeholder for placeholder, _ in state.written}
+    candidates = [_Region(graph, part, parts.kernel_free, constants, frozen) for part in parts.parts]
     _set_outputs(graph, candidates)
+    native = device.type == "cpu" and len(candidates) > 1
     for region in candidates:
         try:
-            compiled_region = _compile_region(region, values, device)
+            compiled_region = _compile_region(region, values, device, native)
         except Exception as error:  # Inductor refuses some graphs; their nodes stay ATen
             compiled.skipped.append(f"the region of {sorted(region.part)[0]}: {_first_line(error)}")
             continue
@@ -472,7 +509,7 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     if compiled.skipped:
         warnings.warn(f"opara: {len(compiled.skipped)} regions of {name} stay ATen nodes (Inductor could not "
                       f"compile them): {compiled.skipped[0]}", stacklevel=3)
-    outer = _outer_module(exported, regions, keys, compiled.native, constants, name)
+    outer = _outer_module(exported, regions, keys, compiled.native, constants, state, name)
     with torch.no_grad():
         program = torch.export.export(outer, tuple(inputs), strict=False)
     return program, compiled
