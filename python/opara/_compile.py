@@ -223,8 +223,9 @@ def compile(
         cut at cross-stream dependencies; region_min_share (default 0.1) merges the small ones.
     kernels: "aten" (default: ATen's kernels, one per node) or "inductor": each region of the plan
         is compiled by Inductor into fused kernels (the weights frozen in) and runs as one node,
-        stats()["regions"] of them. TorchScript models and graphs torch.export refuses keep
-        ATen's kernels, with a warning.
+        stats()["regions"] of them; on the CPU, unless region_min_share is given, the whole
+        program is one region. TorchScript models and graphs torch.export refuses keep ATen's
+        kernels, with a warning.
     profile: a recorded profile (opara-bench profile) for the demands; default: estimated from
         the shapes of one eager run of the examples on the model's device.
     allow_profile_mismatch: True: use a profile made for another model file, input shapes or GPU,

@@ -9,11 +9,11 @@ opara::region(key, inputs), whose kernel runs the compiled region. Views and siz
 recomputed in each region that reads them (and stay ATen nodes where something outside the regions
 reads them); regions Inductor cannot compile stay ATen nodes.
 
-On the CPU the whole program is one region by default. Where regions run side by side there (the
-user gave region_min_share) they are compiled with Inductor's C++ wrapper, which releases the GIL
-while a region runs (the Python wrapper holds it through each fused kernel, and two streams were
-no faster than one), and called from C++ through its entry function (opara::native_region). On a
-GPU the regions run only while opara warms up and captures; replays are one CUDA graph.
+On the CPU the whole program is one region by default (region_min_share given: the plan's). CPU
+regions are compiled with Inductor's C++ wrapper, which releases the GIL while a region runs (the
+Python wrapper holds it through each fused kernel, and two streams were no faster than one), and
+called from C++ through its entry function (opara::native_region). On a GPU the regions run only
+while opara warms up and captures; replays are one CUDA graph.
 docs/architecture.md ("Regions compiled by Inductor") has the measurements behind these choices.
 """
 
@@ -360,11 +360,12 @@ def _compile_region(region: _Region, values: dict[str, Any], device: torch.devic
     from torch._inductor.compile_fx import compile_fx
 
     examples = [values[name] for name in region.inputs]
-    # `native` (CPU regions that run side by side): the C++ wrapper, which releases the GIL while
-    # the region runs and whose entry opara::native_region calls from C++ (about 1 us against 28);
-    # it costs a longer compile (bert_base as one region: 15 s against 10), which one region alone
-    # does not win back. Freezing folds the constants the region holds as attributes (prepacked
-    # convolution weights); without any it would only cost time.
+    # `native` (CPU): the C++ wrapper, which releases the GIL while the region runs and whose entry
+    # opara::native_region calls from C++ (about 1 us against 28): no Python runs with the model.
+    # It compiles a program's kernels in one compiler call, faster than the Python wrapper's one
+    # per kernel where they are many (googlenet as one region: 24 s against 35) and slower where
+    # they are large (bert_base: about 15 s against 10). Freezing folds the constants the region
+    # holds as attributes (prepacked convolution weights); without any it only costs time.
     # cpp.dynamic_threads: the C++ kernels take the running thread's OpenMP team size, not the one
     # at compile time, so a region follows the intra-op threads opara gives each worker. Baked in,
     # two workers ran two full teams each on the cores, and their spinning threads slowed the whole
@@ -382,8 +383,9 @@ def _outer_module(exported: torch.export.ExportedProgram, regions: list[_Region]
     """The program with each region one call of opara::region(key, inputs) and a getitem per output,
     the nodes kept outside the regions as they are, and its constants as attributes; its
     placeholders are the user inputs. State the program writes (`state.written`) is copied into
-    its buffer or input at the end, and only the user outputs are returned. Items (regions, other nodes) go in a topological order of the
-    graph with each region contracted, which the plan's regions make a DAG."""
+    its buffer or input at the end, and only the user outputs are returned. Items (regions, other
+    nodes) go in a topological order of the graph with each region contracted, which the plan's
+    regions make a DAG."""
     graph = exported.graph_module.graph
     region_of = {name: index for index, region in enumerate(regions) for name in region.part}
     kept = _kept_outside(graph, regions)
@@ -497,7 +499,7 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     frozen = {name for name in constants if freeze} - {placeholder for placeholder, _ in state.written}
     candidates = [_Region(graph, part, parts.kernel_free, constants, frozen) for part in parts.parts]
     _set_outputs(graph, candidates)
-    native = device.type == "cpu" and len(candidates) > 1
+    native = device.type == "cpu"
     for region in candidates:
         try:
             compiled_region = _compile_region(region, values, device, native)

@@ -135,11 +135,10 @@ def test_bad_native_region_registrations_are_named(library, tmp_path):
 
 
 def test_on_the_cpu_the_whole_program_is_one_region_by_default(library, model_and_input):
-    # Two cores' overlap did not beat Inductor's intra-op threads (opara/_regions.py); one region
-    # alone keeps Inductor's Python wrapper, which compiles faster than its C++ one.
+    # Two cores' overlap did not beat Inductor's intra-op threads (opara/_regions.py).
     model, x = model_and_input
     compiled = opara.compile(model, [x], kernels="inductor", device="cpu", cpu_tuning_ms=0)
-    assert compiled.plan()["kinds"] == ["opara::region"] and compiled.stats()["regions"] == 1
+    assert compiled.plan()["kinds"] == ["opara::native_region"] and compiled.stats()["regions"] == 1
     with torch.no_grad():
         close_to(compiled(x), model(x))
 
