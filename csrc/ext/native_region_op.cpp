@@ -51,12 +51,13 @@ class NativeRegion {
         constants_(std::move(constants)),
         outputs_(outputs),
         cloned_(std::move(cloned)) {
-    if (handle_ == nullptr) throw Error(fmt::format("opara: cannot load the region library {}: {}", library, dlerror()));
+    if (handle_ == nullptr)
+      throw Error(fmt::format("opara: cannot load the region library {}: {}", library, dlerror()));
     entry_ = reinterpret_cast<EntryFunction>(dlsym(handle_, kEntrySymbol));
     if (entry_ == nullptr) {
       dlclose(handle_);
-      throw Error(fmt::format("opara: the region library {} has no {} (Inductor's C++ wrapper entry)", library,
-                              kEntrySymbol));
+      throw Error(
+          fmt::format("opara: the region library {} has no {} (Inductor's C++ wrapper entry)", library, kEntrySymbol));
     }
   }
   NativeRegion(const NativeRegion&) = delete;
@@ -67,7 +68,8 @@ class NativeRegion {
     std::vector<AtenTensorHandle> in;
     in.reserve(inputs.size() + constants_.size());
     for (const at::Tensor& tensor : inputs) in.push_back(torch::aot_inductor::new_tensor_handle(at::Tensor(tensor)));
-    for (const at::Tensor& tensor : constants_) in.push_back(torch::aot_inductor::new_tensor_handle(at::Tensor(tensor)));
+    for (const at::Tensor& tensor : constants_)
+      in.push_back(torch::aot_inductor::new_tensor_handle(at::Tensor(tensor)));
     std::vector<AtenTensorHandle> out(static_cast<std::size_t>(outputs_), nullptr);
     try {
       const Gil gil;
@@ -148,11 +150,13 @@ void register_native_region(std::int64_t key, const std::string& library, std::v
       throw Error(fmt::format("opara: native region {}: output {} to clone is not one of its {}", key, index, outputs));
     }
   }
-  Registry::instance().add(key,
-                           std::make_shared<const NativeRegion>(library, std::move(constants), outputs, std::move(cloned)));
+  Registry::instance().add(
+      key, std::make_shared<const NativeRegion>(library, std::move(constants), outputs, std::move(cloned)));
 }
 
-void unregister_native_region(std::int64_t key) { Registry::instance().remove(key); }
+void unregister_native_region(std::int64_t key) {
+  Registry::instance().remove(key);
+}
 
 std::vector<at::Tensor> native_region(std::int64_t key, const std::vector<at::Tensor>& inputs) {
   return Registry::instance().find(key)->run(inputs);
