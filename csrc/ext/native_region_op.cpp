@@ -44,10 +44,11 @@ using EntryFunction = void (*)(AtenTensorHandle*, AtenTensorHandle*);
 
 class NativeRegion {
  public:
-  NativeRegion(const std::string& library, std::vector<at::Tensor> constants, std::int64_t outputs,
+  NativeRegion(const std::string& library, std::int64_t inputs, std::vector<at::Tensor> constants, std::int64_t outputs,
                std::vector<std::int64_t> cloned)
       : library_(library),
         handle_(dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL)),
+        inputs_(inputs),
         constants_(std::move(constants)),
         outputs_(outputs),
         cloned_(std::move(cloned)) {
@@ -65,6 +66,12 @@ class NativeRegion {
   ~NativeRegion() { dlclose(handle_); }
 
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const {
+    // The entry reads as many handles as it was compiled for: a count checked here, not a crash there.
+    if (static_cast<std::int64_t>(inputs.size()) != inputs_) {
+      throw Error(
+          fmt::format("opara: the region compiled in {} takes {} inputs, not {}", library_, inputs_, inputs.size()));
+    }
+    if (PyGILState_Ensure == nullptr) throw Error("opara: a region compiled by Inductor runs only in Python");
     std::vector<AtenTensorHandle> in;
     in.reserve(inputs.size() + constants_.size());
     for (const at::Tensor& tensor : inputs) in.push_back(torch::aot_inductor::new_tensor_handle(at::Tensor(tensor)));
@@ -96,10 +103,7 @@ class NativeRegion {
  private:
   // Held while the entry starts and ends (it releases the GIL in between).
   struct Gil {
-    Gil() {
-      if (PyGILState_Ensure == nullptr) throw Error("opara: a region compiled by Inductor runs only in Python");
-      state = PyGILState_Ensure();
-    }
+    Gil() : state(PyGILState_Ensure()) {}
     Gil(const Gil&) = delete;
     Gil& operator=(const Gil&) = delete;
     ~Gil() { PyGILState_Release(state); }
@@ -109,6 +113,7 @@ class NativeRegion {
   std::string library_;
   void* handle_;
   EntryFunction entry_ = nullptr;
+  std::int64_t inputs_;
   std::vector<at::Tensor> constants_;
   std::int64_t outputs_;
   std::vector<std::int64_t> cloned_;
@@ -143,15 +148,15 @@ class Registry {
   std::unordered_map<std::int64_t, std::shared_ptr<const NativeRegion>> regions_;
 };
 
-void register_native_region(std::int64_t key, const std::string& library, std::vector<at::Tensor> constants,
-                            std::int64_t outputs, std::vector<std::int64_t> cloned) {
+void register_native_region(std::int64_t key, const std::string& library, std::int64_t inputs,
+                            std::vector<at::Tensor> constants, std::int64_t outputs, std::vector<std::int64_t> cloned) {
   for (std::int64_t index : cloned) {
     if (index < 0 || index >= outputs) {
       throw Error(fmt::format("opara: native region {}: output {} to clone is not one of its {}", key, index, outputs));
     }
   }
   Registry::instance().add(
-      key, std::make_shared<const NativeRegion>(library, std::move(constants), outputs, std::move(cloned)));
+      key, std::make_shared<const NativeRegion>(library, inputs, std::move(constants), outputs, std::move(cloned)));
 }
 
 void unregister_native_region(std::int64_t key) {
@@ -167,7 +172,7 @@ std::vector<at::Tensor> native_region(std::int64_t key, const std::vector<at::Te
 TORCH_LIBRARY_FRAGMENT(opara, m) {
   m.def("native_region(int key, Tensor[] inputs) -> Tensor[]");
   m.impl("native_region", c10::DispatchKey::CompositeExplicitAutograd, TORCH_FN(native_region));
-  m.def("register_native_region(int key, str library, Tensor[] constants, int outputs, int[] cloned) -> ()",
+  m.def("register_native_region(int key, str library, int inputs, Tensor[] constants, int outputs, int[] cloned) -> ()",
         &register_native_region);
   m.def("unregister_native_region(int key) -> ()", &unregister_native_region);
 }

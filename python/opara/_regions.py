@@ -79,7 +79,8 @@ class CompiledRegions:
         self.keys.append(key)
         if compiled.native is not None:
             library, constants = compiled.native
-            torch.ops.opara.register_native_region(key, library, constants, len(compiled.outputs), compiled.cloned)
+            torch.ops.opara.register_native_region(key, library, compiled.inputs, constants, len(compiled.outputs),
+                                                   compiled.cloned)
             self.native.add(key)
         return key
 
@@ -258,6 +259,7 @@ class _CompiledRegion:
         # The example run: which outputs share memory with an input or an earlier output (opara
         # takes an op's results as new tensors; Inductor's buffer reuse is fixed at compile time),
         # and, seen on the way, what the C++ wrapper's entry receives.
+        self.inputs = len(examples)
         with _entry_inputs_recorded() as entry_inputs:
             self.outputs = list(compiled(*examples))
         seen = {tensor.untyped_storage().data_ptr() for tensor in examples}
@@ -285,7 +287,7 @@ class _CompiledRegion:
         same kernels: equal, not close); else the region keeps the Python call."""
         key = -1 - next(_KEYS)  # a key of its own for this check, never the program's
         library, constants = self.native
-        torch.ops.opara.register_native_region(key, library, constants, len(self.outputs), self.cloned)
+        torch.ops.opara.register_native_region(key, library, self.inputs, constants, len(self.outputs), self.cloned)
         try:
             native = torch.ops.opara.native_region(key, examples)
         finally:

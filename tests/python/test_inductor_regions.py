@@ -103,6 +103,8 @@ def test_opara_compile_runs_each_region_compiled_by_inductor(library, model_and_
         close_to(actual, inductor)
     # The weights are frozen into the regions, and the regions live as long as the model.
     native = sorted(compiled._regions.native)
+    with pytest.raises(RuntimeError, match=r"the region compiled in .* takes \d+ inputs, not 0"):
+        torch.ops.opara.native_region(native[0], [])
     del compiled
     gc.collect()
     from opara import _regions
@@ -126,12 +128,12 @@ def test_a_region_whose_entry_is_not_found_keeps_the_python_call(library, model_
 
 def test_bad_native_region_registrations_are_named(library, tmp_path):
     with pytest.raises(RuntimeError, match=r"cannot load the region library .*missing\.so"):
-        torch.ops.opara.register_native_region(-7, str(tmp_path / "missing.so"), [], 1, [])
+        torch.ops.opara.register_native_region(-7, str(tmp_path / "missing.so"), 1, [], 1, [])
     ext = next(p for p in torch.ops.loaded_libraries if "opara_ext" in p)
     with pytest.raises(RuntimeError, match=r"has no _Z19inductor_entry_impl.* \(Inductor's C\+\+ wrapper entry\)"):
-        torch.ops.opara.register_native_region(-7, ext, [], 1, [])
+        torch.ops.opara.register_native_region(-7, ext, 1, [], 1, [])
     with pytest.raises(RuntimeError, match="output 3 to clone is not one of its 2"):
-        torch.ops.opara.register_native_region(-7, ext, [], 2, [3])
+        torch.ops.opara.register_native_region(-7, ext, 1, [], 2, [3])
 
 
 def test_on_the_cpu_the_whole_program_is_one_region_by_default(library, model_and_input):
