@@ -29,7 +29,8 @@ argmax, so a mismatch there is not necessarily a bug).
 Backends: eager, inductor (torch.compile's default), inductor-ro (mode="reduce-overhead": CUDA
 graphs, what users of a GPU compare against; in the default list on CUDA), opara (options device),
 opara-1stream (the same graphs on one stream, streams="single": what opara's streams gain; in the
-default list on CUDA). For opara the decode step's plan is reported: its streams and, for the
+default list on CUDA), opara-inductor (kernels="inductor": Inductor's kernels in opara's regions,
+the KV cache computed in them and copied back). For opara the decode step's plan is reported: its streams and, for the
 MoE model, the streams of each layer's shared expert and routed experts.
 """
 
@@ -46,7 +47,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-BACKENDS = ("eager", "inductor", "inductor-ro", "opara", "opara-1stream")
+BACKENDS = ("eager", "inductor", "inductor-ro", "opara", "opara-1stream", "opara-inductor")
 SEED = 0
 # name -> size -> config keywords. Small: about 1M parameters; large: about 20M.
 CONFIGS = {
@@ -115,8 +116,10 @@ def compile_forward(model, backend, device, opara_graphs):
     else:
         import opara
 
-        # opara-1stream: the same graphs on one stream, what the streams are measured against.
-        options = {"device": device.type, **({"streams": "single"} if backend == "opara-1stream" else {})}
+        # opara-1stream: the same graphs on one stream, what the streams are measured against;
+        # opara-inductor: Inductor's kernels in opara's regions, the KV cache written back by them.
+        options = {"device": device.type, **({"streams": "single"} if backend == "opara-1stream" else {}),
+                   **({"kernels": "inductor"} if backend == "opara-inductor" else {})}
 
         def recording_backend(graph, example_inputs):
             compiled = opara.opara_backend(graph, example_inputs, options=options)
