@@ -283,8 +283,8 @@ class _CompiledRegion:
             self.native = None
 
     def _native_agrees(self, examples: list[torch.Tensor]) -> bool:
-        """The entry, called as opara::native_region will, gives what the Python path gave (the
-        same kernels: equal, not close); else the region keeps the Python call."""
+        """The entry, called as opara::native_region will, gives what the Python path gave on the
+        examples (the same kernels: equal, not close); else the region keeps the Python call."""
         key = -1 - next(_KEYS)  # a key of its own for this check, never the program's
         library, constants = self.native
         torch.ops.opara.register_native_region(key, library, self.inputs, constants, len(self.outputs), self.cloned)
@@ -292,10 +292,9 @@ class _CompiledRegion:
             native = torch.ops.opara.native_region(key, examples)
         finally:
             torch.ops.opara.unregister_native_region(key)
-        expected = self.run(*examples)
-        return len(native) == len(expected) and all(
+        return len(native) == len(self.outputs) and all(
             a.shape == e.shape and a.stride() == e.stride() and a.dtype == e.dtype and torch.equal(a, e)
-            for a, e in zip(native, expected))
+            for a, e in zip(native, self.outputs))
 
 
 @contextlib.contextmanager
@@ -356,11 +355,12 @@ def _modules_loaded(into: list[Any]) -> Any:
         PyCodeCache.load_by_key_path = original
 
 
-def _compile_region(region: _Region, values: dict[str, Any], device: torch.device, native: bool) -> _CompiledRegion:
+def _compile_region(region: _Region, values: dict[str, Any], device: torch.device) -> _CompiledRegion:
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
 
     examples = [values[name] for name in region.inputs]
+    native = device.type == "cpu"
     # `native` (CPU): the C++ wrapper, which releases the GIL while the region runs and whose entry
     # opara::native_region calls from C++ (about 1 us against 28): no Python runs with the model.
     # It compiles a program's kernels in one compiler call, faster than the Python wrapper's one
@@ -502,10 +502,9 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     frozen = {name for name in constants if freeze} - {placeholder for placeholder, _ in state.written}
     candidates = [_Region(graph, part, parts.kernel_free, constants, frozen) for part in parts.parts]
     _set_outputs(graph, candidates)
-    native = device.type == "cpu"
     for region in candidates:
         try:
-            compiled_region = _compile_region(region, values, device, native)
+            compiled_region = _compile_region(region, values, device)
         except Exception as error:  # Inductor refuses some graphs; their nodes stay ATen
             compiled.skipped.append(f"the region of {sorted(region.part)[0]}: {_first_line(error)}")
             continue
