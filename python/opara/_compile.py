@@ -103,13 +103,14 @@ def _kernels_option(options: dict[str, Any], caller: str) -> str:
 
 
 def _with_regions(exported: Any, inputs: list[torch.Tensor], text: dict[str, str], name: str,
-                  freeze: bool) -> tuple[Any, Any] | None:
-    """`exported` with its regions compiled by Inductor, and the regions; None, with a warning,
-    when kernels="inductor" cannot take it (the caller then compiles ATen's kernels)."""
+                  folded_inputs: Sequence[int] = ()) -> tuple[Any, Any] | None:
+    """`exported` with its regions compiled by Inductor (its constants and the inputs at
+    `folded_inputs` folded in), and the regions; None, with a warning, when kernels="inductor"
+    cannot take it (the caller then compiles ATen's kernels)."""
     from ._regions import RegionsUnsupported, compile_regions
 
     try:
-        return compile_regions(exported, inputs, text, name, freeze)
+        return compile_regions(exported, inputs, text, name, folded_inputs)
     except RegionsUnsupported as error:
         warnings.warn(f"opara: {error}; compiled with ATen's kernels instead", stacklevel=4)
         return None
@@ -307,7 +308,7 @@ def _archive_with_regions(model: Any, name: str, inputs: list[torch.Tensor], tex
         warnings.warn(f"opara: kernels='inductor' needs a torch.export program, and {name} is not one "
                       f"({_first_line(error)}); compiled with ATen's kernels instead", stacklevel=3)
         return None
-    with_regions = _with_regions(exported, inputs, text, name, freeze=True)
+    with_regions = _with_regions(exported, inputs, text, name)
     if with_regions is None:
         return None
     program, regions = with_regions

@@ -44,9 +44,9 @@ class OparaBackendError(RuntimeError):
     """A graph opara could not compile, with options={"fallback": "error"}."""
 
 
-def _checked_options(options: Any) -> tuple[dict[str, str], str, str]:
-    """The options as opara's option text, the fallback and the kernels; bad ones raise naming the
-    option."""
+def _checked_options(options: Any) -> tuple[dict[str, str], str, str, bool]:
+    """The options as opara's option text, the fallback, the kernels and whether weights are
+    folded into Inductor's regions; bad ones raise naming the option."""
     if options is None:
         options = {}
     if not isinstance(options, dict):
@@ -56,6 +56,10 @@ def _checked_options(options: Any) -> tuple[dict[str, str], str, str]:
     fallback = options.pop("fallback", "eager")
     if fallback not in _FALLBACKS:
         raise ValueError(f"torch.compile(backend='opara') option fallback={fallback!r}: expected 'eager' or 'error'")
+    fold_weights = options.pop("fold_weights", True)
+    if not isinstance(fold_weights, bool):
+        raise TypeError(f"torch.compile(backend='opara') option fold_weights={fold_weights!r}: expected True (the "
+                        "weights folded into Inductor's regions) or False (read at each call)")
     if "static_inputs" in options:
         raise ValueError("torch.compile(backend='opara') option static_inputs: the backend sets it (a graph's "
                          "parameters and buffers); it is not an option here")
@@ -65,7 +69,7 @@ def _checked_options(options: Any) -> tuple[dict[str, str], str, str]:
         torch.ops.opara.check_options(text)
     except RuntimeError as error:
         raise ValueError(f"torch.compile(backend='opara'): {_first_line(error)}") from None
-    return text, fallback, kernels
+    return text, fallback, kernels, fold_weights
 
 
 class _Specialized(torch.nn.Module):
@@ -127,6 +131,13 @@ class _Compiled:
         read_in_place = list(handle.static_inputs())
         self.weights = {p: (tensors[p].data_ptr(), tensors[p].stride()) for p in weights}
         self.state = {p: (tensors[p].data_ptr(), tensors[p].stride()) for p in read_in_place if p not in weights}
+        # The weights the regions hold folded in, by their version counter, which every in-place
+        # write (load_state_dict, copy_, an optimiser step) advances.
+        self.folded = {p: tensors[p]._version for p in (regions.folded_inputs if regions is not None else ())}
+
+    def folded_written(self, tensors: list[torch.Tensor]) -> bool:
+        """Whether a weight folded into the regions was written in place since they were compiled."""
+        return any(tensors[p]._version != version for p, version in self.folded.items())
 
     def reads(self, tensors: list[torch.Tensor]) -> bool:
         """Whether the compiled graphs can run these tensors: the same weights, and the same caches
@@ -147,13 +158,14 @@ class OparaGraph:
     call (the graph's example shape at once) and runs the compiled graph."""
 
     def __init__(self, graph: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, str],
-                 fallback: str, kernels: str = "aten"):
+                 fallback: str, kernels: str = "aten", fold_weights: bool = True):
         self.graph_module = graph
         self.options = options
         self.fallback = fallback
         self.kernels = kernels
         self.name = f"torch.compile graph {graph.meta.get('dynamo_compile_id', '')}".rstrip()
         self.static = [i for i, value in enumerate(example_inputs) if _is_static(value)]
+        self.fold_weights = fold_weights  # kernels="inductor": until a folded weight is written in place
         self.by_shape: dict[tuple, _Compiled | _EagerGraph] = {}
         counters["graphs"] += 1
         symbols = [str(value) for value in example_inputs if isinstance(value, torch.SymInt)]
@@ -204,10 +216,10 @@ class OparaGraph:
             options["state_in_place"] = "true"  # a KV cache Dynamo passes in is written where it lives
             regions = None
             if self.kernels == "inductor":
-                # Weights are graph inputs here, read at each call (seen after load_state_dict), unless
-                # Inductor's own freezing is on.
-                from torch._inductor import config
-                with_regions = _with_regions(exported, tensors, options, self.name, freeze=config.freezing)
+                # The weights (Dynamo's static inputs) are folded into the regions, prepacked once,
+                # until one is written in place (load_state_dict): then read at each call.
+                folded = static_positions if self.fold_weights else []
+                with_regions = _with_regions(exported, tensors, options, self.name, folded)
                 if with_regions is not None:
                     exported, regions = with_regions
                     counters["regions"] += len(regions)
@@ -237,7 +249,10 @@ class OparaGraph:
         key = self._key(args)
         compiled = self.by_shape.get(key)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if isinstance(compiled, _Compiled) and not compiled.reads(tensors):
+        if isinstance(compiled, _Compiled) and compiled.folded_written(tensors):
+            self.fold_weights = False  # written once, maybe again: from now on read at each call
+            compiled = None
+        elif isinstance(compiled, _Compiled) and not compiled.reads(tensors):
             compiled = None  # a weight was replaced or moved: compile again for the new one
         if compiled is None:
             compiled = self._compile(list(args))
@@ -262,15 +277,18 @@ def opara_backend(graph: torch.fx.GraphModule, example_inputs: list[Any], option
     `options` takes opara.compile's keyword options (device, streams, order, max_streams, memory,
     outputs, intra_op_threads, kernels, ...) and "fallback": "eager" (default: a graph opara cannot
     take runs eagerly, with a warning) or "error" (OparaBackendError instead). kernels="inductor"
-    compiles each region of the plan with Inductor (counters["regions"] counts them); the weights
-    stay graph inputs, read at each call, unless torch._inductor.config.freezing is on.
+    compiles each region of the plan with Inductor (counters["regions"] counts them), the weights
+    folded in (prepacked once) unless "fold_weights" is False; a weight written in place later
+    (copy_, load_state_dict: its version counter moves) gets the graph compiled again, reading its
+    weights at each call from then on. A write through `.data` moves no version counter and is not
+    seen: write weights under torch.no_grad(), or give fold_weights=False.
     """
     if unexpected:
         names = ", ".join(sorted(unexpected))
         raise TypeError(f"torch.compile(backend='opara') takes options={{...}} only, not {names} "
                         "(mode presets are Inductor's)")
-    text, fallback, kernels = _checked_options(options)
-    return OparaGraph(graph, list(example_inputs), text, fallback, kernels)
+    text, fallback, kernels, fold_weights = _checked_options(options)
+    return OparaGraph(graph, list(example_inputs), text, fallback, kernels, fold_weights)
 
 
 def register() -> None:

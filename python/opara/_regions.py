@@ -24,7 +24,7 @@ import itertools
 import json
 import operator
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx as fx
@@ -72,6 +72,7 @@ class CompiledRegions:
         self.keys: list[int] = []
         self.native: set[int] = set()  # keys also registered with opara::native_region
         self.skipped: list[str] = []  # why regions Inductor could not take stayed ATen nodes
+        self.folded_inputs: list[int] = []  # the user inputs folded into the regions (read once)
 
     def add(self, compiled: "_CompiledRegion", device: torch.device) -> int:
         key = next(_KEYS)
@@ -472,11 +473,14 @@ class _State:
 
 
 def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], options: dict[str, str],
-                    name: str, freeze: bool) -> tuple[torch.export.ExportedProgram, CompiledRegions]:
+                    name: str, folded_inputs: Sequence[int] = ()) -> tuple[torch.export.ExportedProgram,
+                                                                            CompiledRegions]:
     """`exported` with its regions compiled by Inductor, as a program of opara::region calls, and
     the regions (which must live as long as the program runs). `options` are the compile's (the
-    plan is made as compile() will make it, with regions); `freeze`: constants are folded into the
-    regions (weights read once), else they are region inputs (read at each call)."""
+    plan is made as compile() will make it, with regions). The program's constants, and the user
+    inputs at `folded_inputs` (the weights Dynamo passes in), are folded into the regions (read
+    once, prepacked by Inductor's freezing), except state the program writes;
+    `CompiledRegions.folded_inputs` says which inputs were."""
     from ._compile import _archive, _first_line
 
     exported = exported.run_decompositions({})  # functional: a region never writes what it reads
@@ -499,8 +503,12 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     keys: list[int] = []
     graph = exported.graph_module.graph
     # State the program writes is read at each call, never folded in.
-    frozen = {name for name in constants if freeze} - {placeholder for placeholder, _ in state.written}
-    candidates = [_Region(graph, part, parts.kernel_free, constants, frozen) for part in parts.parts]
+    written = {placeholder for placeholder, _ in state.written}
+    user_inputs = list(exported.graph_signature.user_inputs)
+    folded = {user_inputs[index]: inputs[index] for index in folded_inputs if user_inputs[index] not in written}
+    compiled.folded_inputs = [index for index in folded_inputs if user_inputs[index] in folded]
+    frozen = (set(constants) | set(folded)) - written
+    candidates = [_Region(graph, part, parts.kernel_free, {**constants, **folded}, frozen) for part in parts.parts]
     _set_outputs(graph, candidates)
     for region in candidates:
         try:

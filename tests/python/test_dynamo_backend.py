@@ -265,6 +265,7 @@ def test_a_call_that_wants_gradients_runs_eagerly_and_one_without_runs_opara():
     ({"fallback": "maybe"}, ValueError, "fallback"),
     ({"static_inputs": [0]}, ValueError, "static_inputs"),
     ({"kernels": "fused"}, ValueError, "option kernels='fused': expected 'aten'"),
+    ({"fold_weights": "no"}, TypeError, "option fold_weights='no': expected True"),
 ])
 def test_bad_options_raise_naming_the_option(options, error, match):
     compiled = torch.compile(Loop().eval(), backend="opara", options=options)

@@ -154,7 +154,8 @@ def test_views_between_the_nodes_of_a_region_are_recomputed_in_it(library):
         close_to([compiled(x)], [model(x)])
 
 
-def test_the_backend_compiles_regions_and_reads_weights_at_each_call(library, model_and_input, fresh_dynamo):
+def test_the_backend_folds_the_weights_and_compiles_again_when_one_is_written(library, model_and_input,
+                                                                               fresh_dynamo):
     model, x = model_and_input
     options = {"kernels": "inductor", "region_min_share": 0.1, "device": "cpu", "cpu_tuning_ms": 0, "fallback": "error"}
     with torch.no_grad():
@@ -162,12 +163,32 @@ def test_the_backend_compiles_regions_and_reads_weights_at_each_call(library, mo
         close_to(compiled(x), model(x))
         assert opara.dynamo_counters["regions"] > 1 and opara.dynamo_counters["compiles"] == 1
         saved = model.a.weight.clone()
-        model.a.weight.mul_(2)  # not frozen: Dynamo passes the weights in, the regions read them
         try:
+            model.a.weight.mul_(2)  # folded into a region: the graph is compiled again, reading the weights
             close_to(compiled(x), model(x))
+            assert opara.dynamo_counters["compiles"] == 2
+            model.a.weight.mul_(0.5)  # read at each call now: no compile
+            close_to(compiled(x), model(x))
+            model.load_state_dict({**model.state_dict(), "b.bias": model.b.bias * 3})
+            close_to(compiled(x), model(x))
+            assert opara.dynamo_counters["compiles"] == 2
         finally:
             model.a.weight.copy_(saved)
+            model.b.bias.div_(3)
     assert opara.dynamo_counters["fallbacks"] == 0
+
+
+def test_fold_weights_off_reads_the_weights_at_each_call(library, fresh_dynamo):
+    # Even a write through .data, which moves no version counter (folded, it would not be seen).
+    torch.manual_seed(0)
+    model, x = ThreeBranches().eval(), torch.randn(1, 8, 32, 32)
+    options = {"kernels": "inductor", "fold_weights": False, "device": "cpu", "cpu_tuning_ms": 0, "fallback": "error"}
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="opara", options=options)
+        close_to(compiled(x), model(x))
+        model.c.bias.data.add_(1)
+        close_to(compiled(x), model(x))
+    assert opara.dynamo_counters["compiles"] == 1
 
 
 def test_a_program_that_writes_a_buffer_reads_and_writes_it_at_each_call(library):
