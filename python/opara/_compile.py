@@ -89,30 +89,46 @@ def _export_module(module: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple
 
 
 # How the kernels of the nodes are made (the option kernels): ATen's own, one per node, or
-# Inductor's fused ones, compiled per region of the plan (python/opara/_regions.py).
-_KERNELS = ("aten", "inductor")
+# Inductor's fused ones, compiled per region of the plan (python/opara/_regions.py); "auto" picks
+# the one measured faster on the device.
+_KERNELS = ("auto", "aten", "inductor")
 
 
 def _kernels_option(options: dict[str, Any], caller: str) -> str:
     """Takes the option kernels out of `options` (the C++ options do not know it), checked."""
-    kernels = options.pop("kernels", "aten")
+    kernels = options.pop("kernels", "auto")
     if kernels not in _KERNELS:
-        raise ValueError(f"{caller} option kernels={kernels!r}: expected 'aten' (ATen's kernels, one per node) or "
-                         "'inductor' (Inductor's fused kernels, compiled per region of the plan)")
+        raise ValueError(f"{caller} option kernels={kernels!r}: expected 'auto' (the default: Inductor's on the CPU, "
+                         "ATen's on a GPU), 'aten' (ATen's kernels, one per node) or 'inductor' (Inductor's fused "
+                         "kernels, compiled per region of the plan)")
     return kernels
 
 
+def _kernels_on(kernels: str, options: dict[str, Any], inputs: list[torch.Tensor]) -> str:
+    """"auto" made concrete for the device the model compiles for (the option device, else the
+    CUDA example inputs', else the CPU): Inductor's kernels on the CPU, where they ran 1.03x to 1.4x
+    Inductor's own against 0.6x to 1.04x for ATen's (docs/benchmarks.md); ATen's on a GPU, where
+    regions have not been measured yet."""
+    if kernels != "auto":
+        return kernels
+    device = options.get("device")
+    if device is None:
+        device = next((t.device for t in inputs if t.device.type == "cuda"), torch.device("cpu"))
+    return "inductor" if torch.device(device).type == "cpu" else "aten"
+
+
 def _with_regions(exported: Any, inputs: list[torch.Tensor], text: dict[str, str], name: str,
-                  folded_inputs: Sequence[int] = ()) -> tuple[Any, Any] | None:
+                  folded_inputs: Sequence[int] = (), asked: bool = True) -> tuple[Any, Any] | None:
     """`exported` with its regions compiled by Inductor (its constants and the inputs at
-    `folded_inputs` folded in), and the regions; None, with a warning, when kernels="inductor"
-    cannot take it (the caller then compiles ATen's kernels)."""
+    `folded_inputs` folded in), and the regions; None when kernels="inductor" cannot take it (the
+    caller then compiles ATen's kernels), with a warning if the user `asked` for Inductor's."""
     from ._regions import RegionsUnsupported, compile_regions
 
     try:
         return compile_regions(exported, inputs, text, name, folded_inputs)
     except RegionsUnsupported as error:
-        warnings.warn(f"opara: {error}; compiled with ATen's kernels instead", stacklevel=4)
+        if asked:
+            warnings.warn(f"opara: {error}; compiled with ATen's kernels instead", stacklevel=4)
         return None
 
 
@@ -222,11 +238,12 @@ def compile(
     max_streams: merge streams past this many; 0 (default): no cap (on the CPU: tuned).
     regions: True: the plan also groups each stream's nodes into regions (plan()["region_of"]),
         cut at cross-stream dependencies; region_min_share (default 0.1) merges the small ones.
-    kernels: "aten" (default: ATen's kernels, one per node) or "inductor": each region of the plan
-        is compiled by Inductor into fused kernels (the weights frozen in) and runs as one node,
-        stats()["regions"] of them; on the CPU, unless region_min_share is given, the whole
-        program is one region. TorchScript models and graphs torch.export refuses keep ATen's
-        kernels, with a warning.
+    kernels: "auto" (default: "inductor" on the CPU, where it measured faster, "aten" on a GPU),
+        "aten" (ATen's kernels, one per node: eager's outputs bit for bit) or "inductor": each
+        region of the plan is compiled by Inductor into fused kernels (the weights frozen in) and
+        runs as one node, stats()["regions"] of them; on the CPU, unless region_min_share is
+        given, the whole program is one region. TorchScript models and graphs torch.export
+        refuses keep ATen's kernels (with a warning where "inductor" was asked for).
     profile: a recorded profile (opara-bench profile) for the demands; default: estimated from
         the shapes of one eager run of the examples on the model's device.
     allow_profile_mismatch: True: use a profile made for another model file, input shapes or GPU,
@@ -274,9 +291,9 @@ def compile(
     kernels = _kernels_option(options, "opara.compile")
     text = _options_text(options)
     is_path = _is_path(model, "opara.compile")
-    if kernels == "inductor":
+    if _kernels_on(kernels, options, inputs) == "inductor":
         name = str(model) if is_path else type(model).__name__
-        with_regions = _archive_with_regions(model, name, inputs, text, is_path)
+        with_regions = _archive_with_regions(model, name, inputs, text, is_path, asked=kernels == "inductor")
         if with_regions is not None:
             archive, out_spec, regions = with_regions
             handle = torch.classes.opara.Model.from_archive(archive, name, inputs, text)
@@ -291,12 +308,12 @@ def compile(
 
 
 def _archive_with_regions(model: Any, name: str, inputs: list[torch.Tensor], text: dict[str, str],
-                          is_path: bool) -> tuple[torch.Tensor, Any, Any] | None:
+                          is_path: bool, asked: bool = True) -> tuple[torch.Tensor, Any, Any] | None:
     """kernels="inductor": a torch.export program (an nn.Module exported, or a .pt2 file) with its
     regions compiled by Inductor, the weights frozen into them, as an archive, with its output
-    tree spec and the regions; None, with a warning, for what it cannot take (a TorchScript model, a
-    module export refuses): the caller compiles ATen's kernels. `name`
-    stands for the model in messages."""
+    tree spec and the regions; None for what it cannot take (a TorchScript model, a module export
+    refuses), with a warning if the user `asked` for Inductor's kernels: the caller compiles
+    ATen's kernels. `name` stands for the model in messages."""
     try:
         if is_path:
             exported = torch.export.load(str(model))
@@ -305,10 +322,11 @@ def _archive_with_regions(model: Any, name: str, inputs: list[torch.Tensor], tex
         else:
             exported = _casts_written(torch.export.export(model, tuple(inputs), strict=False))
     except Exception as error:  # not a .pt2, or export refuses the module
-        warnings.warn(f"opara: kernels='inductor' needs a torch.export program, and {name} is not one "
-                      f"({_first_line(error)}); compiled with ATen's kernels instead", stacklevel=3)
+        if asked:
+            warnings.warn(f"opara: kernels='inductor' needs a torch.export program, and {name} is not one "
+                          f"({_first_line(error)}); compiled with ATen's kernels instead", stacklevel=3)
         return None
-    with_regions = _with_regions(exported, inputs, text, name)
+    with_regions = _with_regions(exported, inputs, text, name, asked=asked)
     if with_regions is None:
         return None
     program, regions = with_regions
@@ -380,7 +398,7 @@ def compile_graph_set(
     sizes = sorted({int(size) for size in batch_sizes})
     declared = None if batched_inputs is None else [int(index) for index in batched_inputs]
     if _is_path(model, "opara.compile_graph_set"):
-        if kernels == "inductor":
+        if kernels == "inductor":  # "auto" too, silently: a file's buckets are made by the library
             warnings.warn(f"opara: kernels='inductor' compiles a graph set from an nn.Module (exported at each batch "
                           f"size), not from a file; {model} is compiled with ATen's kernels", stacklevel=2)
         handle = torch.classes.opara.GraphSet([str(model)], inputs, sizes, text, declared, share_pool)
@@ -396,7 +414,8 @@ def compile_graph_set(
     archives, out_spec, exported_with, regions = [], None, None, []
     for size in sizes:
         sized = torch.ops.opara.inputs_with_rows(inputs, batched, size)
-        with_regions = _archive_with_regions(model, name, sized, text, False) if kernels == "inductor" else None
+        with_regions = (_archive_with_regions(model, name, sized, text, False, asked=kernels == "inductor")
+                        if _kernels_on(kernels, options, inputs) == "inductor" else None)
         if with_regions is not None:
             archive, out_spec, bucket_regions = with_regions
             exported_with = "torch.export"

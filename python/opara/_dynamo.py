@@ -27,7 +27,8 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
-from ._compile import _archive, _casts_written, _first_line, _kernels_option, _options_text, _with_regions
+from ._compile import (_archive, _casts_written, _first_line, _kernels_on, _kernels_option, _options_text,
+                       _with_regions)
 from ._library import load_library
 
 # What the backend did since the process started (or since counters.clear()): graphs Dynamo
@@ -158,7 +159,7 @@ class OparaGraph:
     call (the graph's example shape at once) and runs the compiled graph."""
 
     def __init__(self, graph: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, str],
-                 fallback: str, kernels: str = "aten", fold_weights: bool = True):
+                 fallback: str, kernels: str = "auto", fold_weights: bool = True):
         self.graph_module = graph
         self.options = options
         self.fallback = fallback
@@ -215,11 +216,12 @@ class OparaGraph:
                 options["static_inputs"] = ",".join(map(str, static_positions))
             options["state_in_place"] = "true"  # a KV cache Dynamo passes in is written where it lives
             regions = None
-            if self.kernels == "inductor":
+            if _kernels_on(self.kernels, self.options, tensors) == "inductor":
                 # The weights (Dynamo's static inputs) are folded into the regions, prepacked once,
                 # until one is written in place (load_state_dict): then read at each call.
                 folded = static_positions if self.fold_weights else []
-                with_regions = _with_regions(exported, tensors, options, self.name, folded)
+                with_regions = _with_regions(exported, tensors, options, self.name, folded,
+                                             asked=self.kernels == "inductor")
                 if with_regions is not None:
                     exported, regions = with_regions
                     counters["regions"] += len(regions)

@@ -33,7 +33,8 @@ class MixesRows(torch.nn.Module):
 
 
 def cpu_options():
-    return {"device": "cpu", "cpu_tuning_ms": 0}
+    # ATen's kernels, eager's bit for bit (the CPU default, Inductor's: test_inductor_regions.py).
+    return {"device": "cpu", "cpu_tuning_ms": 0, "kernels": "aten"}
 
 
 @pytest.fixture(scope="module")

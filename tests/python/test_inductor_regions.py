@@ -145,6 +145,34 @@ def test_on_the_cpu_the_whole_program_is_one_region_by_default(library, model_an
         close_to(compiled(x), model(x))
 
 
+def test_inductors_kernels_are_the_default_on_the_cpu(library, model_and_input, fresh_dynamo, recwarn):
+    # kernels="auto": Inductor's on the CPU, where they measured faster (docs/benchmarks.md).
+    model, x = model_and_input
+    compiled = opara.compile(model, [x], device="cpu", cpu_tuning_ms=0)
+    assert compiled.stats()["regions"] == 1
+    with torch.no_grad():
+        close_to(compiled(x), model(x))
+        close_to(torch.compile(model, backend="opara", options={"fallback": "error"})(x), model(x))
+    assert opara.dynamo_counters["regions"] == 1 and opara.dynamo_counters["fallbacks"] == 0
+    # Where Inductor's cannot be had, ATen's, without a word: it was not asked for.
+    compiled = opara.compile(model_file("branchy", "pt"), [torch.randn(1, 3, 32, 32)], device="cpu", cpu_tuning_ms=0)
+    assert compiled.stats()["regions"] == 0
+    assert not [w for w in recwarn if "opara" in str(w.message)], [str(w.message) for w in recwarn]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_atens_kernels_are_the_default_on_the_gpu(library, model_and_input, no_tf32):
+    # Regions are not measured on a GPU yet: "auto" keeps ATen's there.
+    model, x = model_and_input
+    compiled = opara.compile(model.cuda(), [x.cuda()])
+    try:
+        assert compiled.stats()["regions"] == 0
+        with torch.no_grad():
+            close_to(compiled(x.cuda()), model(x.cuda()))
+    finally:
+        model.cpu()
+
+
 def test_views_between_the_nodes_of_a_region_are_recomputed_in_it(library):
     torch.manual_seed(0)
     model, x = Attention().eval(), torch.randn(1, 8, 32)
@@ -237,7 +265,7 @@ def test_a_torchscript_file_is_compiled_with_atens_kernels_and_says_so(library):
 
 def test_a_bad_kernels_value_is_named(library):
     # The backend's: tests/python/test_dynamo_backend.py, test_bad_options_raise_naming_the_option.
-    with pytest.raises(ValueError, match="opara.compile option kernels='triton': expected 'aten'"):
+    with pytest.raises(ValueError, match="opara.compile option kernels='triton': expected 'auto'"):
         opara.compile(ThreeBranches(), [torch.randn(1, 8, 8, 8)], kernels="triton")
 
 

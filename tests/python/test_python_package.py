@@ -24,7 +24,8 @@ STATS_KEYS = {"streams", "events", "captured_nodes", "graph_nodes", "segments", 
 
 def cpu_options():
     # The reference ran with this many intra-op threads; the same count gives the same float sums.
-    return {"device": "cpu", "intra_op_threads": torch.get_num_threads()}
+    # ATen's kernels, eager's bit for bit (the CPU default, Inductor's: test_inductor_regions.py).
+    return {"device": "cpu", "intra_op_threads": torch.get_num_threads(), "kernels": "aten"}
 
 
 class TwoHeads(torch.nn.Module):
