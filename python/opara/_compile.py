@@ -111,10 +111,15 @@ def _kernels_on(kernels: str, options: dict[str, Any], inputs: list[torch.Tensor
     regions have not been measured yet."""
     if kernels != "auto":
         return kernels
+    return "inductor" if _compile_device(options, inputs).type == "cpu" else "aten"
+
+
+def _compile_device(options: dict[str, Any], inputs: list[torch.Tensor]) -> torch.device:
+    """The device a model compiles for: the option device, else the CUDA example inputs', else the CPU."""
     device = options.get("device")
     if device is None:
-        device = next((t.device for t in inputs if t.device.type == "cuda"), torch.device("cpu"))
-    return "inductor" if torch.device(device).type == "cpu" else "aten"
+        return next((t.device for t in inputs if t.device.type == "cuda"), torch.device("cpu"))
+    return torch.device(device)
 
 
 def _with_regions(exported: Any, inputs: list[torch.Tensor], text: dict[str, str], name: str,
@@ -129,6 +134,12 @@ def _with_regions(exported: Any, inputs: list[torch.Tensor], text: dict[str, str
     except RegionsUnsupported as error:
         if asked:
             warnings.warn(f"opara: {error}; compiled with ATen's kernels instead", stacklevel=4)
+        return None
+    except Exception as error:  # Inductor or export failing where the default chose Inductor's kernels
+        if asked:
+            raise
+        warnings.warn(f"opara: Inductor's kernels could not be compiled for {name} ({_first_line(error)}); compiled "
+                      "with ATen's kernels instead (kernels='aten' skips trying)", stacklevel=4)
         return None
 
 

@@ -98,14 +98,18 @@ class CompiledRegions:
             pass
 
 
+def _targets(exported: torch.export.ExportedProgram) -> dict[str, str]:
+    """The model's own name (a dotted path) of each parameter, buffer and lifted constant, by the
+    name of its placeholder."""
+    signature = exported.graph_signature
+    return {**signature.inputs_to_parameters, **signature.inputs_to_buffers,
+            **signature.inputs_to_lifted_tensor_constants}
+
+
 def _constants(exported: torch.export.ExportedProgram) -> dict[str, torch.Tensor]:
     """The program's parameters, buffers and lifted constants, by the name of their placeholder."""
-    signature = exported.graph_signature
-    found = {}
-    for name, target in {**signature.inputs_to_parameters, **signature.inputs_to_buffers,
-                         **signature.inputs_to_lifted_tensor_constants}.items():
-        found[name] = exported.state_dict[target] if target in exported.state_dict else exported.constants[target]
-    return found
+    return {name: exported.state_dict[target] if target in exported.state_dict else exported.constants[target]
+            for name, target in _targets(exported).items()}
 
 
 def _values(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor],
@@ -419,12 +423,21 @@ def _outer_module(exported: torch.export.ExportedProgram, regions: list[_Region]
     out = fx.Graph()
     copied: dict[str, fx.Node] = {}
 
+    targets = _targets(exported)
+
     def value(name: str) -> fx.Node:
-        # A constant becomes an attribute at its first use outside the regions: one only frozen
+        # A constant becomes an attribute at its first use outside the regions, under the model's
+        # own name for it (CompiledModel.state() names written buffers so): one only frozen
         # regions read is not carried by the program.
         if name not in copied and name in constants:
-            holder.register_buffer(name, constants[name])
-            copied[name] = out.get_attr(name)
+            *path, leaf = targets[name].split(".")
+            owner = holder
+            for part in path:
+                if not hasattr(owner, part):
+                    owner.add_module(part, torch.nn.Module())
+                owner = getattr(owner, part)
+            owner.register_buffer(leaf, constants[name])
+            copied[name] = out.get_attr(targets[name])
         return copied[name]
 
     for kind, what in order:
@@ -447,6 +460,29 @@ def _outer_module(exported: torch.export.ExportedProgram, regions: list[_Region]
         else:
             copied[node.name] = out.node_copy(node, lambda input_node: value(input_node.name))
     return fx.GraphModule(holder, out)
+
+
+def _placed(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """An example input where the compiled model runs it: on `device`, except a 0-dim CPU tensor
+    on a GPU model (a scalar, which stays where it is, as the runtime keeps it)."""
+    if tensor.device == device or (device.type == "cuda" and tensor.device.type == "cpu" and tensor.dim() == 0):
+        return tensor
+    return tensor.to(device)
+
+
+def _place_device_arguments(graph: fx.Graph, device: torch.device) -> None:
+    """Every device argument (factory calls and checks, which export records as the example's
+    device: cuda:0 for a program exported from CUDA tensors) made `device` in place, as the C++
+    runtime does for its nodes (csrc/exec/node_op.cpp), so that the regions create tensors where
+    they run."""
+    def placed(argument: Any) -> Any:
+        return device if isinstance(argument, torch.device) else argument
+
+    for node in graph.nodes:
+        if node.op == "call_function":
+            node.args = fx.node.map_aggregate(node.args, placed)
+            node.kwargs = fx.node.map_aggregate(node.kwargs, placed)
+    graph.owning_module.recompile()
 
 
 def _linear_weights(graph: fx.Graph) -> set[str]:
@@ -490,11 +526,13 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     inputs at `folded_inputs` (the weights Dynamo passes in), are folded into the regions (read
     once, prepacked by Inductor's freezing), except state the program writes;
     `CompiledRegions.folded_inputs` says which inputs were."""
-    from ._compile import _archive, _first_line
+    from ._compile import _archive, _compile_device, _first_line
 
+    device = _compile_device(options, inputs)
+    inputs = [_placed(tensor, device) for tensor in inputs]
+    _place_device_arguments(exported.graph_module.graph, device)
     exported = exported.run_decompositions({})  # functional: a region never writes what it reads
     state = _State(exported)
-    device = inputs[0].device if inputs else torch.device("cpu")
     # On the CPU the whole program is one region unless the user gives region_min_share: with
     # calls at 1 us the plan's regions ran level with Inductor, and one region faster: two cores'
     # overlap of small kernels does not beat Inductor's intra-op threads over the same kernels
