@@ -27,7 +27,7 @@ The tokens are compared with eager's (exact equality; on a GPU, kernels that dif
 argmax, so a mismatch there is not necessarily a bug).
 
 Backends: eager, inductor (torch.compile's default), inductor-ro (mode="reduce-overhead": CUDA
-graphs, what users of a GPU compare against; in the default list on CUDA), opara (options device),
+graphs, what users of a GPU compare against; in the default list on CUDA), opara (ATen's kernels),
 opara-1stream (the same graphs on one stream, streams="single": what opara's streams gain; in the
 default list on CUDA), opara-inductor (kernels="inductor": Inductor's kernels in opara's regions,
 the KV cache computed in them and copied back). For opara the decode step's plan is reported: its streams and, for the
@@ -119,7 +119,7 @@ def compile_forward(model, backend, device, opara_graphs):
         # opara-1stream: the same graphs on one stream, what the streams are measured against;
         # opara-inductor: Inductor's kernels in opara's regions, the KV cache written back by them.
         options = {"device": device.type, **({"streams": "single"} if backend == "opara-1stream" else {}),
-                   **({"kernels": "inductor"} if backend == "opara-inductor" else {})}
+                   "kernels": "inductor" if backend == "opara-inductor" else "aten"}
 
         def recording_backend(graph, example_inputs):
             compiled = opara.opara_backend(graph, example_inputs, options=options)

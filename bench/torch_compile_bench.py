@@ -56,9 +56,8 @@ def compile_backend(name, model):
     if name == "inductor-ro":
         return torch.compile(model, mode="reduce-overhead")
     # opara's defaults: on the CPU its tuner picks the schedule (eager's unless another is faster).
-    options = {"device": str(next(model.parameters()).device)}
-    if name == "opara-inductor":
-        options["kernels"] = "inductor"
+    options = {"device": str(next(model.parameters()).device),
+               "kernels": "inductor" if name == "opara-inductor" else "aten"}
     return torch.compile(model, backend="opara", options=options)
 
 
