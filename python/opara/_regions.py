@@ -164,14 +164,25 @@ class _Parts:
         self.kernel_free -= in_parts
 
     @classmethod
-    def whole(cls, exported: torch.export.ExportedProgram) -> "_Parts | None":
-        """The whole program as one region, without a plan; None where a size is computed from
-        the data (the plan leaves such regions out)."""
+    def whole(cls, exported: torch.export.ExportedProgram, outside: set[str] = frozenset()) -> "_Parts | None":
+        """The whole program as one region, without a plan, or, where `outside` nodes (writes of
+        state in place) sit between its nodes, one region per stage: the nodes that read, through
+        any path, k of those writes in a row make stage k (a write reads its stage's region, and
+        the next stage reads the write). None where a size is computed from the data (the plan
+        leaves such regions out)."""
         calls = [node for node in exported.graph_module.graph.nodes if node.op == "call_function"]
         if not calls or any(_has_symbolic_size(node) for node in calls):
             return None
+        stage: dict[str, int] = {}
+        for node in calls:  # graph order: topological
+            stage[node.name] = max((stage[value.name] + (value.name in outside) for value in node.all_input_nodes
+                                    if value.name in stage), default=0)
+        stages: dict[int, set[str]] = {}
+        for node in calls:
+            if node.name not in outside:
+                stages.setdefault(stage[node.name], set()).add(node.name)
         parts = cls.__new__(cls)
-        parts.parts, parts.kernel_free = [{node.name for node in calls}], set()
+        parts.parts, parts.kernel_free = [stages[k] for k in sorted(stages)], set()
         return parts
 
 
@@ -387,11 +398,13 @@ def _compile_region(region: _Region, values: dict[str, Any], device: torch.devic
 
 
 def _outer_module(exported: torch.export.ExportedProgram, regions: list[_Region], keys: list[int],
-                  native: set[int], constants: dict[str, torch.Tensor], state: "_State", name: str) -> fx.GraphModule:
+                  native: set[int], constants: dict[str, torch.Tensor], state: "_State", in_place: dict[str, str],
+                  name: str) -> fx.GraphModule:
     """The program with each region one call of opara::region(key, inputs) and a getitem per output,
     the nodes kept outside the regions as they are, and its constants as attributes; its
-    placeholders are the user inputs. State the program writes (`state.written`) is copied into
-    its buffer or input at the end, and only the user outputs are returned. Items (regions, other
+    placeholders are the user inputs. State the program writes (`state.written`) is written in
+    place by the nodes `in_place` names (index_copy_ for index_copy), else copied into its buffer
+    or input at the end; only the user outputs are returned. Items (regions, other
     nodes) go in a topological order of the graph with each region contracted, which the plan's
     regions make a DAG."""
     graph = exported.graph_module.graph
@@ -455,8 +468,12 @@ def _outer_module(exported: torch.export.ExportedProgram, regions: list[_Region]
             results = fx.map_arg(node.args[0], lambda input_node: value(input_node.name))
             # After every reader of the old values (the order above is topological, and this is last).
             for placeholder, index in state.written:
-                out.call_function(torch.ops.aten.copy_.default, (value(placeholder), results[index]))
+                if node.args[0][index].name not in in_place:
+                    out.call_function(torch.ops.aten.copy_.default, (value(placeholder), results[index]))
             out.output(tuple(results[index] for index in state.user_outputs))
+        elif node.name in in_place:  # the state written where it is, its only reader
+            copied[node.name] = out.call_function(_IN_PLACE_TWINS[node.target],
+                                                  *fx.map_arg((node.args, node.kwargs), lambda v: value(v.name)))
         else:
             copied[node.name] = out.node_copy(node, lambda input_node: value(input_node.name))
     return fx.GraphModule(holder, out)
@@ -483,6 +500,29 @@ def _place_device_arguments(graph: fx.Graph, device: torch.device) -> None:
             node.args = fx.node.map_aggregate(node.args, placed)
             node.kwargs = fx.node.map_aggregate(node.kwargs, placed)
     graph.owning_module.recompile()
+
+
+# Functional writes into state and their in-place twins (the C++ importer pairs them the same way:
+# csrc/import/exported_state.h).
+_IN_PLACE_TWINS = {torch.ops.aten.index_copy.default: torch.ops.aten.index_copy_.default,
+                   torch.ops.aten.index_put.default: torch.ops.aten.index_put_.default}
+
+
+def _in_place_writes(graph: fx.Graph, state: "_State") -> dict[str, str]:
+    """The nodes that can write state in place, by name, with the placeholder each writes: a
+    written buffer's or input's new value made by index_copy or index_put of the placeholder
+    itself, which nothing else reads. The program opara runs writes such a one in place (a KV
+    cache's new row), outside the regions, where a region would make the whole new cache and the
+    program copy it back."""
+    output = next(node for node in graph.nodes if node.op == "output")
+    placeholders = {node.name: node for node in graph.nodes if node.op == "placeholder"}
+    found = {}
+    for placeholder, index in state.written:
+        value = output.args[0][index]
+        if (isinstance(value, fx.Node) and value.target in _IN_PLACE_TWINS and value.args[0] is placeholders[placeholder]
+                and set(placeholders[placeholder].users) == {value}):
+            found[value.name] = placeholder
+    return found
 
 
 def _linear_weights(graph: fx.Graph) -> set[str]:
@@ -538,8 +578,11 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     # overlap of small kernels does not beat Inductor's intra-op threads over the same kernels
     # fused across the region edges (docs/architecture.md, "Regions compiled by Inductor"). On a
     # GPU the calls happen only while opara captures, and the plan's regions stay.
-    parts = _Parts.whole(exported) if device.type == "cpu" and "region_min_share" not in options else None
+    whole = device.type == "cpu" and "region_min_share" not in options
+    in_place = _in_place_writes(exported.graph_module.graph, state) if whole else {}
+    parts = _Parts.whole(exported, set(in_place)) if whole else None
     if parts is None:
+        in_place = {}
         archive = _archive(lambda buffer: torch.export.save(exported, buffer))
         plan = json.loads(torch.ops.opara.plan_archive(archive, name, inputs, {**options, "regions": "true"}))
         parts = _Parts(exported, plan)
@@ -568,7 +611,7 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     if compiled.skipped:
         warnings.warn(f"opara: {len(compiled.skipped)} regions of {name} stay ATen nodes (Inductor could not "
                       f"compile them): {compiled.skipped[0]}", stacklevel=3)
-    outer = _outer_module(exported, regions, keys, compiled.native, constants, state, name)
+    outer = _outer_module(exported, regions, keys, compiled.native, constants, state, in_place, name)
     with torch.no_grad():
         program = torch.export.export(outer, tuple(inputs), strict=False)
     return program, compiled
