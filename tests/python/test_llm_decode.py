@@ -130,6 +130,31 @@ def test_later_requests_reuse_the_compiled_steps_on_the_cpu():
     assert opara.dynamo_counters["fallbacks"] == 0
 
 
+def test_decode_with_the_cpus_default_kernels_gives_eagers_tokens_and_writes_the_cache_in_place():
+    """The CPU's default, Inductor's kernels in opara's regions: the tokens are eager's, the cache
+    rows are written in place between regions (python/opara/_regions.py), and a second request's
+    new cache runs on the compiled steps."""
+    torch.manual_seed(0)
+    model = tiny_llama().eval()
+    requests = [torch.randint(0, VOCAB, (1, PROMPT)) for _ in range(2)]
+    expected = [generate(model, ids, new_tokens=4) for ids in requests]
+    graphs = []
+
+    def recording_backend(graph, example_inputs):
+        graphs.append(opara.opara_backend(graph, example_inputs, options={"device": "cpu", "fallback": "error"}))
+        return graphs[-1]
+
+    model.forward = torch.compile(model.forward, backend=recording_backend, dynamic=False)
+    for number, (ids, tokens) in enumerate(zip(requests, expected)):
+        assert torch.equal(generate(model, ids, new_tokens=4), tokens), f"request {number}"
+    assert opara.dynamo_counters["compiles"] == 2 and opara.dynamo_counters["regions"] >= 2
+    (decode,) = graphs[1].by_shape.values()
+    kinds = json.loads(decode.handle.plan())["kinds"]
+    layers = model.config.num_hidden_layers
+    # Each layer's key and value caches (the cache's small counters, read more than once, are copied back).
+    assert kinds.count("aten::index_copy_") == 2 * layers, "\n".join(kinds)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")
 @pytest.mark.parametrize("name", ["llama", "qwen2_moe-batched_mm"])
 def test_on_the_gpu_every_decode_step_replays_the_captured_graph(name, no_tf32):
