@@ -9,7 +9,9 @@ the reason (options={"fallback": "error"} raises instead); a wrong result is nev
 Parameters and buffers reach a graph as inputs (Dynamo lifts them); opara reads them where they
 are (Options::static_inputs): no copy per graph or per run, so an in-place change to a weight
 (load_state_dict, an optimiser step under no_grad) is seen by the next call. A weight replaced by
-another tensor, or moved, gets the graph compiled again for it at its next call.
+another tensor, or moved, gets the graph compiled again for it at its next call. With Inductor's
+kernels (kernels="inductor", the CPU's default) the weights are folded into the regions instead,
+and one written in place gets the graph compiled again, reading its weights from then on.
 
 State the graph writes in place (a KV cache, its position counter: a decode step) is written where
 it lives (state_in_place: on a GPU the captured graph writes the caller's cache, with no copy per
