@@ -131,24 +131,30 @@ def _values(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor],
 
 
 class _Parts:
-    """The FX nodes of each region of a plan, by name, and the kernel-free nodes (views, size
-    queries) each region recomputes. A plan node's outputs are named as the FX nodes that produce
-    them (a multi-output node's by its getitem users, which go with it: Inductor compiles them
-    together). A region with a node the program does not have at its top level (a body opara
-    inlined), or with a size computed from the data (nonzero's, unknown when the region compiles),
-    is left out: its nodes stay ATen."""
+    """The FX nodes of each region, by name (`parts`), and the kernel-free nodes (views, size
+    queries) each region recomputes (`kernel_free`)."""
 
-    def __init__(self, exported: torch.export.ExportedProgram, plan: dict[str, Any]):
+    def __init__(self, parts: list[set[str]], kernel_free: set[str]):
+        self.parts = parts
+        self.kernel_free = kernel_free
+
+    @classmethod
+    def of_plan(cls, exported: torch.export.ExportedProgram, plan: dict[str, Any]) -> "_Parts":
+        """The regions of a plan. A plan node's outputs are named as the FX nodes that produce
+        them (a multi-output node's by its getitem users, which go with it: Inductor compiles them
+        together). A region with a node the program does not have at its top level (a body opara
+        inlined), or with a size computed from the data (nonzero's, unknown when the region
+        compiles), is left out: its nodes stay ATen."""
         nodes = {node.name: node for node in exported.graph_module.graph.nodes}
         parts: list[set[str]] = [set() for _ in range(plan.get("regions", 0))]
         left_out = set()
         # Kernel-free in the plan: recomputed in every region that reads it (regions.h), since a
         # view between two nodes of one region would otherwise leave and re-enter it.
-        self.kernel_free: set[str] = set()
+        kernel_free: set[str] = set()
         for node, region in enumerate(plan.get("region_of", [])):
             names = plan["outputs"][node]
             if region < 0:
-                self.kernel_free.update(name for name in names if name in nodes and nodes[name].op == "call_function")
+                kernel_free.update(name for name in names if name in nodes and nodes[name].op == "call_function")
                 continue
             # The serializer names an output nothing reads "<node>_unused_<i>": one found name is enough.
             found = [nodes[name] for name in names if name in nodes and nodes[name].op == "call_function"]
@@ -159,9 +165,8 @@ class _Parts:
             parts[region].add(fx_node.name)
             parts[region].update(user.name for user in fx_node.users if user.target is operator.getitem)
         left_out |= {region for region, part in enumerate(parts) if any(_has_symbolic_size(nodes[n]) for n in part)}
-        self.parts = [part for region, part in enumerate(parts) if part and region not in left_out]
-        in_parts = set().union(*self.parts) if self.parts else set()
-        self.kernel_free -= in_parts
+        kept = [part for region, part in enumerate(parts) if part and region not in left_out]
+        return cls(kept, kernel_free - set().union(*kept))
 
     @classmethod
     def whole(cls, exported: torch.export.ExportedProgram, outside: set[str] = frozenset()) -> "_Parts | None":
@@ -181,9 +186,7 @@ class _Parts:
         for node in calls:
             if node.name not in outside:
                 stages.setdefault(stage[node.name], set()).add(node.name)
-        parts = cls.__new__(cls)
-        parts.parts, parts.kernel_free = [stages[k] for k in sorted(stages)], set()
-        return parts
+        return cls([stages[k] for k in sorted(stages)], set())
 
 
 def _has_symbolic_size(node: fx.Node) -> bool:
@@ -585,7 +588,7 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
         in_place = {}
         archive = _archive(lambda buffer: torch.export.save(exported, buffer))
         plan = json.loads(torch.ops.opara.plan_archive(archive, name, inputs, {**options, "regions": "true"}))
-        parts = _Parts(exported, plan)
+        parts = _Parts.of_plan(exported, plan)
     constants = _constants(exported)
     values = _values(exported, inputs, constants)
     compiled = CompiledRegions()
