@@ -126,7 +126,8 @@ def _with_regions(exported: Any, inputs: list[torch.Tensor], text: dict[str, str
                   folded_inputs: Sequence[int] = (), asked: bool = True) -> tuple[Any, Any] | None:
     """`exported` with its regions compiled by Inductor (its constants and the inputs at
     `folded_inputs` folded in), and the regions; None when kernels="inductor" cannot take it (the
-    caller then compiles ATen's kernels), with a warning if the user `asked` for Inductor's."""
+    caller then compiles ATen's kernels), with a warning if the user `asked` for Inductor's. Other
+    failures raise: the caller falls back where the default chose Inductor's kernels."""
     from ._regions import RegionsUnsupported, compile_regions
 
     try:
@@ -135,12 +136,13 @@ def _with_regions(exported: Any, inputs: list[torch.Tensor], text: dict[str, str
         if asked:
             warnings.warn(f"opara: {error}; compiled with ATen's kernels instead", stacklevel=4)
         return None
-    except Exception as error:  # Inductor or export failing where the default chose Inductor's kernels
-        if asked:
-            raise
-        warnings.warn(f"opara: Inductor's kernels could not be compiled for {name} ({_first_line(error)}); compiled "
-                      "with ATen's kernels instead (kernels='aten' skips trying)", stacklevel=4)
-        return None
+
+
+def _inductor_failed(name: str, error: BaseException) -> None:
+    """Says that Inductor's kernels, which kernels="auto" chose, failed for `name`: the caller
+    compiles ATen's instead (a failure where the user asked for Inductor's raises)."""
+    warnings.warn(f"opara: Inductor's kernels could not be compiled for {name} ({_first_line(error)}); compiled "
+                  "with ATen's kernels instead (kernels='aten' skips trying)", stacklevel=3)
 
 
 def _structured(outputs: list[torch.Tensor], out_spec: Any) -> Any:
@@ -254,7 +256,8 @@ def compile(
         region of the plan is compiled by Inductor into fused kernels (the weights frozen in) and
         runs as one node, stats()["regions"] of them; on the CPU, unless region_min_share is
         given, the whole program is one region. TorchScript models and graphs torch.export
-        refuses keep ATen's kernels (with a warning where "inductor" was asked for).
+        refuses keep ATen's kernels (with a warning where "inductor" was asked for); under
+        "auto" a failure inside Inductor falls back to ATen's kernels with a warning.
     profile: a recorded profile (opara-bench profile) for the demands; default: estimated from
         the shapes of one eager run of the examples on the model's device.
     allow_profile_mismatch: True: use a profile made for another model file, input shapes or GPU,
@@ -303,12 +306,18 @@ def compile(
     text = _options_text(options)
     is_path = _is_path(model, "opara.compile")
     if _kernels_on(kernels, options, inputs) == "inductor":
+        torch.ops.opara.check_options(text)  # a bad option named before any Inductor compile
         name = str(model) if is_path else type(model).__name__
-        with_regions = _archive_with_regions(model, name, inputs, text, is_path, asked=kernels == "inductor")
-        if with_regions is not None:
-            archive, out_spec, regions = with_regions
-            handle = torch.classes.opara.Model.from_archive(archive, name, inputs, text)
-            return CompiledModel(handle, name, "torch.export", out_spec, regions)
+        try:
+            with_regions = _archive_with_regions(model, name, inputs, text, is_path, asked=kernels == "inductor")
+            if with_regions is not None:
+                archive, out_spec, regions = with_regions
+                handle = torch.classes.opara.Model.from_archive(archive, name, inputs, text)
+                return CompiledModel(handle, name, "torch.export", out_spec, regions)
+        except Exception as error:
+            if kernels == "inductor":
+                raise
+            _inductor_failed(name, error)
     if is_path:
         path = str(model)
         return CompiledModel(torch.classes.opara.Model(path, inputs, text), path, "file")
@@ -425,8 +434,14 @@ def compile_graph_set(
     archives, out_spec, exported_with, regions = [], None, None, []
     for size in sizes:
         sized = torch.ops.opara.inputs_with_rows(inputs, batched, size)
-        with_regions = (_archive_with_regions(model, name, sized, text, False, asked=kernels == "inductor")
-                        if _kernels_on(kernels, options, inputs) == "inductor" else None)
+        with_regions = None
+        if _kernels_on(kernels, options, inputs) == "inductor":
+            try:
+                with_regions = _archive_with_regions(model, name, sized, text, False, asked=kernels == "inductor")
+            except Exception as error:
+                if kernels == "inductor":
+                    raise
+                _inductor_failed(f"{name} at {size} rows", error)
         if with_regions is not None:
             archive, out_spec, bucket_regions = with_regions
             exported_with = "torch.export"

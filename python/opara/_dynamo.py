@@ -29,8 +29,8 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
-from ._compile import (_archive, _casts_written, _first_line, _kernels_on, _kernels_option, _options_text,
-                       _with_regions)
+from ._compile import (_archive, _casts_written, _first_line, _inductor_failed, _kernels_on, _kernels_option,
+                       _options_text, _with_regions)
 from ._library import load_library
 
 # What the backend did since the process started (or since counters.clear()): graphs Dynamo
@@ -111,6 +111,14 @@ class _Specialized(torch.nn.Module):
         given = iter(tensors)
         leaves = [next(given) if fixed is None else fixed for fixed in self.traced.fixed_results]
         return pytree.tree_unflatten(leaves, self.traced.out_spec)
+
+
+def _foldable(weight: torch.Tensor) -> bool:
+    """Whether a static input may be folded into Inductor's regions: its in-place writes must move
+    its version counter, which an inference tensor has none of, and which a CUDA graph's replay
+    (another compiled graph writing a buffer this one reads) does not move: on a GPU only
+    parameters are folded."""
+    return not weight.is_inference() and (weight.device.type == "cpu" or isinstance(weight, torch.nn.Parameter))
 
 
 def _is_static(value: Any) -> bool:
@@ -208,29 +216,15 @@ class OparaGraph:
     def _compile(self, args: list[Any]) -> _Compiled | _EagerGraph:
         key = self._key(args)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        static_positions = self._static_positions(args)
+        kernels = _kernels_on(self.kernels, self.options, tensors)
         try:
-            with torch.no_grad():
-                specialized = _Specialized(self.graph_module, args)
-                exported = _casts_written(torch.export.export(specialized, tuple(tensors), strict=False))
-            options = dict(self.options)
-            if static_positions:
-                options["static_inputs"] = ",".join(map(str, static_positions))
-            options["state_in_place"] = "true"  # a KV cache Dynamo passes in is written where it lives
-            regions = None
-            if _kernels_on(self.kernels, self.options, tensors) == "inductor":
-                # The weights (Dynamo's static inputs) are folded into the regions, prepacked once,
-                # until one is written in place (load_state_dict): then read at each call.
-                folded = static_positions if self.fold_weights else []
-                with_regions = _with_regions(exported, tensors, options, self.name, folded,
-                                             asked=self.kernels == "inductor")
-                if with_regions is not None:
-                    exported, regions = with_regions
-                    counters["regions"] += len(regions)
-            archive = _archive(lambda buffer: torch.export.save(exported, buffer))
-            handle = torch.classes.opara.Model.from_archive(archive, self.name, tensors, options)
-            compiled: _Compiled | _EagerGraph = _Compiled(handle, specialized, tensors, static_positions, regions)
-            counters["compiles"] += 1
+            try:
+                compiled: _Compiled | _EagerGraph = self._compiled_with(kernels, args, tensors)
+            except Exception as error:
+                if kernels != "inductor" or self.kernels != "auto":
+                    raise
+                _inductor_failed(self.name, error)  # the default chose them: ATen's instead
+                compiled = self._compiled_with("aten", args, tensors)
         except Exception as error:  # export and opara fail in many ways; eager is always right
             if self.fallback == "error":
                 raise OparaBackendError(f"opara could not compile {self.name}: {_first_line(error)}") from error
@@ -238,6 +232,31 @@ class OparaGraph:
             counters["fallbacks"] += 1
             compiled = _EagerGraph()
         self.by_shape[key] = compiled
+        return compiled
+
+    def _compiled_with(self, kernels: str, args: list[Any], tensors: list[torch.Tensor]) -> _Compiled:
+        static_positions = self._static_positions(args)
+        with torch.no_grad():
+            specialized = _Specialized(self.graph_module, args)
+            exported = _casts_written(torch.export.export(specialized, tuple(tensors), strict=False))
+        options = dict(self.options)
+        if static_positions:
+            options["static_inputs"] = ",".join(map(str, static_positions))
+        options["state_in_place"] = "true"  # a KV cache Dynamo passes in is written where it lives
+        regions = None
+        if kernels == "inductor":
+            # The weights (Dynamo's static inputs) are folded into the regions, prepacked once,
+            # until one is written in place (load_state_dict): then read at each call.
+            folded = [p for p in static_positions if self.fold_weights and _foldable(tensors[p])]
+            with_regions = _with_regions(exported, tensors, options, self.name, folded,
+                                         asked=self.kernels == "inductor")
+            if with_regions is not None:
+                exported, regions = with_regions
+        archive = _archive(lambda buffer: torch.export.save(exported, buffer))
+        handle = torch.classes.opara.Model.from_archive(archive, self.name, tensors, options)
+        compiled = _Compiled(handle, specialized, tensors, static_positions, regions)
+        counters["compiles"] += 1
+        counters["regions"] += len(regions or ())
         return compiled
 
     def __call__(self, *args: Any) -> Any:

@@ -160,12 +160,34 @@ def test_inductors_kernels_are_the_default_on_the_cpu(library, model_and_input, 
     assert not [w for w in recwarn if "opara" in str(w.message)], [str(w.message) for w in recwarn]
 
 
+def test_when_inductor_fails_the_default_takes_atens_kernels_and_says_so(library, model_and_input, fresh_dynamo,
+                                                                         monkeypatch):
+    import opara._regions
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("Inductor broke")
+
+    monkeypatch.setattr(opara._regions, "compile_regions", failing)
+    model, x = model_and_input
+    with torch.no_grad():
+        with pytest.warns(UserWarning, match="Inductor's kernels could not be compiled .*Inductor broke"):
+            compiled = opara.compile(model, [x], device="cpu", cpu_tuning_ms=0)
+        assert compiled.stats()["regions"] == 0
+        close_to(compiled(x), model(x))
+        with pytest.warns(UserWarning, match="Inductor's kernels could not be compiled .*Inductor broke"):
+            backend = torch.compile(model, backend="opara", options={"device": "cpu", "fallback": "error"})
+            close_to(backend(x), model(x))
+        assert opara.dynamo_counters["compiles"] == 1 and opara.dynamo_counters["regions"] == 0
+        with pytest.raises(RuntimeError, match="Inductor broke"):  # asked for: no fallback
+            opara.compile(model, [x], kernels="inductor", device="cpu", cpu_tuning_ms=0)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_atens_kernels_are_the_default_on_the_gpu(library, model_and_input, no_tf32):
     # Regions are not measured on a GPU yet: "auto" keeps ATen's there.
     model, x = model_and_input
-    compiled = opara.compile(model.cuda(), [x.cuda()])
     try:
+        compiled = opara.compile(model.cuda(), [x.cuda()])
         assert compiled.stats()["regions"] == 0
         with torch.no_grad():
             close_to(compiled(x.cuda()), model(x.cuda()))
@@ -182,28 +204,35 @@ def test_views_between_the_nodes_of_a_region_are_recomputed_in_it(library):
         close_to([compiled(x)], [model(x)])
 
 
-def test_the_backend_folds_the_weights_and_compiles_again_when_one_is_written(library, model_and_input,
-                                                                               fresh_dynamo):
-    model, x = model_and_input
+def test_the_backend_folds_the_weights_and_compiles_again_when_one_is_written(library, fresh_dynamo):
+    torch.manual_seed(0)
+    model, x = ThreeBranches().eval(), torch.randn(1, 8, 32, 32)  # its own: the weights are written
     options = {"kernels": "inductor", "region_min_share": 0.1, "device": "cpu", "cpu_tuning_ms": 0, "fallback": "error"}
     with torch.no_grad():
         compiled = torch.compile(model, backend="opara", options=options)
         close_to(compiled(x), model(x))
         assert opara.dynamo_counters["regions"] > 1 and opara.dynamo_counters["compiles"] == 1
-        saved = model.a.weight.clone()
-        try:
-            model.a.weight.mul_(2)  # folded into a region: the graph is compiled again, reading the weights
-            close_to(compiled(x), model(x))
-            assert opara.dynamo_counters["compiles"] == 2
-            model.a.weight.mul_(0.5)  # read at each call now: no compile
-            close_to(compiled(x), model(x))
-            model.load_state_dict({**model.state_dict(), "b.bias": model.b.bias * 3})
-            close_to(compiled(x), model(x))
-            assert opara.dynamo_counters["compiles"] == 2
-        finally:
-            model.a.weight.copy_(saved)
-            model.b.bias.div_(3)
+        model.a.weight.mul_(2)  # folded into a region: the graph is compiled again, reading the weights
+        close_to(compiled(x), model(x))
+        assert opara.dynamo_counters["compiles"] == 2
+        model.a.weight.mul_(0.5)  # read at each call now: no compile
+        close_to(compiled(x), model(x))
+        model.load_state_dict({**model.state_dict(), "b.bias": model.b.bias * 3})
+        close_to(compiled(x), model(x))
+        assert opara.dynamo_counters["compiles"] == 2
     assert opara.dynamo_counters["fallbacks"] == 0
+
+
+def test_weights_made_under_inference_mode_are_read_not_folded(library, fresh_dynamo):
+    # An inference tensor has no version counter to watch: it stays a region input.
+    torch.manual_seed(0)
+    with torch.inference_mode():
+        model, x = ThreeBranches().eval(), torch.randn(1, 8, 32, 32)
+        compiled = torch.compile(model, backend="opara", options={"device": "cpu", "fallback": "error"})
+        close_to(compiled(x), model(x))
+        model.c.bias.add_(1)  # allowed on an inference tensor inside inference mode
+        close_to(compiled(x), model(x))
+    assert opara.dynamo_counters["regions"] == 1 and opara.dynamo_counters["compiles"] == 1
 
 
 def test_fold_weights_off_reads_the_weights_at_each_call(library, fresh_dynamo):
