@@ -30,7 +30,7 @@ Backends: eager, inductor (torch.compile's default), inductor-ro (mode="reduce-o
 graphs, what users of a GPU compare against; in the default list on CUDA), opara (ATen's kernels),
 opara-1stream (the same graphs on one stream, streams="single": what opara's streams gain; in the
 default list on CUDA), opara-inductor (kernels="inductor": Inductor's kernels in opara's regions,
-the KV cache computed in them and copied back). For opara the decode step's plan is reported: its streams and, for the
+each KV cache row written in place between them). For opara the decode step's plan is reported: its streams and, for the
 MoE model, the streams of each layer's shared expert and routed experts.
 """
 
@@ -117,7 +117,7 @@ def compile_forward(model, backend, device, opara_graphs):
         import opara
 
         # opara-1stream: the same graphs on one stream, what the streams are measured against;
-        # opara-inductor: Inductor's kernels in opara's regions, the KV cache written back by them.
+        # opara-inductor: Inductor's kernels in opara's regions, the KV cache rows written in place.
         options = {"device": device.type, **({"streams": "single"} if backend == "opara-1stream" else {}),
                    "kernels": "inductor" if backend == "opara-inductor" else "aten"}
 

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence, overload
+from typing import Any, Callable, Iterator, Sequence, overload
 
 import torch
 import torch.utils._pytree as pytree
@@ -138,11 +139,17 @@ def _with_regions(exported: Any, inputs: list[torch.Tensor], text: dict[str, str
         return None
 
 
-def _inductor_failed(name: str, error: BaseException) -> None:
-    """Says that Inductor's kernels, which kernels="auto" chose, failed for `name`: the caller
-    compiles ATen's instead (a failure where the user asked for Inductor's raises)."""
-    warnings.warn(f"opara: Inductor's kernels could not be compiled for {name} ({_first_line(error)}); compiled "
-                  "with ATen's kernels instead (kernels='aten' skips trying)", stacklevel=3)
+@contextlib.contextmanager
+def _aten_if_inductor_fails(kernels: str, name: str) -> Iterator[None]:
+    """Around compiling Inductor's kernels for `name`: where kernels="auto" chose them, a failure is
+    said and swallowed (the caller then compiles ATen's); where the user asked for them, it raises."""
+    try:
+        yield
+    except Exception as error:
+        if kernels == "inductor":
+            raise
+        warnings.warn(f"opara: Inductor's kernels could not be compiled for {name} ({_first_line(error)}); compiled "
+                      "with ATen's kernels instead (kernels='aten' skips trying)", stacklevel=3)
 
 
 def _structured(outputs: list[torch.Tensor], out_spec: Any) -> Any:
@@ -308,16 +315,12 @@ def compile(
     if _kernels_on(kernels, options, inputs) == "inductor":
         torch.ops.opara.check_options(text)  # a bad option named before any Inductor compile
         name = str(model) if is_path else type(model).__name__
-        try:
+        with _aten_if_inductor_fails(kernels, name):
             with_regions = _archive_with_regions(model, name, inputs, text, is_path, asked=kernels == "inductor")
             if with_regions is not None:
                 archive, out_spec, regions = with_regions
                 handle = torch.classes.opara.Model.from_archive(archive, name, inputs, text)
                 return CompiledModel(handle, name, "torch.export", out_spec, regions)
-        except Exception as error:
-            if kernels == "inductor":
-                raise
-            _inductor_failed(name, error)
     if is_path:
         path = str(model)
         return CompiledModel(torch.classes.opara.Model(path, inputs, text), path, "file")
@@ -432,16 +435,13 @@ def compile_graph_set(
         raise ValueError(_first_line(error)) from None
     name = type(model).__name__
     archives, out_spec, exported_with, regions = [], None, None, []
+    with_inductor = _kernels_on(kernels, options, inputs) == "inductor"
     for size in sizes:
         sized = torch.ops.opara.inputs_with_rows(inputs, batched, size)
         with_regions = None
-        if _kernels_on(kernels, options, inputs) == "inductor":
-            try:
+        if with_inductor:
+            with _aten_if_inductor_fails(kernels, f"{name} at {size} rows"):
                 with_regions = _archive_with_regions(model, name, sized, text, False, asked=kernels == "inductor")
-            except Exception as error:
-                if kernels == "inductor":
-                    raise
-                _inductor_failed(f"{name} at {size} rows", error)
         if with_regions is not None:
             archive, out_spec, bucket_regions = with_regions
             exported_with = "torch.export"

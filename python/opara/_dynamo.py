@@ -29,8 +29,8 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
-from ._compile import (_archive, _casts_written, _first_line, _inductor_failed, _kernels_on, _kernels_option,
-                       _options_text, _with_regions)
+from ._compile import (_archive, _aten_if_inductor_fails, _casts_written, _first_line, _kernels_on,
+                       _kernels_option, _options_text, _with_regions)
 from ._library import load_library
 
 # What the backend did since the process started (or since counters.clear()): graphs Dynamo
@@ -216,14 +216,12 @@ class OparaGraph:
     def _compile(self, args: list[Any]) -> _Compiled | _EagerGraph:
         key = self._key(args)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        kernels = _kernels_on(self.kernels, self.options, tensors)
+        compiled: _Compiled | _EagerGraph | None = None
         try:
-            try:
-                compiled: _Compiled | _EagerGraph = self._compiled_with(kernels, args, tensors)
-            except Exception as error:
-                if kernels != "inductor" or self.kernels != "auto":
-                    raise
-                _inductor_failed(self.name, error)  # the default chose them: ATen's instead
+            if _kernels_on(self.kernels, self.options, tensors) == "inductor":
+                with _aten_if_inductor_fails(self.kernels, self.name):
+                    compiled = self._compiled_with("inductor", args, tensors)
+            if compiled is None:
                 compiled = self._compiled_with("aten", args, tensors)
         except Exception as error:  # export and opara fail in many ways; eager is always right
             if self.fallback == "error":

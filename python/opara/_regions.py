@@ -401,7 +401,7 @@ def _compile_region(region: _Region, values: dict[str, Any], device: torch.devic
 
 
 def _outer_module(exported: torch.export.ExportedProgram, regions: list[_Region], keys: list[int],
-                  native: set[int], constants: dict[str, torch.Tensor], state: "_State", in_place: dict[str, str],
+                  native: set[int], constants: dict[str, torch.Tensor], state: "_State", in_place: set[str],
                   name: str) -> fx.GraphModule:
     """The program with each region one call of opara::region(key, inputs) and a getitem per output,
     the nodes kept outside the regions as they are, and its constants as attributes; its
@@ -511,20 +511,19 @@ _IN_PLACE_TWINS = {torch.ops.aten.index_copy.default: torch.ops.aten.index_copy_
                    torch.ops.aten.index_put.default: torch.ops.aten.index_put_.default}
 
 
-def _in_place_writes(graph: fx.Graph, state: "_State") -> dict[str, str]:
-    """The nodes that can write state in place, by name, with the placeholder each writes: a
-    written buffer's or input's new value made by index_copy or index_put of the placeholder
-    itself, which nothing else reads. The program opara runs writes such a one in place (a KV
-    cache's new row), outside the regions, where a region would make the whole new cache and the
-    program copy it back."""
+def _in_place_writes(graph: fx.Graph, state: "_State") -> set[str]:
+    """The names of the nodes that can write state in place: a written buffer's or input's new
+    value made by index_copy or index_put of the placeholder itself, which nothing else reads. The
+    program opara runs writes such a one in place (a KV cache's new row), outside the regions,
+    where a region would make the whole new cache and the program copy it back."""
     output = next(node for node in graph.nodes if node.op == "output")
     placeholders = {node.name: node for node in graph.nodes if node.op == "placeholder"}
-    found = {}
+    found = set()
     for placeholder, index in state.written:
         value = output.args[0][index]
         if (isinstance(value, fx.Node) and value.target in _IN_PLACE_TWINS and value.args[0] is placeholders[placeholder]
                 and set(placeholders[placeholder].users) == {value}):
-            found[value.name] = placeholder
+            found.add(value.name)
     return found
 
 
@@ -540,8 +539,9 @@ def _linear_weights(graph: fx.Graph) -> set[str]:
 class _State:
     """What a functional program writes in place: `written`, (the placeholder of the buffer or
     user input written, the index of its new value among the outputs), and `user_outputs`, the
-    indices of the outputs the caller sees. The regions compute the new values; the program opara
-    runs writes them back at its end, which torch.export records as the same mutation again."""
+    indices of the outputs the caller sees. The regions compute the new values (or the program
+    opara runs writes them in place: _in_place_writes); the program writes the others back at its
+    end, which torch.export records as the same mutation again."""
 
     def __init__(self, exported: torch.export.ExportedProgram):
         from torch.export.graph_signature import InputKind, OutputKind
@@ -582,10 +582,10 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     # fused across the region edges (docs/architecture.md, "Regions compiled by Inductor"). On a
     # GPU the calls happen only while opara captures, and the plan's regions stay.
     whole = device.type == "cpu" and "region_min_share" not in options
-    in_place = _in_place_writes(exported.graph_module.graph, state) if whole else {}
-    parts = _Parts.whole(exported, set(in_place)) if whole else None
+    in_place = _in_place_writes(exported.graph_module.graph, state) if whole else set()
+    parts = _Parts.whole(exported, in_place) if whole else None
     if parts is None:
-        in_place = {}
+        in_place = set()
         archive = _archive(lambda buffer: torch.export.save(exported, buffer))
         plan = json.loads(torch.ops.opara.plan_archive(archive, name, inputs, {**options, "regions": "true"}))
         parts = _Parts.of_plan(exported, plan)
@@ -598,7 +598,7 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     # State the program writes is read at each call, never folded in.
     written = {placeholder for placeholder, _ in state.written}
     user_inputs = list(exported.graph_signature.user_inputs)
-    folded = {user_inputs[index]: inputs[index] for index in folded_inputs if user_inputs[index] not in written}
+    folded = {user_inputs[index]: inputs[index] for index in folded_inputs}
     frozen = (set(constants) | set(folded)) - written - _linear_weights(graph)
     compiled.folded_inputs = [index for index in folded_inputs if user_inputs[index] in frozen]
     candidates = [_Region(graph, part, parts.kernel_free, {**constants, **folded}, frozen) for part in parts.parts]
