@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Greedy decoding with a static KV cache (issue 30): tokens per second of `model.generate` for a
 Llama-style model (grouped-query attention) and a Qwen2-MoE-style model (8 experts, top-2, one
-shared expert), eager against torch.compile's Inductor and torch.compile(backend="opara").
+shared expert), eager against torch.compile's Inductor and torch.compile(backend="opara"); and of
+a gpt-fast-style decoder that owns its KV caches (issue 41, scripts/opara_models/decoder.py),
+compiled whole by opara.compile.
 A benchmark, not a test: ratios are meaningful within one run on one machine.
 
     ~/.cache/opara/venv/bin/python bench/llm_decode_bench.py --device cpu
@@ -25,6 +27,13 @@ turn, each round followed by one eager generate of N (the model's own forward): 
 rounds of eager's time / the backend's (a machine that changes speed slows both alike).
 The tokens are compared with eager's (exact equality; on a GPU, kernels that differ may change an
 argmax, so a mismatch there is not necessarily a bug).
+
+gptfast (the decoder that owns its caches) is driven as gpt-fast drives it, by its own loop
+(decoder.greedy_decode: the prompt fed a token a step, each new token the argmax of the last
+logits; a step's position is a tensor on the model's device), the step compiled as each backend is
+applied to a module: torch.compile(model, ...) for Inductor, opara.compile(model, [token,
+position], ...) for opara (its caches are the compiled model's state()). The caches are not reset
+between requests: the causal mask hides whatever a position past the step holds.
 
 Backends: eager, inductor (torch.compile's default), inductor-ro (mode="reduce-overhead": CUDA
 graphs, what users of a GPU compare against; in the default list on CUDA), opara (ATen's kernels),
@@ -64,7 +73,20 @@ CONFIGS = {
                       num_hidden_layers=4, num_attention_heads=6, num_key_value_heads=2, vocab_size=8192),
     },
 }
+# The decoder that owns its caches (DecoderConfig): about the llama rows' sizes.
+CONFIGS["gptfast"] = {
+    "small": dict(dim=128, intermediate=512, layers=2, heads=4, kv_heads=2, vocab_size=2048),
+    "large": dict(dim=512, intermediate=1408, layers=4, heads=8, kv_heads=2, vocab_size=8192),
+}
 MOE = dict(num_experts=8, num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=False)
+
+
+def build_decoder(size, device, batch, max_seq):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from opara_models.decoder import Decoder, DecoderConfig
+
+    torch.manual_seed(SEED)
+    return Decoder(DecoderConfig(**CONFIGS["gptfast"][size], max_batch=batch, max_seq=max_seq)).eval().to(device)
 
 
 def build_model(name, size, device):
@@ -228,6 +250,74 @@ def measure(model, inputs, backend, reference, device, args, opara):
     return row, tokens
 
 
+def compile_step(model, backend, device, example):
+    """The decoder's step as `backend` compiles a module, and opara's compiled model (else None)."""
+    if backend == "eager":
+        return model, None
+    if backend in ("inductor", "inductor-ro"):
+        return torch.compile(model, **({"mode": "reduce-overhead"} if backend == "inductor-ro" else {})), None
+    import opara
+
+    options = {"device": device.type, "kernels": "inductor" if backend == "opara-inductor" else "aten",
+               **({"streams": "single"} if backend == "opara-1stream" else {})}
+    compiled = opara.compile(model, example, **options)
+    return compiled, compiled
+
+
+def decode(step, prompt, new_tokens, device):
+    from opara_models.decoder import greedy_decode
+
+    synchronize(device)
+    started = time.perf_counter()
+    tokens = greedy_decode(step, prompt, new_tokens)
+    synchronize(device)
+    return tokens, time.perf_counter() - started
+
+
+def measure_decoder(model, prompt, backend, reference, device, args):
+    """A row of the decoder that owns its caches, timed as measure() times generate()."""
+    batch = prompt.shape[0]
+    row = {"backend": backend}
+    torch._dynamo.reset()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            synchronize(device)
+            started = time.perf_counter()
+            step, compiled = compile_step(model, backend, device, [prompt[:, :1], torch.tensor([0], device=device)])
+            tokens, decode_s = decode(step, prompt, args.new_tokens, device)
+            first_s = time.perf_counter() - started
+            decode(step, prompt, args.new_tokens, device)
+            full, prefill, eager = [], [], []
+            for _ in range(args.repeats):
+                full.append(decode(step, prompt, args.new_tokens, device)[1])
+                prefill.append(decode(step, prompt, 1, device)[1])
+                if step is not model:
+                    eager.append(decode(model, prompt, args.new_tokens, device)[1])
+    except Exception as error:  # a backend that fails is a row saying so, not a lost run
+        row["error"] = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
+        return row, None
+    full_s, prefill_s = statistics.median(full), statistics.median(prefill)
+    row.update(first_call_s=first_s, median_s=full_s, prefill_s=prefill_s,
+               tokens_per_s=batch * args.new_tokens / full_s,
+               decode_tokens_per_s=(batch * (args.new_tokens - 1) / (full_s - prefill_s)
+                                    if args.new_tokens > 1 and full_s > prefill_s else None),
+               new_tokens=int(tokens.shape[1]),
+               speedup_vs_eager=statistics.median(e / f for e, f in zip(eager, full)) if eager else 1.0)
+    if reference is not None:
+        row["tokens_equal"] = bool(tokens.shape == reference.shape and torch.equal(tokens.cpu(), reference.cpu()))
+        if not row["tokens_equal"] and tokens.shape == reference.shape:
+            row["tokens_differing"] = int((tokens.cpu() != reference.cpu()).sum())
+    if compiled is not None:  # one opara.compile: one graph, compiled once
+        stats = compiled.stats()
+        row["counters"] = {"graphs": 1, "compiles": 1, "fallbacks": int(stats.get("eager_fallbacks", 0))}
+        plan = compiled.plan()
+        row["decode_plan"] = {"streams": plan["streams"], "nodes": plan["nodes"]}
+        row["regions"] = int(stats["regions"])
+    row["warnings"] = list(dict.fromkeys(str(w.message) for w in caught if "opara" in str(w.message)))
+    return row, tokens
+
+
 def cell(value, fmt):
     return "-" if value is None else format(value, fmt)
 
@@ -263,7 +353,8 @@ def write_json(args, device, results):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    parser.add_argument("--models", default="llama,qwen2_moe", help="comma-separated: llama, qwen2_moe")
+    parser.add_argument("--models", default="llama,qwen2_moe,gptfast",
+                        help="comma-separated: llama, qwen2_moe, gptfast (the decoder that owns its caches)")
     parser.add_argument("--sizes", default="small,large", help="comma-separated: small (~1M), large (~20M)")
     parser.add_argument("--batches", default="1,8", help="comma-separated batch sizes (default 1,8)")
     parser.add_argument("--backends", help="comma-separated, of " + ", ".join(BACKENDS) +
@@ -311,15 +402,20 @@ def main():
     started = time.perf_counter()
     for name in args.models.split(","):
         for size in args.sizes.split(","):
-            model = build_model(name, size, device)
-            params = sum(p.numel() for p in model.parameters())
+            model = build_model(name, size, device) if name != "gptfast" else None
             for batch in map(int, args.batches.split(",")):
+                if name == "gptfast":  # its caches are made for one batch size
+                    model = build_decoder(size, device, batch, args.prompt_len + args.new_tokens)
+                params = sum(p.numel() for p in model.parameters())
                 generator = torch.Generator().manual_seed(SEED + batch)
                 ids = torch.randint(1, model.config.vocab_size, (batch, args.prompt_len), generator=generator)
                 inputs = {"input_ids": ids.to(device), "attention_mask": torch.ones_like(ids).to(device)}
                 reference = None
                 for backend in ["eager"] + [b for b in backends if b != "eager"]:
-                    row, tokens = measure(model, inputs, backend, reference, device, args, opara)
+                    if name == "gptfast":
+                        row, tokens = measure_decoder(model, ids.to(device), backend, reference, device, args)
+                    else:
+                        row, tokens = measure(model, inputs, backend, reference, device, args, opara)
                     if backend == "eager":
                         reference = tokens
                         if "eager" not in backends:

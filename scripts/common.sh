@@ -60,7 +60,8 @@ opara_build() {
   cmake --build "$OPARA_BUILD" -j "$(nproc)" ${1:+--target "$@"} >&2
 }
 
-OPARA_ALL_MODELS=(googlenet inception_v3 resnet50 bert_base t5_small vit branchy chain inplace recurrent detect multihead_rnn)
+OPARA_ALL_MODELS=(googlenet inception_v3 resnet50 bert_base t5_small vit branchy chain inplace recurrent detect multihead_rnn
+  decoder)
 
 # What an export stamp records: the hash of the exporter, the model code and the pins of the
 # libraries that build the models.

@@ -15,6 +15,7 @@ Nothing is downloaded: every model is built from code and a config written here.
 """
 
 import argparse
+import copy
 import hashlib
 import json
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from opara_models import overflow, synthetic  # noqa: E402
+from opara_models import decoder, overflow, synthetic  # noqa: E402
 
 SEED = 0
 SEQUENCE_LENGTH = 32
@@ -159,6 +160,35 @@ def build_multihead_rnn(batch):
     return overflow.MultiheadRnn(), specs, "scripts/opara_models/overflow.py MultiheadRnn"
 
 
+def build_decoder(batch):
+    config = decoder.DecoderConfig.tiny(max_batch=batch)
+    specs = [{"name": "tokens", "shape": [batch, 1], "dtype": "int64", "range": [0, config.vocab_size]},
+             {"name": "input_pos", "shape": [1], "dtype": "int64", "range": [0, config.max_seq]}]
+    return decoder.Decoder(config), specs, "scripts/opara_models/decoder.py Decoder(DecoderConfig.tiny()), one step"
+
+
+# Greedy decoding by the eager module, for the decoder's reference file: a prompt of this many
+# tokens, fed one a step, then this many new tokens.
+DECODE_PROMPT = 4
+DECODE_NEW_TOKENS = 6
+
+
+def decode_reference(model, batch):
+    """What a C++ test decodes against: the prompt, eager's greedy tokens and every KV cache after
+    each step, from the caches' first values (a copy of the model decodes: the export starts from
+    the same first values)."""
+    model = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(SEED)
+    prompt = torch.randint(0, model.config.vocab_size, (batch, DECODE_PROMPT), generator=generator)
+    caches = []
+    tokens = decoder.greedy_decode(model, prompt, DECODE_NEW_TOKENS, after_step=lambda position: caches.append(
+        {name: value.clone() for name, value in model.caches().items()}))
+    return {"prompt": prompt, "tokens": tokens, "caches": caches}
+
+
+# Models whose reference holds more than one call's outputs: what else the model is run for.
+EXTRA_REFERENCES = {"decoder": decode_reference}
+
 BUILDERS = {
     "googlenet": build_googlenet,
     "inception_v3": build_inception_v3,
@@ -172,6 +202,7 @@ BUILDERS = {
     "recurrent": build_recurrent,
     "detect": build_detect,
     "multihead_rnn": build_multihead_rnn,
+    "decoder": build_decoder,
 }
 
 DTYPES = {
@@ -236,6 +267,7 @@ def export_one(name, batch, out_dir, dtype="float32"):
     stem = out_dir / f"{exported_name(name, dtype)}_b{batch}"
     started = time.perf_counter()
     with torch.no_grad():
+        extra = EXTRA_REFERENCES[name](model, batch) if name in EXTRA_REFERENCES else {}
         eager = flatten(model(*inputs))
         traced = torch.jit.trace(model, tuple(inputs), check_trace=False, strict=False)
         traced.save(str(stem) + ".pt")
@@ -243,7 +275,7 @@ def export_one(name, batch, out_dir, dtype="float32"):
         torch.export.save(exported, str(stem) + ".pt2")
         from_script = flatten(torch.jit.load(str(stem) + ".pt")(*inputs))
         from_export = flatten(torch.export.load(str(stem) + ".pt2").module()(*inputs))
-    torch.save({"inputs": inputs, "outputs_pt": from_script, "outputs_pt2": from_export}, str(stem) + ".ref.pt")
+    torch.save({"inputs": inputs, "outputs_pt": from_script, "outputs_pt2": from_export, **extra}, str(stem) + ".ref.pt")
     for label, outputs in (("TorchScript", from_script), ("torch.export", from_export)):
         tolerance = EXPORT_DTYPES[dtype]
         pairs = [(a.float(), b.float()) for a, b in zip(eager, outputs)]

@@ -7,6 +7,7 @@
 
 #include "compile/graph_set_state.h"
 #include "exec/shape_text.h"
+#include "graph/graph_analysis.h"
 #include "opara/error.h"
 #include "opara/graph_set.h"
 #include "opara/load.h"
@@ -30,6 +31,29 @@ std::vector<Graph> graphs_by_size(const GraphForBatch& graph_for, std::vector<st
   return graphs;
 }
 
+// A graph set runs models without state. Each bucket would keep its own copy of a buffer, padded
+// rows would write into it and a call split in pieces would write it once per piece; an input
+// written in place would be written in a padded copy (batched) or once per piece. There is no one
+// state those writes could mean, so the set refuses them, naming the first.
+void refuse_state(const Graph& graph, const std::string& source) {
+  if (!graph.state().empty()) {
+    throw Error(fmt::format(
+        "{}: the model writes its buffer '{}' in place ({} state buffers), and a graph set runs models without "
+        "state: each bucket would keep its own copy, and padded rows would write into it. Compile the model for "
+        "one batch size (opara.compile / opara::compile), which keeps its state (state())",
+        source, graph.state().front().name, graph.state().size()));
+  }
+  const std::vector<bool> written = inputs_written_in_place(graph);
+  for (std::size_t i = 0; i < graph.caller_input_count(); ++i) {
+    if (!written[i]) continue;
+    throw Error(fmt::format(
+        "{}: the model writes its input {} ('{}') in place, and a graph set runs models without state: a padded "
+        "or split call would write a copy of it, or write it once per piece. Compile the model for one batch size "
+        "(opara.compile / opara::compile)",
+        source, i, graph.value(graph.inputs()[i]).name));
+  }
+}
+
 // Which inputs are batched, and what a call must give; refuses what a graph set cannot run.
 void describe_inputs(GraphSet::State& state, const Graph& graph, const std::vector<at::Tensor>& examples,
                      const GraphSetOptions& set_options, const Options& options) {
@@ -37,6 +61,7 @@ void describe_inputs(GraphSet::State& state, const Graph& graph, const std::vect
     throw Error(fmt::format("{}: the model takes {} inputs, {} example inputs were given", state.source,
                             graph.caller_input_count(), examples.size()));
   }
+  refuse_state(graph, state.source);
   state.batched_inputs = find_batched_inputs(examples, set_options.batched_inputs, state.source);
   std::vector<bool> batched(examples.size(), false);
   for (int index : state.batched_inputs) batched[index] = true;

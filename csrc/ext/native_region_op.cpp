@@ -27,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ext/region_inputs.h"
 #include "opara/error.h"
 
 extern "C" {
@@ -164,7 +165,7 @@ void unregister_native_region(std::int64_t key) {
 }
 
 std::vector<at::Tensor> native_region(std::int64_t key, const std::vector<at::Tensor>& inputs) {
-  return Registry::instance().find(key)->run(inputs);
+  return Registry::instance().find(key)->run(region_inputs(key, inputs));
 }
 
 }  // namespace

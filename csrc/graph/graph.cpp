@@ -29,15 +29,20 @@ void check_value_id(ValueId id, std::size_t value_count) {
 
 ValueId Graph::add_input(std::string name, std::string type) {
   OPARA_ASSERT(state_.empty(), "input {} added after the state buffers", name);
-  const auto id = static_cast<ValueId>(values_.size());
-  values_.push_back(Value{id, std::move(name), std::move(type), kNoNode, {}});
-  inputs_.push_back(id);
-  return id;
+  return add_graph_input(std::move(name), std::move(type));
 }
 
 ValueId Graph::add_state(std::string name, std::shared_ptr<const NodeOp> initial) {
-  const ValueId id = add_input(name, "Tensor");
+  // Any number of state buffers, one after another: only a caller's input may not follow them.
+  const ValueId id = add_graph_input(name, "Tensor");
   state_.push_back(StateBuffer{id, std::move(name), std::move(initial)});
+  return id;
+}
+
+ValueId Graph::add_graph_input(std::string name, std::string type) {
+  const auto id = static_cast<ValueId>(values_.size());
+  values_.push_back(Value{id, std::move(name), std::move(type), kNoNode, {}});
+  inputs_.push_back(id);
   return id;
 }
 

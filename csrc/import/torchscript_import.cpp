@@ -103,6 +103,16 @@ class TorchScriptImporter {
     const auto inputs = script_graph_->inputs();
     if (!inputs.empty() && inputs[0]->hasUses()) {
       const Node* user = inputs[0]->uses().front().user;
+      const std::string attribute = attribute_path(user);
+      if (!attribute.empty()) {
+        // Freezing folds every attribute but those forward() writes: this one is state.
+        fail_import(path_,
+                    "{} reads the module's attribute '{}' after freezing, which keeps only an attribute "
+                    "forward() writes (a buffer written in place: a counter, a KV cache). opara keeps such state "
+                    "for torch.export programs: compile the module itself with opara.compile (it exports it), or "
+                    "a .pt2 written by torch.export.save",
+                    located(user), attribute);
+      }
       fail_import(path_,
                   "{} still reads the module after freezing. opara needs forward() to use only "
                   "parameters and constants of the module",
@@ -118,6 +128,18 @@ class TorchScriptImporter {
       }
       values_[inputs[i]] = graph_.add_input(inputs[i]->debugName(), inputs[i]->type()->str());
     }
+  }
+
+  // "layers.0.k_cache": the attributes a chain of prim::GetAttr from `node` names, down its first
+  // use while it reads a submodule; empty when `node` is not a GetAttr.
+  static std::string attribute_path(const Node* node) {
+    std::string path;
+    while (node != nullptr && node->kind() == c10::prim::GetAttr) {
+      path += (path.empty() ? "" : ".") + node->s(c10::attr::name);
+      const Value* read = node->output();
+      node = read->type()->kind() == c10::TypeKind::ClassType && read->hasUses() ? read->uses().front().user : nullptr;
+    }
+    return path;
   }
 
   // Tensors, and tuples, lists and dicts of them: what run() can return as a list of tensors.

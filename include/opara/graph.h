@@ -77,7 +77,8 @@ struct StateBuffer {
 class OPARA_API Graph {
  public:
   ValueId add_input(std::string name, std::string type = "Tensor");
-  // A graph input that holds state (StateBuffer); after every input add_input made.
+  // A graph input that holds state (StateBuffer); after every input add_input made, and after
+  // the state buffers added before it.
   ValueId add_state(std::string name, std::shared_ptr<const NodeOp> initial);
   // Adds a node reading `inputs` and producing `output_types.size()` new values; data edges from
   // the producers of the inputs are added with it.
@@ -110,6 +111,7 @@ class OPARA_API Graph {
   [[nodiscard]] std::string describe(NodeId id) const;
 
  private:
+  ValueId add_graph_input(std::string name, std::string type);
   void add_edge(NodeId from, NodeId to, EdgeKind kind);
 
   std::vector<Node> nodes_;

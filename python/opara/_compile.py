@@ -190,9 +190,13 @@ class CompiledModel(_Runs):
         self._handle.save_plan(str(path))
 
     def stats(self) -> dict[str, float]:
-        """Streams, events, graph segments, host nodes, compile and capture times, memory, runs, and
-        regions (kernels="inductor": the regions Inductor compiled; 0 otherwise)."""
-        return {**dict(self._handle.stats()), "regions": float(len(self._regions or ()))}
+        """Streams, events, graph segments, host nodes, compile and capture times, memory, runs,
+        regions (kernels="inductor": the regions Inductor compiled; 0 otherwise) and
+        region_input_copies (the inputs of those regions that came in another layout than they
+        were compiled for, a channels_last or transposed tensor say, and were copied into it)."""
+        regions = self._regions
+        return {**dict(self._handle.stats()), "regions": float(len(regions or ())),
+                "region_input_copies": float(regions.input_copies() if regions else 0)}
 
     def state(self) -> dict[str, torch.Tensor]:
         """The buffers the model keeps between calls and writes in place (a counter, a cache
@@ -386,8 +390,11 @@ class GraphSet(_Runs):
 
     def stats(self) -> dict[str, Any]:
         """Calls, rows, padded rows, calls split in pieces, runs per bucket, the memory pool and
-        each bucket's stats (as CompiledModel.stats()); regions: kernels="inductor"'s, all buckets."""
-        return {**json.loads(self._handle.stats()), "regions": sum(len(bucket) for bucket in self._regions or [])}
+        each bucket's stats (as CompiledModel.stats()); regions and region_input_copies:
+        kernels="inductor"'s, all buckets."""
+        buckets = self._regions or []
+        return {**json.loads(self._handle.stats()), "regions": sum(len(bucket) for bucket in buckets),
+                "region_input_copies": sum(bucket.input_copies() for bucket in buckets)}
 
     def __repr__(self) -> str:
         return f"opara.GraphSet({self.source!r}, batch_sizes={self.batch_sizes}, exported_with={self.exported_with!r})"

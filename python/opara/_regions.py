@@ -39,7 +39,9 @@ _LIBRARY.define("region(int key, Tensor[] inputs) -> Tensor[]")
 
 
 def _run_region(key: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    return list(_REGIONS[key][0](*inputs))
+    # Inputs laid out otherwise than the region's examples are copied into their layout first
+    # (csrc/ext/region_inputs.h), as opara::native_region does.
+    return list(_REGIONS[key][0](*torch.ops.opara.region_inputs(key, inputs)))
 
 
 def _fake_region(key: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -77,6 +79,7 @@ class CompiledRegions:
     def add(self, compiled: "_CompiledRegion", device: torch.device) -> int:
         key = next(_KEYS)
         _REGIONS[key] = (compiled.run, [(tuple(o.shape), o.stride(), o.dtype) for o in compiled.outputs], device)
+        torch.ops.opara.register_region_inputs(key, compiled.examples)
         self.keys.append(key)
         if compiled.native is not None:
             library, constants = compiled.native
@@ -88,10 +91,16 @@ class CompiledRegions:
     def __len__(self) -> int:
         return len(self.keys)
 
+    def input_copies(self) -> int:
+        """How many of the regions' inputs came laid out otherwise than they were compiled for
+        (strides, alignment) and were copied into that layout (csrc/ext/region_inputs.h)."""
+        return int(torch.ops.opara.region_input_copies(self.keys))
+
     def __del__(self) -> None:
         try:
             for key in self.keys:
                 _REGIONS.pop(key, None)
+                torch.ops.opara.unregister_region_inputs(key)
             for key in self.native:
                 torch.ops.opara.unregister_native_region(key)
         except (AttributeError, TypeError, RuntimeError):  # the interpreter is exiting: the registries go with it
@@ -220,14 +229,22 @@ class _Region:
                                          if value.name not in self.inside and value.name not in self.frozen))
         self._constants = constants
 
-    def module(self) -> fx.GraphModule:
+    def module(self, examples: Sequence[Any]) -> fx.GraphModule:
+        """The region as a GraphModule whose placeholders take `examples` (by `inputs`)."""
         sub = fx.Graph()
         holder = torch.nn.Module()
         copied: dict[str, fx.Node] = {}
         by_name = {value.name: value for node in self.members for value in node.all_input_nodes}
-        for name in self.inputs:
+        for name, example in zip(self.inputs, examples):
             copied[name] = sub.placeholder(name)
             copied[name].meta = dict(by_name[name].meta)
+            # Inductor compiles a placeholder for the layout its recorded value has, when it has one:
+            # an example laid out otherwise (made dense: _dense) must not keep the program's.
+            recorded = copied[name].meta.get("val")
+            if isinstance(example, torch.Tensor) and isinstance(recorded, torch.Tensor) and (
+                    recorded.stride() != example.stride()):
+                del copied[name].meta["val"]
+                copied[name].meta.pop("tensor_meta", None)
         for node in self.members:
             for value in node.all_input_nodes:
                 if value.name in self.frozen and value.name not in copied:
@@ -279,6 +296,7 @@ class _CompiledRegion:
         # takes an op's results as new tensors; Inductor's buffer reuse is fixed at compile time),
         # and, seen on the way, what the C++ wrapper's entry receives.
         self.inputs = len(examples)
+        self.examples = examples  # their layouts are what a call's inputs are copied into where they differ
         with _entry_inputs_recorded() as entry_inputs:
             self.outputs = list(compiled(*examples))
         seen = {tensor.untyped_storage().data_ptr() for tensor in examples}
@@ -374,11 +392,23 @@ def _modules_loaded(into: list[Any]) -> Any:
         PyCodeCache.load_by_key_path = original
 
 
+def _dense(value: Any) -> Any:
+    """A tensor whose memory overlaps or has gaps (an expanded tensor, a strided slice) as a
+    contiguous copy; anything else as it is."""
+    from torch._prims_common import is_non_overlapping_and_dense_or_false
+
+    if isinstance(value, torch.Tensor) and value.numel() > 1 and not is_non_overlapping_and_dense_or_false(value):
+        return value.contiguous()
+    return value
+
+
 def _compile_region(region: _Region, values: dict[str, Any], device: torch.device) -> _CompiledRegion:
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
 
-    examples = [values[name] for name in region.inputs]
+    # Dense examples: a call's input in another layout is copied into the example's before the
+    # region runs (csrc/ext/region_inputs.h), and no copy can make an expanded tensor's layout.
+    examples = [_dense(values[name]) for name in region.inputs]
     native = device.type == "cpu"
     # `native` (CPU): the C++ wrapper, which releases the GIL while the region runs and whose entry
     # opara::native_region calls from C++ (about 1 us against 28): no Python runs with the model.
@@ -395,7 +425,7 @@ def _compile_region(region: _Region, values: dict[str, Any], device: torch.devic
     modules: list[Any] = []
     with torch.no_grad(), config.patch({"cpp_wrapper": native, "freezing": True,
                                         "cpp.dynamic_threads": True}), _modules_loaded(modules):
-        compiled = compile_fx(region.module(), examples)
+        compiled = compile_fx(region.module(examples), examples)
     with torch.no_grad():
         return _CompiledRegion(compiled, examples, modules if native else [])
 

@@ -15,6 +15,8 @@ refuse or flag. Run with the project's venv; the outputs are committed (a few KB
   cache_update.pt/.pt2  state in an input: a cache written at a position given as an input
                     (index_copy_) and read on two branches; cache_update_functional.pt2 lists the
                     write as a USER_INPUT_MUTATION output
+  kv_caches.pt/.pt2 state in two buffers: a K and a V cache written at a position given as an input
+                    (index_copy_); kv_caches_functional.pt2 is decomposed (two BUFFER_MUTATION outputs)
   wrapped.pt2       a @torch.no_grad() method and a torch.autocast(enabled=False) region, which
                     torch.export keeps as higher-order wrappers around subgraphs
   autocast_on.pt2   a torch.autocast region that is enabled: it picks dtypes at run time
@@ -96,6 +98,20 @@ class CacheUpdate(torch.nn.Module):
         return before + cache.abs() * 2
 
 
+class KvCaches(torch.nn.Module):
+    """A decoder's state in its own buffers, one written after the other, both read after."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(1, 8, 4))
+        self.register_buffer("v", torch.zeros(1, 8, 4))
+
+    def forward(self, x, position):
+        self.k.index_copy_(1, position, x)
+        self.v.index_copy_(1, position, x * 2)
+        return (self.k * self.v).sum(1)
+
+
 class Wrapped(torch.nn.Module):
     @torch.no_grad()
     def rotary(self, x):
@@ -135,8 +151,17 @@ def export_state_fixtures():
         exported = torch.export.export(CacheUpdate(), args)
         torch.export.save(exported, str(HERE / "cache_update.pt2"))
         torch.export.save(exported.run_decompositions({}), str(HERE / "cache_update_functional.pt2"))
+    export_kv_fixtures()
     torch.export.save(torch.export.export(Wrapped(), (torch.randn(4),)), str(HERE / "wrapped.pt2"))
     torch.export.save(torch.export.export(AutocastOn(), (torch.randn(3, 3),)), str(HERE / "autocast_on.pt2"))
+
+
+def export_kv_fixtures():
+    torch.jit.script(KvCaches()).save(str(HERE / "kv_caches.pt"))
+    with torch.no_grad():
+        exported = torch.export.export(KvCaches(), (torch.randn(1, 1, 4), torch.tensor([3])))
+        torch.export.save(exported, str(HERE / "kv_caches.pt2"))
+        torch.export.save(exported.run_decompositions({}), str(HERE / "kv_caches_functional.pt2"))
 
 
 def main():

@@ -1,9 +1,10 @@
 // State a model keeps between calls, from a .pt2 in both of torch.export's forms (in-place ops,
 // and decomposed: a functional write listed as a BUFFER_MUTATION or USER_INPUT_MUTATION output):
-// a counter buffer the compiled model keeps (CompiledModel::state), and a cache input written at
-// a position the call gives. Three calls give the scripted module's outputs and state; the
-// write lands where the state lives, with no copy of it; every read of the state is ordered
-// around the write in the plan. On a GPU (skipped without one) the same, captured.
+// a counter buffer the compiled model keeps (CompiledModel::state), a cache input written at a
+// position the call gives, and two cache buffers written one after the other. Calls give the
+// scripted module's outputs and state; the write lands where the state lives, with no copy of
+// it; every read of the state is ordered around the write in the plan. On a GPU (skipped without
+// one) the same, captured.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -87,7 +88,46 @@ void expect_cache_written_as_eager(const std::string& file, c10::Device device) 
   EXPECT_THAT(validate(compiled.graph(), compiled.plan()), ::testing::IsEmpty());
 }
 
+// Two buffers (a K and a V cache), written one after the other at the position each call gives:
+// both are state the compiled model keeps, in the module's order and names, each equal to the
+// scripted module's after every call.
+void expect_two_caches_written_as_eager(const std::string& file, c10::Device device) {
+  SCOPED_TRACE(file);
+  torch::jit::Module reference = torch::jit::load(testing::fixture_path("kv_caches.pt"));
+  const at::Tensor x = at::randn({1, 1, 4});
+  const CompiledModel compiled =
+      compile(testing::fixture_path(file), {x.to(device), at::tensor({0L}).to(device)}, on(device));
+  ASSERT_EQ(compiled.state().size(), 2u);
+  EXPECT_EQ(compiled.state()[0].first, "k");
+  EXPECT_EQ(compiled.state()[1].first, "v");
+  for (const auto& [name, buffer] : compiled.state()) {
+    EXPECT_EQ(buffer.count_nonzero().item<int64_t>(), 0) << "compiling wrote " << name;
+  }
+  for (int64_t call = 0; call < 4; ++call) {
+    const at::Tensor row = at::randn({1, 1, 4});
+    const at::Tensor position = at::tensor({(call * 3) % 8});
+    const at::Tensor expected = reference.forward({row, position}).toTensor();
+    const at::Tensor output = compiled.run({row.to(device), position.to(device)}).at(0).cpu();
+    EXPECT_TRUE(at::allclose(output, expected)) << "call " << call;
+    for (const auto& [name, buffer] : compiled.state()) {
+      EXPECT_TRUE(at::equal(buffer.cpu(), reference.attr(name).toTensor())) << name << " after call " << call;
+    }
+  }
+  EXPECT_THAT(validate(compiled.graph(), compiled.plan()), ::testing::IsEmpty());
+}
+
 const std::vector<std::string> kForms = {"", "_functional"};
+
+TEST(ModelState, TwoCacheBuffersAreWrittenAsEagerOnTheCpu) {
+  for (const std::string& form : kForms) expect_two_caches_written_as_eager("kv_caches" + form + ".pt2", c10::kCPU);
+}
+
+TEST(ModelState, OnTheGpuTwoCacheBuffersAreWrittenAsEager) {
+  OPARA_REQUIRE_GPU();
+  for (const std::string& form : kForms) {
+    expect_two_caches_written_as_eager("kv_caches" + form + ".pt2", c10::Device(c10::kCUDA, 0));
+  }
+}
 
 TEST(ModelState, ACounterBufferCountsAsEagerOnTheCpu) {
   for (const std::string& form : kForms) expect_counter_counts_as_eager("counter" + form + ".pt2", c10::kCPU);

@@ -84,6 +84,21 @@ TEST(Graph, UnknownIdsAreInternalErrors) {
   EXPECT_THROW(graph.set_value_name(5, "y"), InternalError);
 }
 
+// A decoder's K and V caches, a counter beside them: each its own buffer, in the order added.
+TEST(Graph, TakesAnyNumberOfStateBuffersAfterTheCallersInputs) {
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const ValueId k = graph.add_state("k", nullptr);
+  const ValueId v = graph.add_state("v", nullptr);
+  const ValueId count = graph.add_state("count", nullptr);
+  EXPECT_EQ(graph.inputs(), (std::vector<ValueId>{x, k, v, count}));
+  EXPECT_EQ(graph.caller_input_count(), 1u);
+  ASSERT_EQ(graph.state().size(), 3u);
+  EXPECT_EQ(graph.state()[0].name, "k");
+  EXPECT_EQ(graph.state()[1].value, v);
+  EXPECT_EQ(graph.state()[2].name, "count");
+}
+
 TEST(Graph, AnInputAfterTheStateBuffersIsAnInternalError) {
   Graph graph;
   graph.add_state("buffer", nullptr);

@@ -1,0 +1,145 @@
+// torch.ops.opara.register_region_inputs / region_inputs / region_input_copies: see region_inputs.h.
+#include "ext/region_inputs.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "opara/error.h"
+
+namespace opara::ext {
+namespace {
+
+// Inductor assumes this alignment of every input whose example had it (torch/_inductor/utils.py,
+// ALIGNMENT): its GPU kernels load vectors at that width.
+constexpr std::uintptr_t kAlignment = 16;
+
+bool aligned(const at::Tensor& tensor) {
+  return reinterpret_cast<std::uintptr_t>(tensor.data_ptr()) % kAlignment == 0;
+}
+
+// What a region's kernels assume of one input.
+struct InputLayout {
+  std::vector<std::int64_t> sizes;
+  std::vector<std::int64_t> strides;
+  bool aligned = true;
+
+  explicit InputLayout(const at::Tensor& example)
+      : sizes(example.sizes().vec()),
+        strides(example.strides().vec()),
+        aligned(!example.defined() || example.numel() == 0 || ext::aligned(example)) {}
+
+  // Whether `tensor` reads as its example did: the same strides along every dimension of more
+  // than one element (the others are never stepped along), and aligned where the example was.
+  [[nodiscard]] bool fits(const at::Tensor& tensor) const {
+    if (!tensor.defined() || tensor.numel() == 0) return true;
+    for (std::size_t d = 0; d < sizes.size(); ++d) {
+      if (tensor.size(static_cast<std::int64_t>(d)) > 1 && tensor.stride(static_cast<std::int64_t>(d)) != strides[d])
+        return false;
+    }
+    return !aligned || ext::aligned(tensor);
+  }
+
+  // `tensor` copied into the example's layout (a fresh allocation is aligned).
+  [[nodiscard]] at::Tensor copy(const at::Tensor& tensor) const {
+    return at::empty_strided(tensor.sizes(), strides, tensor.options()).copy_(tensor);
+  }
+};
+
+struct RegionLayouts {
+  std::vector<InputLayout> inputs;
+  std::atomic<std::int64_t> copies{0};
+};
+
+// By the key Python gives each region (opara/_regions.py).
+class Registry {
+ public:
+  static Registry& instance() {
+    static Registry registry;
+    return registry;
+  }
+  void add(std::int64_t key, std::shared_ptr<RegionLayouts> layouts) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    regions_[key] = std::move(layouts);
+  }
+  void remove(std::int64_t key) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    regions_.erase(key);
+  }
+  std::shared_ptr<RegionLayouts> find(std::int64_t key) const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = regions_.find(key);
+    return found == regions_.end() ? nullptr : found->second;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<std::int64_t, std::shared_ptr<RegionLayouts>> regions_;
+};
+
+// Examples whose memory overlaps (an expanded tensor: stride 0 along a dimension of many
+// elements) cannot be the layout a call's input is copied into; Python compiles regions from
+// dense examples (opara/_regions.py), and anything else is a bug there.
+void register_region_inputs(std::int64_t key, const std::vector<at::Tensor>& examples) {
+  auto layouts = std::make_shared<RegionLayouts>();
+  for (std::size_t i = 0; i < examples.size(); ++i) {
+    const at::Tensor& example = examples[i];
+    if (example.defined() && example.numel() > 1 && !example.is_non_overlapping_and_dense()) {
+      throw Error(fmt::format(
+          "opara: region {}: example input {} overlaps itself (strides {}); a region is compiled from dense examples",
+          key, i, fmt::join(example.strides(), ", ")));
+    }
+    layouts->inputs.emplace_back(example);
+  }
+  Registry::instance().add(key, std::move(layouts));
+}
+
+void unregister_region_inputs(std::int64_t key) {
+  Registry::instance().remove(key);
+}
+
+std::int64_t region_input_copies(const std::vector<std::int64_t>& keys) {
+  std::int64_t copies = 0;
+  for (std::int64_t key : keys) {
+    if (const auto layouts = Registry::instance().find(key)) copies += layouts->copies.load();
+  }
+  return copies;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> region_inputs(std::int64_t key, const std::vector<at::Tensor>& inputs) {
+  const auto layouts = Registry::instance().find(key);
+  if (!layouts) return inputs;
+  if (inputs.size() != layouts->inputs.size()) {
+    throw Error(
+        fmt::format("opara: region {} was compiled for {} inputs, not {}", key, layouts->inputs.size(), inputs.size()));
+  }
+  std::vector<at::Tensor> conformed = inputs;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const InputLayout& layout = layouts->inputs[i];
+    if (inputs[i].defined() && inputs[i].sizes() != at::IntArrayRef(layout.sizes)) {
+      throw Error(fmt::format("opara: region {} was compiled for input {} of shape [{}], not [{}]", key, i,
+                              fmt::join(layout.sizes, ", "), fmt::join(inputs[i].sizes(), ", ")));
+    }
+    if (layout.fits(inputs[i])) continue;
+    conformed[i] = layout.copy(inputs[i]);
+    layouts->copies.fetch_add(1, std::memory_order_relaxed);
+  }
+  return conformed;
+}
+
+TORCH_LIBRARY_FRAGMENT(opara, m) {
+  m.def("register_region_inputs(int key, Tensor[] examples) -> ()", &register_region_inputs);
+  m.def("unregister_region_inputs(int key) -> ()", &unregister_region_inputs);
+  m.def("region_inputs(int key, Tensor[] inputs) -> Tensor[]", &region_inputs);
+  m.def("region_input_copies(int[] keys) -> int", &region_input_copies);
+}
+
+}  // namespace opara::ext
