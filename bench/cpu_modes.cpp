@@ -36,7 +36,7 @@ CpuMode eager_mode(const LoadedModel& model) {
   mode.result.mode = "eager";
   mode.result.schedule = "node by node, one thread pool";
   mode.eager = std::make_shared<EagerExecutor>(model.graph, c10::Device(c10::kCPU));
-  mode.runner = eager_runner(mode.eager);
+  mode.runner = eager_runner(mode.eager, initial_state(model.graph, c10::kCPU));
   return mode;
 }
 
@@ -127,7 +127,8 @@ std::string check_at_worker_threads(CpuMode& mode, const LoadedModel& model, con
   if (mode.result.check.bitwise_equal != false || !mode.compiled || worker_threads == previous) return "";
   at::set_num_threads(worker_threads);
   const std::vector<at::Tensor> same_threads =
-      eager_runner(std::make_shared<EagerExecutor>(model.graph, c10::Device(c10::kCPU)))(inputs.inputs);
+      eager_runner(std::make_shared<EagerExecutor>(model.graph, c10::Device(c10::kCPU)),
+                   initial_state(model.graph, c10::kCPU))(inputs.inputs);
   at::set_num_threads(previous);
   mode.result.check.bitwise_equal_eager_same_threads = bitwise_equal(mode.result.outputs, same_threads);
   return fmt::format(

@@ -131,7 +131,7 @@ ModeResult measure_mode(const std::string& mode, const LoadedModel& model, const
   std::optional<CompiledModel> compiled;
   Runner runner;
   if (mode == "eager") {
-    runner = eager_runner(std::make_shared<EagerExecutor>(model.graph, device));
+    runner = eager_runner(std::make_shared<EagerExecutor>(model.graph, device), initial_state(model.graph, device));
     result.schedule = "node by node, one stream";
   } else {
     compiled = compile_mode(mode, model, inputs, request, device);

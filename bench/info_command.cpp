@@ -48,7 +48,8 @@ void run_info(const InfoOptions& options) {
   fmt::print(table, "model          {}\n", model.path);
   fmt::print(table, "format         {}\n", model.format == ModelFormat::kTorchScript ? "TorchScript" : "torch.export");
   fmt::print(table, "import         {:.1f} ms\n", model.import_ms);
-  fmt::print(table, "inputs         {}\n", graph.inputs().size());
+  fmt::print(table, "inputs         {}{}\n", graph.caller_input_count(),
+             graph.state().empty() ? "" : fmt::format(" (and {} state buffers the model keeps)", graph.state().size()));
   fmt::print(table, "outputs        {}\n", graph.outputs().size());
   fmt::print(table, "nodes          {} ({} launch kernels, estimate)\n", graph.size(), kernels);
   fmt::print(table, "edges          {} ({} data, {} ordering; {} after transitive reduction)\n", graph.edges().size(),
@@ -67,7 +68,8 @@ void run_info(const InfoOptions& options) {
         {"model", model.path},
         {"format", model.format == ModelFormat::kTorchScript ? "torchscript" : "export"},
         {"import_ms", model.import_ms},
-        {"inputs", graph.inputs().size()},
+        {"inputs", graph.caller_input_count()},
+        {"state_buffers", graph.state().size()},
         {"outputs", graph.outputs().size()},
         {"nodes", graph.size()},
         {"kernel_nodes", kernels},

@@ -11,15 +11,20 @@
 
 #include "exec/eager_executor.h"
 #include "exec/outputs.h"
+#include "exec/state_buffers.h"
 #include "opara/compiled_model.h"
 
 namespace opara::bench {
 
 using Runner = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
 
-inline Runner eager_runner(std::shared_ptr<EagerExecutor> eager) {
-  return [eager = std::move(eager)](const std::vector<at::Tensor>& inputs) {
-    return flatten_tensors(eager->run(std::vector<c10::IValue>(inputs.begin(), inputs.end())));
+// Node by node, the model's state buffers fed after the caller's inputs as a CompiledModel feeds
+// them: `state` is the mode's own (initial_state), written by its runs.
+inline Runner eager_runner(std::shared_ptr<EagerExecutor> eager, std::vector<at::Tensor> state) {
+  return [eager = std::move(eager), state = std::move(state)](const std::vector<at::Tensor>& inputs) {
+    std::vector<c10::IValue> arguments(inputs.begin(), inputs.end());
+    arguments.insert(arguments.end(), state.begin(), state.end());
+    return flatten_tensors(eager->run(arguments));
   };
 }
 

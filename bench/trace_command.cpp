@@ -13,6 +13,7 @@
 
 #include "csv_output.h"
 #include "exec/eager_executor.h"
+#include "exec/state_buffers.h"
 #include "graph/graph_analysis.h"
 #include "json_output.h"
 #include "model_flags.h"
@@ -151,15 +152,19 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
 // after a graph exists, or again after an earlier session, has lost graph kernels or crashed on
 // replay in some CUDA versions (pytorch/pytorch#75504, #150957). Each mode takes and drops what
 // its compilation and warm-up recorded, then takes its one run.
+// `state`: the graph's state buffers on the device, which eager is fed after the caller's inputs (a
+// compiled mode keeps its own).
 TracedMode trace_on_gpu(const Graph& graph, const ModeSpec& mode, const std::vector<at::Tensor>& cpu_inputs,
-                        const TraceOptions& options, CuptiProfiler& cupti) {
+                        const std::vector<at::Tensor>& state, const TraceOptions& options, CuptiProfiler& cupti) {
   const c10::Device device(options.device);
   std::vector<at::Tensor> inputs;
   for (const at::Tensor& input : cpu_inputs) inputs.push_back(input.to(device));
   std::function<void()> run;
   if (!mode.planned) {
     auto eager = std::make_shared<EagerExecutor>(graph, device);
-    run = [eager, arguments = std::vector<c10::IValue>(inputs.begin(), inputs.end())] { eager->run(arguments); };
+    std::vector<c10::IValue> arguments(inputs.begin(), inputs.end());
+    arguments.insert(arguments.end(), state.begin(), state.end());
+    run = [eager, arguments] { eager->run(arguments); };
   } else {
     Options compile_options;
     compile_options.device = device;
@@ -258,8 +263,13 @@ nlohmann::json chrome_trace(const LoadedModel& model, const std::vector<TracedMo
 // One traced run per mode, after its warm-up; on the GPU under one CUPTI session.
 std::vector<TracedMode> trace_modes(const LoadedModel& model, const RunInputs& inputs, const TraceOptions& options) {
   const bool gpu = options.device != "cpu";
-  const std::vector<c10::IValue> arguments(inputs.inputs.begin(), inputs.inputs.end());
-  const ModelCosts costs = gpu ? ModelCosts{} : model_costs(model.graph, inputs.inputs);
+  // The graph's inputs: the caller's, then its state buffers' first values (one copy, which every
+  // mode's runs write as a compiled model's would write its own).
+  std::vector<at::Tensor> graph_inputs = inputs.inputs;
+  const std::vector<at::Tensor> state = initial_state(model.graph, gpu ? c10::Device(options.device) : c10::kCPU);
+  graph_inputs.insert(graph_inputs.end(), state.begin(), state.end());
+  const std::vector<c10::IValue> arguments(graph_inputs.begin(), graph_inputs.end());
+  const ModelCosts costs = gpu ? ModelCosts{} : model_costs(model.graph, graph_inputs);
   // As run does, measured once for every planned mode on the CPU.
   const bool planned_on_cpu = !gpu && std::any_of(options.modes.begin(), options.modes.end(),
                                                   [](const std::string& mode) { return mode_spec(mode).planned; });
@@ -270,7 +280,7 @@ std::vector<TracedMode> trace_modes(const LoadedModel& model, const RunInputs& i
   if (gpu) cupti.emplace();  // before any graph: see trace_on_gpu
   Progress progress("tracing", options.modes.size());
   for (const std::string& mode : options.modes) {
-    traced.push_back(gpu ? trace_on_gpu(model.graph, mode_spec(mode), inputs.inputs, options, *cupti)
+    traced.push_back(gpu ? trace_on_gpu(model.graph, mode_spec(mode), inputs.inputs, state, options, *cupti)
                          : trace_on_cpu(model.graph, mode_spec(mode), arguments, costs.costs, priorities, options));
     progress.advance();
   }

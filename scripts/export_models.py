@@ -268,10 +268,13 @@ def export_one(name, batch, out_dir, dtype="float32"):
     started = time.perf_counter()
     with torch.no_grad():
         extra = EXTRA_REFERENCES[name](model, batch) if name in EXTRA_REFERENCES else {}
+        # A model that writes its buffers (a decoder's KV caches) is saved with their first values:
+        # each format is made from a copy no call has written.
+        first_values = copy.deepcopy(model)
         eager = flatten(model(*inputs))
-        traced = torch.jit.trace(model, tuple(inputs), check_trace=False, strict=False)
+        traced = torch.jit.trace(copy.deepcopy(first_values), tuple(inputs), check_trace=False, strict=False)
         traced.save(str(stem) + ".pt")
-        exported = torch.export.export(model, tuple(inputs), strict=False)
+        exported = torch.export.export(first_values, tuple(inputs), strict=False)
         torch.export.save(exported, str(stem) + ".pt2")
         from_script = flatten(torch.jit.load(str(stem) + ".pt")(*inputs))
         from_export = flatten(torch.export.load(str(stem) + ".pt2").module()(*inputs))

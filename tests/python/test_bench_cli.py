@@ -10,7 +10,7 @@ import pytest
 
 from conftest import ALL_MODELS, BENCH, MODELS, model_file
 
-INFO_KEYS = {"model", "format", "import_ms", "inputs", "outputs", "nodes", "kernel_nodes", "edges", "data_edges",
+INFO_KEYS = {"model", "format", "import_ms", "inputs", "state_buffers", "outputs", "nodes", "kernel_nodes", "edges", "data_edges",
              "ordering_edges", "reduced_edges", "inplace_nodes", "not_capturable_nodes", "width", "critical_path",
              "op_kinds"}
 

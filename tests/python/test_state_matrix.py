@@ -9,11 +9,13 @@ buffers as they were). A GPU twin of each runs where a GPU is.
 """
 
 import copy
+import json
 
 import pytest
 import torch
 
 import opara
+from conftest import model_file
 
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")
 DEVICES = ["cpu", pytest.param("cuda", marks=GPU)]
@@ -160,11 +162,25 @@ def test_state_in_buffers_matches_eager_through_the_backend(library, fresh_dynam
     assert opara.dynamo_counters["fallbacks"] == 0
 
 
-def test_opara_bench_reads_a_program_with_three_state_buffers(bench, tmp_path):
+def test_opara_bench_counts_the_state_buffers_of_a_program(bench, tmp_path):
     module, _ = module_and_twin(3, "index_copy_", "cpu")
     path = save(module, calls("cpu")[0], tmp_path / "three.pt2", decomposed=False)
-    info = bench("info", "--model", path, "--json", "-")
-    assert '"nodes"' in info.stdout
+    info = json.loads(bench("info", "--model", path, "--json", "-").stdout)
+    assert (info["inputs"], info["state_buffers"]) == (2, 3)
+
+
+def test_opara_bench_runs_and_traces_a_decoder_that_owns_its_caches(bench, tmp_path):
+    """The exported decoder (its reference inputs and outputs): every mode, eager included, keeps
+    the four caches as its own state and gives the reference outputs bit for bit."""
+    path = model_file("decoder", "pt2")
+    report = tmp_path / "run.json"
+    bench("run", "--model", path, "--modes", "eager,sequential,opara", "--iters", 2, "--warmup", 1, "--json", report)
+    modes = json.loads(report.read_text())["modes"]
+    assert [mode["mode"] for mode in modes] == ["eager", "sequential", "opara"]
+    for mode in modes:
+        assert mode["max_abs_diff"] == 0, mode["mode"]
+    bench("trace", "--model", path, "--out", tmp_path / "trace.json")
+    assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
 
 
 @pytest.mark.parametrize("device", DEVICES)
