@@ -16,14 +16,15 @@ TABLE_MODELS = ["googlenet", "inception_v3", "resnet50", "bert_base", "t5_small"
 HEADLINE_MODELS = ["googlenet", "inception_v3", "bert_base", "t5_small", "branchy"]
 ALL_MODES = "eager,sequential,nimble,opara,opara-noreorder"
 # What the GPU tests, the overflow runs and the half-precision runs read besides (NAME:DTYPE).
-EXTRA_SPECS = ["resnet50", "vit", "chain", "inplace", "recurrent", "detect", "multihead_rnn", "branchy:float16",
-               "branchy:bfloat16", "googlenet:float16"]
+EXTRA_SPECS = ["resnet50", "vit", "chain", "inplace", "recurrent", "detect", "multihead_rnn", "decoder",
+               "branchy:float16", "branchy:bfloat16", "googlenet:float16"]
 # The GoogleTest GPU tests: the suites named *Cuda, the GPU halves of the others (OnTheGpu...) and
 # the shared pool's.
 GPU_FILTER = "*Cuda.*:*.OnTheGpu*:SharedPool.*"
 # The Python GPU tests: these files, these names (the tests named for the GPU say cuda or on_the_gpu).
 PYTEST_FILES = ["test_python_package.py", "test_bench_reports.py", "test_bench_profile.py", "test_bench_cli.py",
-                "test_dynamo_backend.py", "test_graph_set.py", "test_model_state.py", "test_llm_decode.py"]
+                "test_dynamo_backend.py", "test_graph_set.py", "test_model_state.py", "test_llm_decode.py",
+                "test_decoder.py", "test_state_matrix.py", "test_input_layouts.py"]
 PYTEST_SELECTION = "cuda or googlenet or cpu_by_name or on_the_gpu"
 
 # Each step's own time limit, in seconds; none runs past the call's deadline either (runner.py).

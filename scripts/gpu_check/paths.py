@@ -316,7 +316,7 @@ def full(g, stage):
     # The CPU-overflow models are one-image models: batch 1 only. Half precision: branchy for the
     # GPU tests' tolerances, googlenet for one --dtype float16 run.
     models = ["googlenet", "inception_v3", "resnet50", "bert_base", "t5_small", "branchy", "inplace", "recurrent",
-              "chain", "detect", "multihead_rnn", "branchy:float16", "googlenet:float16", "branchy:bfloat16"]
+              "chain", "detect", "multihead_rnn", "decoder", "branchy:float16", "googlenet:float16", "branchy:bfloat16"]
     exports = steps.Exports(g, 1, models, "export the models")
     if not full_build(g):
         exports.wait()  # no half-written model left for the next call to take as done
