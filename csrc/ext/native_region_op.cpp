@@ -66,12 +66,14 @@ class NativeRegion {
   NativeRegion& operator=(const NativeRegion&) = delete;
   ~NativeRegion() { dlclose(handle_); }
 
-  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const {
+  // `key`'s layouts (region_inputs.h) are those the entry reads.
+  std::vector<at::Tensor> run(std::int64_t key, const std::vector<at::Tensor>& given) const {
     // The entry reads as many handles as it was compiled for: a count checked here, not a crash there.
-    if (static_cast<std::int64_t>(inputs.size()) != inputs_) {
+    if (static_cast<std::int64_t>(given.size()) != inputs_) {
       throw Error(
-          fmt::format("opara: the region compiled in {} takes {} inputs, not {}", library_, inputs_, inputs.size()));
+          fmt::format("opara: the region compiled in {} takes {} inputs, not {}", library_, inputs_, given.size()));
     }
+    const std::vector<at::Tensor> inputs = region_inputs(key, given);
     if (PyGILState_Ensure == nullptr) throw Error("opara: a region compiled by Inductor runs only in Python");
     std::vector<AtenTensorHandle> in;
     in.reserve(inputs.size() + constants_.size());
@@ -165,7 +167,7 @@ void unregister_native_region(std::int64_t key) {
 }
 
 std::vector<at::Tensor> native_region(std::int64_t key, const std::vector<at::Tensor>& inputs) {
-  return Registry::instance().find(key)->run(region_inputs(key, inputs));
+  return Registry::instance().find(key)->run(key, inputs);
 }
 
 }  // namespace
