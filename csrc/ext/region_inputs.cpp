@@ -2,6 +2,7 @@
 #include "ext/region_inputs.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/library.h>
@@ -83,19 +84,28 @@ class Registry {
   std::unordered_map<std::int64_t, std::shared_ptr<RegionLayouts>> regions_;
 };
 
-// Examples whose memory overlaps (an expanded tensor: stride 0 along a dimension of many
-// elements) cannot be the layout a call's input is copied into; Python compiles regions from
-// dense examples (opara/_regions.py), and anything else is a bug there.
+// Whether a copy can give a tensor `example`'s layout: not where its memory overlaps (an expanded
+// tensor: stride 0 along a dimension of more than one element).
+bool copy_can_reach(const at::Tensor& example) {
+  return !example.defined() || at::has_internal_overlap(example) != at::MemOverlap::Yes;
+}
+
+// What a region is compiled from for the value `value`: the value, or a contiguous copy of one
+// whose layout no copy can reach (opara/_regions.py asks before it compiles).
+at::Tensor region_example(const at::Tensor& value) {
+  return copy_can_reach(value) ? value : value.contiguous();
+}
+
 void register_region_inputs(std::int64_t key, const std::vector<at::Tensor>& examples) {
   auto layouts = std::make_shared<RegionLayouts>();
   for (std::size_t i = 0; i < examples.size(); ++i) {
-    const at::Tensor& example = examples[i];
-    if (example.defined() && example.numel() > 1 && !example.is_non_overlapping_and_dense()) {
-      throw Error(fmt::format(
-          "opara: region {}: example input {} overlaps itself (strides {}); a region is compiled from dense examples",
-          key, i, fmt::join(example.strides(), ", ")));
+    if (!copy_can_reach(examples[i])) {
+      throw Error(
+          fmt::format("opara: region {}: example input {} overlaps itself (strides {}); compile regions "
+                      "from opara::region_example's examples",
+                      key, i, fmt::join(examples[i].strides(), ", ")));
     }
-    layouts->inputs.emplace_back(example);
+    layouts->inputs.emplace_back(examples[i]);
   }
   Registry::instance().add(key, std::move(layouts));
 }
@@ -136,6 +146,7 @@ std::vector<at::Tensor> region_inputs(std::int64_t key, const std::vector<at::Te
 }
 
 TORCH_LIBRARY_FRAGMENT(opara, m) {
+  m.def("region_example(Tensor value) -> Tensor", &region_example);
   m.def("register_region_inputs(int key, Tensor[] examples) -> ()", &register_region_inputs);
   m.def("unregister_region_inputs(int key) -> ()", &unregister_region_inputs);
   m.def("region_inputs(int key, Tensor[] inputs) -> Tensor[]", &region_inputs);

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensor
 
 # The compiled regions by key, and their outputs' (shape, stride, dtype): what the op's kernel
 # runs and what its fake kernel (torch.export's tracing) makes. A CompiledRegions removes its own.
@@ -238,12 +239,12 @@ class _Region:
         for name, example in zip(self.inputs, examples):
             copied[name] = sub.placeholder(name)
             copied[name].meta = dict(by_name[name].meta)
-            # Inductor compiles a placeholder for the layout its recorded value has, when it has one:
-            # an example laid out otherwise (made dense: _dense) must not keep the program's.
+            # Inductor compiles a placeholder for the layout of its recorded value: an example laid
+            # out otherwise (made contiguous: _example) is recorded as it is.
             recorded = copied[name].meta.get("val")
-            if isinstance(example, torch.Tensor) and isinstance(recorded, torch.Tensor) and (
+            if isinstance(example, torch.Tensor) and isinstance(recorded, FakeTensor) and (
                     recorded.stride() != example.stride()):
-                del copied[name].meta["val"]
+                copied[name].meta["val"] = recorded.fake_mode.from_tensor(example)
                 copied[name].meta.pop("tensor_meta", None)
         for node in self.members:
             for value in node.all_input_nodes:
@@ -392,23 +393,20 @@ def _modules_loaded(into: list[Any]) -> Any:
         PyCodeCache.load_by_key_path = original
 
 
-def _dense(value: Any) -> Any:
-    """A tensor whose memory overlaps or has gaps (an expanded tensor, a strided slice) as a
-    contiguous copy; anything else as it is."""
-    from torch._prims_common import is_non_overlapping_and_dense_or_false
-
-    if isinstance(value, torch.Tensor) and value.numel() > 1 and not is_non_overlapping_and_dense_or_false(value):
-        return value.contiguous()
-    return value
+def _example(value: Any) -> Any:
+    """What a region is compiled from for `value`: itself, or a contiguous copy of a tensor whose
+    memory overlaps (an expanded tensor), whose layout no copy of a call's input could take
+    (csrc/ext/region_inputs.h)."""
+    return torch.ops.opara.region_example(value) if isinstance(value, torch.Tensor) else value
 
 
 def _compile_region(region: _Region, values: dict[str, Any], device: torch.device) -> _CompiledRegion:
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
 
-    # Dense examples: a call's input in another layout is copied into the example's before the
-    # region runs (csrc/ext/region_inputs.h), and no copy can make an expanded tensor's layout.
-    examples = [_dense(values[name]) for name in region.inputs]
+    # A call's input in another layout is copied into the example's before the region runs
+    # (csrc/ext/region_inputs.h): examples in a layout a copy can take.
+    examples = [_example(values[name]) for name in region.inputs]
     native = device.type == "cpu"
     # `native` (CPU): the C++ wrapper, which releases the GIL while the region runs and whose entry
     # opara::native_region calls from C++ (about 1 us against 28): no Python runs with the model.

@@ -8,6 +8,7 @@ position is a device tensor and every step replays the captured graph (no eager 
 
 import copy
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,11 @@ def expect_eagers_decoding(compiled, model, prompt, kernels):
 def test_greedy_decoding_through_opara_compile_gives_eagers_tokens_and_caches(library, kernels):
     model, prompt = decoder_and_prompt("cpu")
     example = [prompt[:, :1], torch.tensor([0])]
-    compiled = opara.compile(model, example, kernels=kernels, cpu_tuning_ms=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = opara.compile(model, example, kernels=kernels, cpu_tuning_ms=0)
+    # Every region Inductor's (none left as ATen nodes), nothing fallen back to ATen's kernels.
+    assert [str(w.message) for w in caught if str(w.message).startswith("opara:")] == []
     for name, value in model.caches().items():
         assert not value.any(), f"opara.compile wrote the module's {name}"
     expect_eagers_decoding(compiled, model, prompt, kernels)

@@ -10,6 +10,7 @@ buffers as they were). A GPU twin of each runs where a GPU is.
 
 import copy
 import json
+import warnings
 
 import pytest
 import torch
@@ -146,8 +147,11 @@ INDUCTOR_FEW = [(2, "index_copy_", "module"), (3, "slice", "pt2-decomposed"), (1
 def test_state_in_buffers_matches_eager_with_inductors_kernels(library, tmp_path, count, write, route, device):
     module, twin = module_and_twin(count, write, device)
     inputs = calls(device)
-    compiled = compile_route(route, module, inputs[0], tmp_path, "inductor")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = compile_route(route, module, inputs[0], tmp_path, "inductor")
     assert compiled.stats()["regions"] >= 1
+    assert [str(w.message) for w in caught if str(w.message).startswith("opara:")] == []
     expect_eagers_state(compiled, compiled.state, twin, inputs, "inductor")
 
 
