@@ -22,11 +22,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "ext/keyed_registry.h"
 #include "ext/region_inputs.h"
 #include "opara/error.h"
 
@@ -123,33 +122,10 @@ class NativeRegion {
 };
 
 // Regions by the key Python gives them (opara/_regions.py, the same as its fake kernel's).
-class Registry {
- public:
-  static Registry& instance() {
-    static Registry registry;
-    return registry;
-  }
-  void add(std::int64_t key, std::shared_ptr<const NativeRegion> region) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    regions_[key] = std::move(region);
-  }
-  void remove(std::int64_t key) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    regions_.erase(key);
-  }
-  std::shared_ptr<const NativeRegion> find(std::int64_t key) const {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    const auto found = regions_.find(key);
-    if (found == regions_.end()) {
-      throw Error(fmt::format("opara: no native region {} is registered (its compiled model was freed)", key));
-    }
-    return found->second;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::unordered_map<std::int64_t, std::shared_ptr<const NativeRegion>> regions_;
-};
+KeyedRegistry<const NativeRegion>& registry() {
+  static KeyedRegistry<const NativeRegion> regions;
+  return regions;
+}
 
 void register_native_region(std::int64_t key, const std::string& library, std::int64_t inputs,
                             std::vector<at::Tensor> constants, std::int64_t outputs, std::vector<std::int64_t> cloned) {
@@ -158,16 +134,18 @@ void register_native_region(std::int64_t key, const std::string& library, std::i
       throw Error(fmt::format("opara: native region {}: output {} to clone is not one of its {}", key, index, outputs));
     }
   }
-  Registry::instance().add(
+  registry().add(
       key, std::make_shared<const NativeRegion>(library, inputs, std::move(constants), outputs, std::move(cloned)));
 }
 
 void unregister_native_region(std::int64_t key) {
-  Registry::instance().remove(key);
+  registry().remove(key);
 }
 
 std::vector<at::Tensor> native_region(std::int64_t key, const std::vector<at::Tensor>& inputs) {
-  return Registry::instance().find(key)->run(key, inputs);
+  const auto region = registry().find(key);
+  if (!region) throw Error(fmt::format("opara: no native region {} is registered (its compiled model was freed)", key));
+  return region->run(key, inputs);
 }
 
 }  // namespace

@@ -9,9 +9,8 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
-#include <unordered_map>
 
+#include "ext/keyed_registry.h"
 #include "opara/error.h"
 
 namespace opara::ext {
@@ -59,30 +58,10 @@ struct RegionLayouts {
 };
 
 // By the key Python gives each region (opara/_regions.py).
-class Registry {
- public:
-  static Registry& instance() {
-    static Registry registry;
-    return registry;
-  }
-  void add(std::int64_t key, std::shared_ptr<RegionLayouts> layouts) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    regions_[key] = std::move(layouts);
-  }
-  void remove(std::int64_t key) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    regions_.erase(key);
-  }
-  std::shared_ptr<RegionLayouts> find(std::int64_t key) const {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    const auto found = regions_.find(key);
-    return found == regions_.end() ? nullptr : found->second;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::unordered_map<std::int64_t, std::shared_ptr<RegionLayouts>> regions_;
-};
+KeyedRegistry<RegionLayouts>& registry() {
+  static KeyedRegistry<RegionLayouts> regions;
+  return regions;
+}
 
 // Whether a copy can give a tensor `example`'s layout: not where its memory overlaps (an expanded
 // tensor: stride 0 along a dimension of more than one element).
@@ -107,17 +86,17 @@ void register_region_inputs(std::int64_t key, const std::vector<at::Tensor>& exa
     }
     layouts->inputs.emplace_back(examples[i]);
   }
-  Registry::instance().add(key, std::move(layouts));
+  registry().add(key, std::move(layouts));
 }
 
 void unregister_region_inputs(std::int64_t key) {
-  Registry::instance().remove(key);
+  registry().remove(key);
 }
 
 std::int64_t region_input_copies(const std::vector<std::int64_t>& keys) {
   std::int64_t copies = 0;
   for (std::int64_t key : keys) {
-    if (const auto layouts = Registry::instance().find(key)) copies += layouts->copies.load();
+    if (const auto layouts = registry().find(key)) copies += layouts->copies.load();
   }
   return copies;
 }
@@ -125,7 +104,7 @@ std::int64_t region_input_copies(const std::vector<std::int64_t>& keys) {
 }  // namespace
 
 std::vector<at::Tensor> region_inputs(std::int64_t key, const std::vector<at::Tensor>& inputs) {
-  const auto layouts = Registry::instance().find(key);
+  const auto layouts = registry().find(key);
   if (!layouts) return inputs;
   if (inputs.size() != layouts->inputs.size()) {
     throw Error(
