@@ -285,7 +285,7 @@ def measure_decoder(model, prompt, backend, reference, device, args):
             synchronize(device)
             started = time.perf_counter()
             step, compiled = compile_step(model, backend, device, [prompt[:, :1], torch.tensor([0], device=device)])
-            tokens, decode_s = decode(step, prompt, args.new_tokens, device)
+            tokens, _ = decode(step, prompt, args.new_tokens, device)
             first_s = time.perf_counter() - started
             decode(step, prompt, args.new_tokens, device)
             full, prefill, eager = [], [], []
