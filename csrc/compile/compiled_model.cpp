@@ -295,6 +295,18 @@ bool adopt_written_statics(const CompiledModel::State& state, const std::vector<
   return adopted;
 }
 
+// Options::outputs = kClone promises tensors of the caller's own: an output that is a state
+// buffer or a view of one (a decoder returning its cache) is cloned, or the caller would hold the
+// model's state, changed by the next run and writable from outside. (On CUDA every output is.)
+void clone_state_views(std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& state) {
+  for (at::Tensor& output : outputs) {
+    const bool of_state = std::any_of(state.begin(), state.end(), [&](const at::Tensor& buffer) {
+      return output.defined() && output.is_alias_of(buffer);
+    });
+    if (of_state) output = output.clone();
+  }
+}
+
 // A CPU model takes inputs compiled on another device (CUDA tensors) through copies, and gives
 // them back the model's in-place writes, as eager PyTorch would have made them.
 std::vector<at::Tensor> run_on_the_cpu(CompiledModel::State& state, const std::vector<at::Tensor>& inputs) {
@@ -397,6 +409,7 @@ std::vector<at::Tensor> CompiledModel::run(const std::vector<at::Tensor>& inputs
   std::vector<at::Tensor> outputs;
   if (state.cpu) {
     outputs = run_on_the_cpu(state, with_state);
+    if (state.options.outputs == Options::Outputs::kClone) clone_state_views(outputs, state.state);
   } else {
     outputs = state.cuda->run(with_state, state.options.outputs == Options::Outputs::kClone);
     state.stats.eager_fallbacks = state.cuda->eager_fallbacks();

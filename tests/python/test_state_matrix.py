@@ -187,6 +187,42 @@ def test_opara_bench_runs_and_traces_a_decoder_that_owns_its_caches(bench, tmp_p
     assert json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
 
 
+class ReturnsItsCaches(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(1, ROWS, 4))
+        self.register_buffer("v", torch.zeros(1, ROWS, 4))
+
+    def forward(self, x, position):
+        self.k.index_copy_(1, position, x)
+        self.v.index_copy_(1, position, x * 2)
+        return self.k, self.v[:, :4], (self.k * self.v).sum()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kernels", ["aten", "inductor"])
+def test_an_output_that_is_a_state_buffer_is_the_callers_own(library, kernels, device):
+    """A model that returns its caches (or views of them) gives the caller tensors of its own, as
+    outputs="clone" says: the next call leaves them as they were, and writing them does not reach
+    the model's state."""
+    module, twin = ReturnsItsCaches().to(device), ReturnsItsCaches().to(device)
+    inputs = calls(device)
+    compiled = opara.compile(module, inputs[0], kernels=kernels, cpu_tuning_ms=0)
+    first = compiled(*inputs[0])
+    with torch.no_grad():
+        expected = [tensor.clone() for tensor in twin(*inputs[0])]
+    for got, want in zip(first, expected):
+        assert close(got, want, kernels)
+    for x, position in inputs[1:]:
+        with torch.no_grad():
+            assert close(compiled(x, position)[2], twin(x, position)[2], kernels)
+    assert close(compiled.state()["k"], twin.k, kernels) and close(compiled.state()["v"], twin.v, kernels)
+    for got, want in zip(first, expected):
+        assert close(got, want, kernels), "a later call changed an earlier call's output"
+    first[0].fill_(7)
+    assert not torch.equal(compiled.state()["k"], first[0]), "writing an output wrote the model's state"
+
+
 class CountsItsCalls(torch.nn.Module):
     """State of no batch size: a call counter and the last call's mean row."""
 
