@@ -1,7 +1,8 @@
 """Inputs in any layout (issue 41): a model compiled for one layout of its input gives the module's
 outputs for every other a caller may pass: contiguous, channels_last, a transposed view, an
-expanded tensor, a slice with a storage offset; through every route (the module, its .pt2, its
-TorchScript, the torch.compile backend) and both kernel choices. Inductor compiles a region for its
+expanded tensor, a slice with a storage offset, a contiguous tensor that is not aligned; through
+every route (the module, its .pt2, its TorchScript, the torch.compile backend) and both kernel
+choices. Inductor compiles a region for its
 example's strides: an input laid out otherwise is copied into them first, and counted
 (stats()["region_input_copies"]). A GPU twin runs where a GPU is (the captured graph copies the
 inputs into its own buffers).
@@ -30,6 +31,8 @@ def layouts(device):
         "transposed": values(*SHAPE).transpose(2, 3),
         "expanded": values(1, 3, 8, 1).expand(*SHAPE),
         "offset_slice": values(2, 3, 9, 9)[1:, :, 1:, 1:],
+        # Contiguous strides one element into its storage: not 16-byte aligned, as Inductor assumes.
+        "misaligned": values(1 + 3 * 8 * 8)[1:].view(*SHAPE),
     }
 
 
@@ -119,3 +122,5 @@ def test_inductors_regions_copy_an_input_of_another_layout_and_count_it(library)
     assert compiled.stats()["region_input_copies"] == 2
     compiled(given["offset_slice"])  # strides of a [2, 3, 9, 9] tensor: another layout too
     assert compiled.stats()["region_input_copies"] == 3
+    compiled(given["misaligned"])  # the example's strides, but not aligned as the example was
+    assert compiled.stats()["region_input_copies"] == 4
