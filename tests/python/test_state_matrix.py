@@ -95,7 +95,9 @@ def save(module, example, path, decomposed):
 
 
 def close(actual, expected, kernels):
-    if kernels == "aten":
+    """ATen's kernels on the CPU give eager's bits; Inductor's reorder float arithmetic, and on a GPU
+    a captured graph may pick other library kernels."""
+    if kernels == "aten" and not actual.is_cuda:
         return torch.equal(actual, expected)
     return torch.allclose(actual, expected, rtol=1e-5, atol=1e-5)
 
