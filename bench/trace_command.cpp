@@ -16,6 +16,7 @@
 #include "exec/state_buffers.h"
 #include "graph/graph_analysis.h"
 #include "json_output.h"
+#include "mode_runner.h"
 #include "model_flags.h"
 #include "model_loading.h"
 #include "modes.h"
@@ -161,10 +162,7 @@ TracedMode trace_on_gpu(const Graph& graph, const ModeSpec& mode, const std::vec
   for (const at::Tensor& input : cpu_inputs) inputs.push_back(input.to(device));
   std::function<void()> run;
   if (!mode.planned) {
-    auto eager = std::make_shared<EagerExecutor>(graph, device);
-    std::vector<c10::IValue> arguments(inputs.begin(), inputs.end());
-    arguments.insert(arguments.end(), state.begin(), state.end());
-    run = [eager, arguments] { eager->run(arguments); };
+    run = [eager = eager_runner(std::make_shared<EagerExecutor>(graph, device), state), inputs] { eager(inputs); };
   } else {
     Options compile_options;
     compile_options.device = device;
