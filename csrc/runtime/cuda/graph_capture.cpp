@@ -12,13 +12,13 @@ std::mutex& capture_mutex() {
 
 }  // namespace
 
-GraphCapture::GraphCapture(CapturePool& pool, cudaStream_t origin)
+GraphCapture::GraphCapture(CapturePool& pool, cudaStream_t origin, cudaStreamCaptureMode mode)
     : pool_(pool),
       origin_(origin),
       graph_(std::make_unique<InspectableGraph>(/*keep_graph=*/true)),
       turn_(capture_mutex()) {
   try {
-    graph_->capture_begin(pool_.id(), cudaStreamCaptureModeThreadLocal);
+    graph_->capture_begin(pool_.id(), mode);
   } catch (...) {
     end_tried_ = true;  // nothing to end: the capture never began
     abandon();

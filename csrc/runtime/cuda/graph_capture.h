@@ -21,9 +21,10 @@ namespace opara {
 // its device is known to have registered both allocators.
 class GraphCapture {
  public:
-  // Takes this process's turn to capture and begins one (thread-local mode) on `origin`, which the
-  // caller made the current stream. When beginning fails it is undone, and this rethrows.
-  GraphCapture(CapturePool& pool, cudaStream_t origin);
+  // Takes this process's turn to capture and begins one on `origin`, which the caller made the
+  // current stream. When beginning fails it is undone, and this rethrows. opara always captures in
+  // thread-local mode; `mode` lets a test make cudaStreamBeginCapture itself fail.
+  GraphCapture(CapturePool& pool, cudaStream_t origin, cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal);
   // Abandons a capture neither ended nor abandoned.
   ~GraphCapture();
   GraphCapture(const GraphCapture&) = delete;

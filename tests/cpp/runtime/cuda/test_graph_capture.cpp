@@ -1,7 +1,7 @@
 // A capture whose begin fails after CUDAGraph::capture_begin registered its pool with the caching
-// allocators leaves them as they were: the pool's reference count is back where it was, and the
-// pool takes a new capture (a registration left behind would refuse it: "already recording").
-// Skipped without a GPU.
+// allocators (in cudaStreamBeginCapture) leaves them as they were: the pool's reference count is back where it was, and
+// the pool takes a new capture (a registration left behind would refuse it: "already recording"). Skipped without a
+// GPU.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -20,15 +20,10 @@ namespace {
 
 namespace allocator = c10::cuda::CUDACachingAllocator;
 
-void end_any_capture(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
-    cudaGraph_t graph = nullptr;
-    (void)cudaStreamEndCapture(stream, &graph);
-    if (graph) (void)cudaGraphDestroy(graph);
-  }
-  (void)cudaGetLastError();
-}
+// Not a capture mode: cudaStreamBeginCapture, the last step of CUDAGraph::capture_begin, refuses
+// it, after the generators and both allocators took the capture in. (A stream already capturing
+// would fail earlier, in the generator's registration, and ~CUDAGraph would then terminate.)
+constexpr auto kNotACaptureMode = static_cast<cudaStreamCaptureMode>(99);
 
 TEST(GraphCaptureCuda, ABeginThatFailsLeavesTheAllocatorsAsTheyWere) {
   OPARA_REQUIRE_GPU();
@@ -39,11 +34,16 @@ TEST(GraphCaptureCuda, ABeginThatFailsLeavesTheAllocatorsAsTheyWere) {
   const cudaStream_t stream = streams[0].stream();
   {
     const c10::cuda::CUDAStreamGuard guard(streams[0]);
-    // Another capture under way on the stream: cudaStreamBeginCapture refuses a second one, after
-    // capture_begin has registered the pool with both allocators.
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
-    EXPECT_ANY_THROW({ GraphCapture capture(*pool, stream); });
-    end_any_capture(stream);
+    try {
+      GraphCapture capture(*pool, stream, kNotACaptureMode);
+      ADD_FAILURE() << "a capture began in an invalid mode";
+    } catch (const c10::Error& error) {
+      EXPECT_THAT(error.what_without_backtrace(), ::testing::HasSubstr("invalid argument"))
+          << "the begin failed before cudaStreamBeginCapture, so the allocators were not reached";
+    }
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusNone);
   }
   EXPECT_EQ(allocator::getPoolUseCount(device, pool->id()), 1) << "the failed begin kept a reference to the pool";
   streams = pool->capture_streams(0);
