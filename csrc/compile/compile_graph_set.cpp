@@ -11,6 +11,7 @@
 #include "opara/error.h"
 #include "opara/graph_set.h"
 #include "opara/load.h"
+#include "options/model_device.h"
 
 namespace opara {
 namespace {
@@ -88,8 +89,9 @@ void describe_inputs(GraphSet::State& state, const Graph& graph, const std::vect
 // through it, the streams they all capture on).
 Options bucket_options(GraphSet::State& state, const std::vector<at::Tensor>& examples,
                        const GraphSetOptions& set_options, const Options& options) {
-  const c10::Device device = options.device ? *options.device : examples[state.batched_inputs[0]].device();
+  const c10::Device device = model_device(options, examples, state.source);
   Options bucket = options;
+  bucket.device = device;
   if (set_options.share_pool && device.is_cuda() && options.cuda.memory != MemoryProtection::kSmallerPool) {
     state.shared_pool = CapturePool::create(device.index());
     bucket.cuda.memory_pool = state.shared_pool->id();

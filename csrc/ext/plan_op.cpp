@@ -7,6 +7,7 @@
 #include "opara/load.h"
 #include "opara/model_profiler.h"
 #include "opara/plan.h"
+#include "options/model_device.h"
 
 namespace opara::ext {
 namespace {
@@ -15,7 +16,13 @@ namespace {
 std::string plan_graph(const Graph& graph, const std::optional<std::vector<at::Tensor>>& example_inputs,
                        const std::optional<c10::Dict<std::string, std::string>>& options_dict) {
   const Options options = options_from_dict(options_dict);
-  const ModelCosts costs = model_costs(graph, example_inputs.value_or(std::vector<at::Tensor>{}), options.costs);
+  const std::vector<at::Tensor> examples = example_inputs.value_or(std::vector<at::Tensor>{});
+  // Shapes are recorded where the model runs: a copy of every weight to the host would cost more
+  // than the run, and a CUDA model's decomposition may hold CUDA-only ops. Without examples nothing
+  // runs, and a plan for a GPU can be made where there is none.
+  std::optional<c10::Device> device;
+  if (!examples.empty()) device = model_device(options, examples, graph.source_path);
+  const ModelCosts costs = model_costs(graph, examples, options.costs, device);
   Plan plan = make_plan(graph, options.plan, costs.costs);
   plan.cost_source = costs.source;
   return to_json(graph, plan);

@@ -242,5 +242,35 @@ TEST(GraphSet, OnTheGpuTheBucketsShareAPoolAndGiveTheModelsOutputs) {
   EXPECT_LE(set.stats().pool_bytes, separate.stats().pool_bytes) << "sharing a pool took more memory";
 }
 
+// "cuda" as a user writes it, without an index (bench/serve_load.py passes exactly that): the set
+// compiles on the current device; where no GPU is, the error says so and what to do.
+TEST(GraphSet, CudaWithoutAGpuIsRefusedSayingSo) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is visible here";
+  Options options;
+  options.device = c10::Device(c10::kCUDA);
+  try {
+    compile_graph_set(testing::saved_module("rowwise", kRowwise), {at::randn({2, 16}), at::randn({16, 16})},
+                      buckets({1, 4}), options);
+    ADD_FAILURE() << "a graph set compiled for CUDA without a GPU";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("rowwise"));
+    EXPECT_THAT(error.what(), HasSubstr("needs a CUDA GPU"));
+  }
+}
+
+TEST(GraphSet, OnTheGpuCudaWithoutAnIndexIsTheCurrentDevice) {
+  OPARA_REQUIRE_GPU();
+  const std::string path = testing::saved_module("rowwise", kRowwise);
+  const at::Tensor scale = at::randn({256, 256});
+  Options options;
+  options.device = c10::Device(c10::kCUDA);
+  const GraphSet set = compile_graph_set(path, {at::randn({2, 256}).cuda(), scale.cuda()}, buckets({1, 4}), options);
+  EXPECT_TRUE(set.stats().shared_pool);
+  const at::Tensor x = at::randn({3, 256});
+  const std::vector<at::Tensor> expected = torchscript_forward(path, {x, scale});
+  const std::vector<at::Tensor> outputs = set.run({x.cuda(), scale.cuda()});
+  EXPECT_TRUE(at::allclose(outputs.at(0).cpu(), expected.at(0), 1e-4, 1e-5));
+}
+
 }  // namespace
 }  // namespace opara
