@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "exec/own_buffers.h"
 #include "opara/error.h"
 
 namespace opara {
@@ -17,7 +18,8 @@ std::vector<at::Tensor> initial_state(const Graph& graph, c10::Device device) {
     if (stack.size() != 1 || !stack.front().isTensor()) {
       throw Error(fmt::format("{}: the state buffer {} is not a tensor", graph.source_path, buffer.name));
     }
-    state.push_back(stack.front().toTensor().to(device, /*non_blocking=*/false, /*copy=*/true));
+    const at::Tensor& first = stack.front().toTensor();
+    state.push_back(made_as_own_buffers([&] { return first.to(device, /*non_blocking=*/false, /*copy=*/true); }));
   }
   return state;
 }

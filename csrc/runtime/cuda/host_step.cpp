@@ -8,6 +8,7 @@
 
 #include "exec/node_op.h"
 #include "exec/outputs.h"
+#include "exec/own_buffers.h"
 #include "exec/undo_writes.h"
 #include "graph/graph_analysis.h"
 #include "opara/plan.h"
@@ -17,11 +18,14 @@
 namespace opara {
 namespace {
 
-// An empty pinned host tensor like `tensor` (same sizes, dtype and, for dense tensors, strides).
+// An empty pinned host tensor like `tensor` (same sizes, dtype and, for dense tensors, strides):
+// a staging buffer every run copies through.
 at::Tensor pinned_like(const at::Tensor& tensor) {
   const at::TensorOptions options = tensor.options().device(c10::kCPU).pinned_memory(true);
-  if (tensor.is_non_overlapping_and_dense()) return at::empty_strided(tensor.sizes(), tensor.strides(), options);
-  return at::empty(tensor.sizes(), options);
+  return made_as_own_buffers([&] {
+    if (tensor.is_non_overlapping_and_dense()) return at::empty_strided(tensor.sizes(), tensor.strides(), options);
+    return at::empty(tensor.sizes(), options);
+  });
 }
 
 bool same_shape(const at::Tensor& a, const at::Tensor& b) {
@@ -46,7 +50,9 @@ HostStep::HostStep(const Segment& segment, c10::Device device, HostSide side, co
 std::vector<c10::IValue> HostStep::first_run(const std::vector<c10::IValue>& inputs) {
   if (side_ == HostSide::kDevice) {
     std::vector<c10::IValue> results = eager_->run(inputs);
-    for (c10::IValue& result : results) result = clone_tensors(result);  // the slots: buffers of their own
+    for (c10::IValue& result : results) {
+      result = made_as_own_buffers([&] { return clone_tensors(result); });  // the slots: buffers of their own
+    }
     return results;
   }
   std::vector<c10::IValue> cpu_inputs;
@@ -69,11 +75,12 @@ std::vector<c10::IValue> HostStep::first_run(const std::vector<c10::IValue>& inp
       const at::Tensor& result = results[j].toTensor();
       pinned_results_[j] = pinned_like(result);
       bytes_to_device_ += result.nbytes();
-      results[j] = result.to(device_, /*non_blocking=*/false, /*copy=*/true);
+      results[j] = made_as_own_buffers([&] { return result.to(device_, /*non_blocking=*/false, /*copy=*/true); });
     } else if (results[j].isTensor()) {
-      results[j] = results[j].toTensor().clone();
+      results[j] = own_copy(results[j].toTensor());
     } else if (on_device) {
-      results[j] = move_tensors(results[j], device_);  // a list or tuple of tensors: read as it is
+      results[j] =
+          made_as_own_buffers([&] { return move_tensors(results[j], device_); });  // a list or tuple: read as it is
     }
   }
   return results;
