@@ -3,7 +3,6 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <fmt/format.h>
-#include <torch/cuda.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,10 +17,12 @@
 #include "exec/node_op.h"
 #include "exec/outputs.h"
 #include "exec/state_buffers.h"
+#include "exec/undo_writes.h"
 #include "graph/graph_analysis.h"
 #include "opara/error.h"
 #include "opara/load.h"
 #include "opara/model_profiler.h"
+#include "options/model_device.h"
 #include "overflow/cpu_steps.h"
 #include "profiler/device_limits.h"
 #include "runtime/cpu/cpu_parallel_executor.h"
@@ -85,19 +86,6 @@ std::vector<at::Tensor> written_copied(const std::vector<at::Tensor>& examples, 
     }
   }
   return copies;
-}
-
-// Options::device, else where the CUDA examples are (a Dynamo graph of a CUDA model may begin with
-// a CPU scalar), else the CPU.
-c10::Device model_device(const Options& options, const std::vector<at::Tensor>& examples) {
-  if (options.device) return *options.device;
-  for (const at::Tensor& example : examples) {
-    if (example.defined() && example.is_cuda()) return example.device();
-  }
-  for (const at::Tensor& example : examples) {
-    if (example.defined()) return example.device();
-  }
-  return c10::kCPU;
 }
 
 // A tensor of our own over `tensor`'s memory, not a view of it: a view (alias()) would keep the
@@ -193,12 +181,6 @@ CapturedModel capture_smaller_pool(CompiledModel::State& state, CaptureRequest& 
 // buffers themselves); each compile-time run gets `examples_for_a_run()`.
 void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& examples,
                   const ExamplesForARun& examples_for_a_run, const std::vector<NodeCost>& costs) {
-  if (!torch::cuda::is_available()) {
-    throw Error(
-        fmt::format("{}: compiling for {} needs a CUDA GPU, and none is visible here; compile for the CPU "
-                    "(Options::device = cpu) instead",
-                    state.graph.source_path, state.device.str()));
-  }
   const Graph& graph = state.graph;
   const Options& options = state.options;
   const c10::DeviceIndex index = state.device.index();
@@ -284,6 +266,48 @@ void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs
   state.stats.segments = 1;
 }
 
+// Compiling never advances state, on either device: what the compile-time runs (costs, placement,
+// warm-ups, captures, the replay and the host steps' first runs that fill the CUDA graphs' outputs)
+// write into the inputs read where they live (the state buffers, the static inputs) is put back,
+// however the compile ends. Every other input the model writes is copied for each run
+// (examples_for_a_run), so only these need a copy here.
+class StateLeftAsFound {
+ public:
+  StateLeftAsFound(const std::vector<at::Tensor>& examples, const CompiledModel::State& state)
+      : writes_(std::vector<c10::IValue>(examples.begin(), examples.end()), read_where_it_lives(state)),
+        device_(state.device) {}
+  ~StateLeftAsFound() {
+    if (put_back_) return;
+    try {
+      put_back();
+    } catch (const std::exception& error) {  // the compile's own failure is the one to report
+      TORCH_WARN("opara: putting back the state a failed compile wrote failed too: ", error.what());
+    }
+  }
+  StateLeftAsFound(const StateLeftAsFound&) = delete;
+  StateLeftAsFound& operator=(const StateLeftAsFound&) = delete;
+
+  // Puts the values back, done before the first run may start on any stream.
+  void put_back() {
+    put_back_ = true;
+    writes_.undo();
+    if (device_.is_cuda()) c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
+  }
+
+ private:
+  // By input: written by the model and read where it lives.
+  static std::vector<bool> read_where_it_lives(const CompiledModel::State& state) {
+    std::vector<bool> kept(state.written.size(), false);
+    for (int index : state.static_inputs) kept.at(index) = state.written.at(index);
+    for (std::size_t i = state.graph.caller_input_count(); i < kept.size(); ++i) kept[i] = state.written[i];
+    return kept;
+  }
+
+  UndoWrites writes_;
+  c10::Device device_;
+  bool put_back_ = false;
+};
+
 // InputSignature::adopt for every static input the model writes; whether each is (now) the one
 // the model was compiled on.
 bool adopt_written_statics(const CompiledModel::State& state, const std::vector<at::Tensor>& inputs) {
@@ -324,6 +348,16 @@ std::vector<at::Tensor> run_on_the_cpu(CompiledModel::State& state, const std::v
   return outputs;
 }
 
+// Runs `run` in the model's turn: on CUDA after the last run of every model sharing its pool (the
+// CPU runs one call at a time, each done when it returns).
+void in_turn(CompiledModel::State& state, const std::function<void()>& run) {
+  if (state.cuda) {
+    state.cuda->run_in_turn(run);
+  } else {
+    run();
+  }
+}
+
 }  // namespace
 
 CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example_inputs, const Options& options) {
@@ -331,20 +365,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   auto state = std::make_shared<CompiledModel::State>();
   state->graph = graph;
   state->options = options;
-  state->device = model_device(options, example_inputs);
-  if (state->device.is_cuda() && !state->device.has_index()) {
-    state->device = c10::Device(c10::kCUDA, torch::cuda::is_available() ? c10::cuda::current_device() : 0);
-  }
-  if (!state->device.is_cpu() && !state->device.is_cuda()) {
-    throw Error(fmt::format("{}: opara runs models on the CPU or a CUDA GPU, not on {}", graph.source_path,
-                            state->device.str()));
-  }
-  if (state->device.is_cuda() && !torch::cuda::is_available()) {
-    throw Error(
-        fmt::format("{}: compiling for {} needs a CUDA GPU, and none is visible here; compile for the CPU "
-                    "(Options::device = cpu) instead",
-                    graph.source_path, state->device.str()));
-  }
+  state->device = model_device(options, example_inputs, graph.source_path);
   state->stats.device = state->device.str();
   // The examples as given define the signature run() checks, each input on its own device: a CPU
   // scalar among a CUDA model's inputs (a Python float under torch.compile) stays one.
@@ -379,6 +400,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   // The state buffers are inputs the model feeds itself, read and written where they live.
   examples.insert(examples.end(), state->state.begin(), state->state.end());
   const ExamplesForARun examples_for_a_run = [&] { return written_copied(examples, written); };
+  StateLeftAsFound state_left_as_found(examples, *state);
 
   const ModelCosts costs = model_costs(graph, examples, options.costs, state->device);  // copies what it writes
   if (state->device.is_cuda()) {
@@ -390,6 +412,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
     }
     compile_cpu(*state, costs.costs, examples_for_a_run());
   }
+  state_left_as_found.put_back();
   state->plan.cost_source = costs.source;
   state->stats.compile_ms = milliseconds_since(started);
   return CompiledModel(std::move(state));
@@ -402,19 +425,23 @@ CompiledModel compile(const std::string& path, const std::vector<at::Tensor>& ex
 std::vector<at::Tensor> CompiledModel::run(const std::vector<at::Tensor>& inputs) const {
   State& state = *state_;
   std::lock_guard<std::mutex> lock(state.mutex);
-  adopt_written_statics(state, inputs);
-  state.signature->check(inputs);
-  std::vector<at::Tensor> with_state = inputs;
-  with_state.insert(with_state.end(), state.state.begin(), state.state.end());
   std::vector<at::Tensor> outputs;
-  if (state.cpu) {
-    outputs = run_on_the_cpu(state, with_state);
-    if (state.options.outputs == Options::Outputs::kClone) clone_state_views(outputs, state.state);
-  } else {
-    outputs = state.cuda->run(with_state, state.options.outputs == Options::Outputs::kClone);
-    state.stats.eager_fallbacks = state.cuda->eager_fallbacks();
-    state.stats.host_ms = state.cuda->host_busy_ms();
-  }
+  // One turn from adoption to the last output: adopting a new cache writes memory the last run
+  // (perhaps on another stream, perhaps another model's in a shared pool) may still be using.
+  in_turn(state, [&] {
+    adopt_written_statics(state, inputs);
+    state.signature->check(inputs);
+    std::vector<at::Tensor> with_state = inputs;
+    with_state.insert(with_state.end(), state.state.begin(), state.state.end());
+    if (state.cpu) {
+      outputs = run_on_the_cpu(state, with_state);
+      if (state.options.outputs == Options::Outputs::kClone) clone_state_views(outputs, state.state);
+    } else {
+      outputs = state.cuda->run(with_state, state.options.outputs == Options::Outputs::kClone);
+      state.stats.eager_fallbacks = state.cuda->eager_fallbacks();
+      state.stats.host_ms = state.cuda->host_busy_ms();
+    }
+  });
   ++state.stats.runs;
   return outputs;
 }
@@ -435,7 +462,9 @@ const Graph& CompiledModel::graph() const {
 bool CompiledModel::adopt_state(const std::vector<at::Tensor>& inputs) const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (inputs.size() != state_->signature->size()) return false;
-  return adopt_written_statics(*state_, inputs);
+  bool adopted = false;
+  in_turn(*state_, [&] { adopted = adopt_written_statics(*state_, inputs); });
+  return adopted;
 }
 
 std::vector<std::pair<std::string, at::Tensor>> CompiledModel::state() const {

@@ -9,12 +9,8 @@
 namespace opara {
 
 std::vector<at::Tensor> GraphSet::State::run_bucket(std::size_t bucket, const std::vector<at::Tensor>& inputs) {
-  std::vector<at::Tensor> outputs;
-  if (shared_pool) {
-    shared_pool->run_in_turn([&] { outputs = buckets[bucket].run(inputs); });
-  } else {
-    outputs = buckets[bucket].run(inputs);
-  }
+  // A bucket's run takes the turn of the pool it shares (CompiledModel::run).
+  std::vector<at::Tensor> outputs = buckets[bucket].run(inputs);
   const std::lock_guard<std::mutex> lock(counters_mutex);
   ++counters.bucket_runs[bucket];
   return outputs;

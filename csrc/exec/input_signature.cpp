@@ -1,5 +1,6 @@
 #include "exec/input_signature.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -118,7 +119,12 @@ bool InputSignature::adopt(std::size_t index, const at::Tensor& input) const {
   }
   // One holder, ours: no tensor of the caller's (nor a view of one) sees this memory any more.
   if (bound.storage().use_count() != 1) return false;
+  // On the current stream, which the caller has made wait for the model's last run.
   bound.copy_(input);
+  // The memory `input` leaves may be freed at once and reused on the stream it was made on,
+  // before the copy above has read it.
+  if (!input.is_cpu())
+    input.record_stream(c10::impl::getDeviceGuardImpl(input.device().type())->getStream(input.device()));
   input.set_(bound);
   return true;
 }

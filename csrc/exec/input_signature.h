@@ -29,7 +29,8 @@ class InputSignature {
   // was compiled on any more (the caller dropped the old cache, as transformers' generate() does
   // per request), the values move into that memory and `input` is made to share it
   // (Tensor::set_), so the graphs read and write the caller's tensor where they always did. True
-  // when `input` is (now) the bound tensor; false, changing nothing, otherwise.
+  // when `input` is (now) the bound tensor; false, changing nothing, otherwise. On a device, the
+  // copy goes on the current stream: the caller orders it after the model's last run.
   bool adopt(std::size_t index, const at::Tensor& input) const;
 
   [[nodiscard]] std::size_t size() const { return names_.size(); }

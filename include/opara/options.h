@@ -68,8 +68,9 @@ struct CudaOptions {
   int warmup_runs = 2;
   // A graph memory pool (at::cuda::graph_pool_handle()) shared with other compiled models, so that
   // each reuses what the others' captures freed; {0, 0}: a pool of the model's own. Models that
-  // share a pool must never run at the same time (a GraphSet serialises its buckets). Not with
-  // kSmallerPool, which releases one of its two captures' pools.
+  // share a pool take turns: a run, from any thread or stream, waits on the device for the last
+  // run of every model in the pool. An id named again after every model using it is gone names a
+  // fresh pool. Not with kSmallerPool, which releases one of its two captures' pools.
   std::pair<unsigned long long, unsigned long long> memory_pool{0, 0};
 };
 

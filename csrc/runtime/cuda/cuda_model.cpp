@@ -1,8 +1,6 @@
 #include "runtime/cuda/cuda_model.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/GradMode.h>
-#include <c10/core/InferenceMode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <fmt/format.h>
@@ -12,6 +10,7 @@
 
 #include "exec/node_op.h"
 #include "exec/outputs.h"
+#include "exec/own_buffers.h"
 #include "exec/undo_writes.h"
 #include "graph/graph_analysis.h"
 #include "opara/error.h"
@@ -37,10 +36,9 @@ CudaModel::CudaModel(const Graph& graph, const std::vector<Placement>& placement
                      std::shared_ptr<CapturePool> pool)
     : graph_(graph), device_(c10::kCUDA, pool->device()), pool_(std::move(pool)) {
   c10::cuda::CUDAGuard device_guard(device_);
-  // The buffers the runs copy into must be ordinary tensors: made under torch.inference_mode()
-  // they would be inference tensors, which a call outside it may not write. No autograd either.
-  const c10::InferenceMode not_inference(false);
-  const c10::AutoGradMode no_grad(false);
+  // In the caller's mode: under torch.inference_mode() the caller's state may be inference
+  // tensors, which only inference mode may write. Buffers of the model's own are made as
+  // ordinary tensors (made_as_own_buffers).
   segments_ = split_segments(graph, host_mask(placement), overlap ? HostOverlap::kSplit : HostOverlap::kNone);
   graphs_.resize(segments_.size());
   host_steps_.resize(segments_.size());
@@ -87,7 +85,7 @@ void CudaModel::bind_inputs(const std::vector<at::Tensor>& example_inputs, const
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
     // A static input is read where it is: its buffer is the caller's tensor (run() checks it is
     // given again), every other input a buffer of the model's own, refilled each run.
-    static_inputs_.push_back(read_in_place_[i] ? example_inputs[i] : example_inputs[i].clone());
+    static_inputs_.push_back(read_in_place_[i] ? example_inputs[i] : own_copy(example_inputs[i]));
     slots_[graph_.inputs()[i]] = static_inputs_.back();
   }
 }

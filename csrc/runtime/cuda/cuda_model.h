@@ -2,6 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -46,8 +47,11 @@ class CudaModel {
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;
 
-  // On the current stream; the caller serialises runs. The outputs, flattened, are the model's
-  // own buffers unless `clone_outputs`: then copies, made before the next run may start.
+  // Runs `run` on the current stream in this model's turn on its pool (CapturePool::run_in_turn):
+  // after the work of the last run of every model capturing into it, this one's included.
+  void run_in_turn(const std::function<void()>& run) { pool_->run_in_turn(run); }
+  // On the current stream; the caller serialises runs (in turn, when models share the pool). The outputs, flattened,
+  // are the model's own buffers unless `clone_outputs`: then copies, made before the next run may start.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs, bool clone_outputs);
 
   [[nodiscard]] const Plan& plan() const { return whole_plan_; }

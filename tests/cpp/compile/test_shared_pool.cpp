@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/cuda.h>
 
 #include <string>
+#include <vector>
 
 #include "model_files.h"
 #include "opara/compiled_model.h"
@@ -40,6 +44,52 @@ TEST(SharedPool, TheGraphAfterAHostStepReusesTheBlocksOfTheGraphBefore) {
   const at::Tensor expected = torchscript_forward(path, {x}).at(0);
   EXPECT_TRUE(at::allclose(compiled.run({x.cuda()}).at(0).cpu(), expected, 1e-5, 1e-3));
   EXPECT_EQ(compiled.stats().eager_fallbacks, 0u);
+}
+
+// Big intermediates, so that two models in one pool reuse each other's blocks.
+constexpr const char* kBigIntermediates = R"(
+def forward(self, x, w):
+    h = torch.relu(torch.mm(x, w))
+    g = torch.sigmoid(torch.mm(h, w))
+    return torch.mm(g + h, w).sum(0)
+)";
+
+// Two models sharing Options::cuda.memory_pool, called one after the other from two streams with
+// nothing ordering them on the device: each run waits for the other's (a turn), so neither writes
+// memory the other is still using, and every output is the model's.
+TEST(SharedPool, ModelsSharingAPoolTakeTurnsAcrossStreams) {
+  OPARA_REQUIRE_GPU();
+  const std::string path = testing::saved_module("BigIntermediates", kBigIntermediates);
+  const auto on = at::TensorOptions().device(c10::kCUDA, 0);
+  const at::Tensor w = at::randn({2048, 2048}, on) / 45;
+  const at::Tensor x1 = at::randn({2048, 2048}, on);
+  const at::Tensor x2 = at::randn({2048, 2048}, on) * 3;
+  Options options;
+  options.device = c10::Device(c10::kCUDA, 0);
+  options.cuda.memory_pool = at::cuda::graph_pool_handle();
+  const CompiledModel first = compile(path, {x1, w}, options);
+  const CompiledModel second = compile(path, {x2, w}, options);
+  const at::Tensor expected1 = torchscript_forward(path, {x1.cpu(), w.cpu()}).at(0);
+  const at::Tensor expected2 = torchscript_forward(path, {x2.cpu(), w.cpu()}).at(0);
+  const c10::cuda::CUDAStream one = c10::cuda::getStreamFromPool(false, 0);
+  const c10::cuda::CUDAStream other = c10::cuda::getStreamFromPool(false, 0);
+  torch::cuda::synchronize();
+  std::vector<at::Tensor> outputs1, outputs2;
+  for (int round = 0; round < 10; ++round) {
+    {
+      const c10::cuda::CUDAStreamGuard guard(one);
+      outputs1.push_back(first.run({x1, w}).at(0));
+    }
+    {
+      const c10::cuda::CUDAStreamGuard guard(other);
+      outputs2.push_back(second.run({x2, w}).at(0));
+    }
+  }
+  torch::cuda::synchronize();
+  for (std::size_t round = 0; round < outputs1.size(); ++round) {
+    EXPECT_TRUE(at::allclose(outputs1[round].cpu(), expected1, 1e-2, 1e-2)) << "first model, round " << round;
+    EXPECT_TRUE(at::allclose(outputs2[round].cpu(), expected2, 1e-2, 1e-2)) << "second model, round " << round;
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <torch/cuda.h>
 
 #include <string>
@@ -31,6 +32,15 @@ constexpr const char* kWritesItsWeight = R"(
 def forward(self, x, weight):
     weight.mul_(2.0)
     return torch.mm(x, weight)
+)";
+
+// A long chain of matmuls, then a write into the cache: a run still replaying when the next call
+// comes writes the cache last.
+constexpr const char* kSlowThenWritesItsCache = R"(
+def forward(self, x, w, cache):
+    y = torch.mm(torch.mm(torch.mm(torch.mm(torch.mm(torch.mm(x, w), w), w), w), w), w)
+    cache.add_(y.sum())
+    return y
 )";
 
 at::Tensor expected(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
@@ -151,6 +161,44 @@ TEST(StaticInputs, ANewTensorForOneTheModelWritesIsAdoptedOnceTheOldIsDroppedOnT
 TEST(StaticInputs, OnTheGpuANewTensorForOneTheModelWritesIsAdoptedOnceTheOldIsDropped) {
   OPARA_REQUIRE_GPU();
   expect_a_new_state_tensor_adopted_once_the_old_is_dropped(c10::Device(c10::kCUDA, 0));
+}
+
+// Adopting a new cache waits for the last run, made on another stream and still replaying: its
+// write into the memory the new cache takes over comes before the new values, not after them.
+TEST(StaticInputs, OnTheGpuAdoptingANewCacheWaitsForTheRunStillInFlight) {
+  OPARA_REQUIRE_GPU();
+  const c10::Device cuda(c10::kCUDA, 0);
+  const auto on = at::TensorOptions().device(cuda);
+  const at::Tensor x = at::randn({4096, 4096}, on) / 64;
+  const at::Tensor w = at::randn({4096, 4096}, on) / 64;
+  at::Tensor cache = at::zeros({1024}, on);
+  const CompiledModel compiled = compile(testing::saved_module("slow_then_writes", kSlowThenWritesItsCache),
+                                         {x, w, cache}, static_options(cuda, {2}));
+  const c10::cuda::CUDAStream first = c10::cuda::getStreamFromPool(false, 0);
+  const c10::cuda::CUDAStream second = c10::cuda::getStreamFromPool(false, 0);
+  torch::cuda::synchronize();
+  for (int round = 0; round < 5; ++round) {
+    {
+      const c10::cuda::CUDAStreamGuard guard(first);
+      compiled.run({x, w, cache});  // still replaying when the host goes on
+    }
+    cache = at::Tensor();  // the caller drops it, and brings a new cache for the next request
+    at::Tensor fresh;
+    at::Tensor next;
+    at::Tensor output;
+    {
+      const c10::cuda::CUDAStreamGuard guard(second);
+      fresh = at::full({1024}, 3.0, on);
+      next = fresh.clone();
+      output = compiled.run({x, w, next}).at(0);
+    }
+    torch::cuda::synchronize();
+    const at::Tensor expected_cache = fresh + output.sum();
+    EXPECT_TRUE(at::allclose(next, expected_cache, 1e-3, 1e-2)) << "round " << round
+                                                                << ": the earlier run's write "
+                                                                   "landed after the adopted values";
+    cache = next;
+  }
 }
 
 TEST(StaticInputs, OneTheModelWritesIsWrittenWhereItLivesOnTheCpu) {
