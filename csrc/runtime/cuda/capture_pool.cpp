@@ -10,29 +10,42 @@
 
 namespace opara {
 
-CapturePool::CapturePool(c10::DeviceIndex device, c10::MempoolId_t id) : device_(device), id_(id) {
+CapturePool::CapturePool(c10::DeviceIndex device, c10::MempoolId_t id)
+    : device_(device), id_(id), workspaces_(std::make_unique<BlasWorkspaces>()) {
   graph_pools::hold(device_, id_);
 }
 
 CapturePool::~CapturePool() {
+  workspaces_.reset();
   if (!graph_pools::release(device_, id_)) TORCH_WARN("opara: releasing a graph memory pool failed");
 }
 
 std::shared_ptr<CapturePool> CapturePool::create(c10::DeviceIndex device) {
-  return find_or_create(device, at::cuda::graph_pool_handle());
+  return find_or_create(device, {0, 0});
 }
 
-std::shared_ptr<CapturePool> CapturePool::find_or_create(c10::DeviceIndex device, c10::MempoolId_t id) {
-  if (is_null_pool_id(id)) id = at::cuda::graph_pool_handle();
-  // The live pools by id, so that compiles naming one share it.
+std::shared_ptr<CapturePool> CapturePool::find_or_create(c10::DeviceIndex device, c10::MempoolId_t named) {
+  struct Entry {
+    std::weak_ptr<CapturePool> pool;
+    bool named_by_caller = false;  // remembered after its pool is gone (below)
+  };
+  // The pools by the id they were named by, so that compiles naming one share it.
   static std::mutex mutex;
-  static std::map<c10::MempoolId_t, std::weak_ptr<CapturePool>> pools;
+  static std::map<c10::MempoolId_t, Entry> pools;
   const std::lock_guard<std::mutex> lock(mutex);
-  for (auto it = pools.begin(); it != pools.end();) it = it->second.expired() ? pools.erase(it) : std::next(it);
-  std::weak_ptr<CapturePool>& slot = pools[id];
-  if (auto pool = slot.lock()) return pool;
-  std::shared_ptr<CapturePool> pool(new CapturePool(device, id));
-  slot = pool;
+  for (auto it = pools.begin(); it != pools.end();) {
+    it = it->second.pool.expired() && !it->second.named_by_caller ? pools.erase(it) : std::next(it);
+  }
+  const bool named_by_caller = !is_null_pool_id(named);
+  const c10::MempoolId_t key = named_by_caller ? named : at::cuda::graph_pool_handle();
+  Entry& entry = pools[key];
+  if (auto pool = entry.pool.lock()) return pool;
+  // A pool released by its last holder stays in the allocators, at no reference, until they empty
+  // their cache, and taking it again fails their assertion: an id named again after that names a
+  // fresh pool (nothing could share the old one any more).
+  const bool released_before = named_by_caller && entry.named_by_caller;
+  std::shared_ptr<CapturePool> pool(new CapturePool(device, released_before ? at::cuda::graph_pool_handle() : key));
+  entry = {pool, named_by_caller};
   return pool;
 }
 
@@ -52,6 +65,30 @@ void CapturePool::discard_streams() {
   for (const auto& lease : leases_) lease->discard();
   leases_.clear();
   streams_.clear();
+}
+
+void CapturePool::lend_workspaces() {
+  const std::lock_guard<std::mutex> lock(workspaces_mutex_);
+  workspaces_->lend();
+}
+
+void CapturePool::take_workspaces() noexcept {
+  std::vector<cudaStream_t> streams;
+  {
+    const std::lock_guard<std::mutex> lock(streams_mutex_);
+    for (const c10::cuda::CUDAStream& stream : streams_) streams.push_back(stream.stream());
+  }
+  const std::lock_guard<std::mutex> lock(workspaces_mutex_);
+  try {
+    workspaces_->take(streams);
+  } catch (const std::exception& error) {
+    TORCH_WARN("opara: taking the cuBLAS workspaces of a capture failed: ", error.what());
+  }
+}
+
+std::size_t CapturePool::workspaces_held() const {
+  const std::lock_guard<std::mutex> lock(workspaces_mutex_);
+  return workspaces_->size();
 }
 
 void CapturePool::run_in_turn(const std::function<void()>& run) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_event.h"
+#include "runtime/cuda/cuda_graph_compat.h"
 #include "runtime/cuda/stream_lease.h"
 
 namespace opara {
@@ -19,15 +20,17 @@ namespace opara {
 // reference to it held in LibTorch's allocators while this lives), the streams they warm up and
 // capture on, and the turns in which the models sharing it run. compile() makes one per model or
 // finds the one Options::cuda.memory_pool names; a GraphSet makes one for its buckets. Graphs hold
-// it while they live: a graph keeps the cuBLAS workspace of each (handle, stream) it was captured
-// on, so the streams go back to the idle list only when the last graph is gone.
+// it while they live: the pool holds the cuBLAS and cuBLASLt workspace of each (handle, stream)
+// its graphs were captured with (BlasWorkspaces), so they and the streams are given back only when
+// the last graph is gone.
 class CapturePool {
  public:
   // A new pool on `device`: id() names it to later compiles.
   static std::shared_ptr<CapturePool> create(c10::DeviceIndex device);
-  // The live pool of `id`, or a new one over that id (an at::cuda::graph_pool_handle() of the
+  // The live pool named `named`, or a new one over that id (an at::cuda::graph_pool_handle() of the
   // caller's) that later compiles naming it share; a null id (see is_null_pool_id): a new pool.
-  static std::shared_ptr<CapturePool> find_or_create(c10::DeviceIndex device, c10::MempoolId_t id);
+  // An id named again after its last pool is gone gets a new pool under a fresh id (id() tells).
+  static std::shared_ptr<CapturePool> find_or_create(c10::DeviceIndex device, c10::MempoolId_t named);
   ~CapturePool();
   CapturePool(const CapturePool&) = delete;
   CapturePool& operator=(const CapturePool&) = delete;
@@ -46,18 +49,38 @@ class CapturePool {
   // After a failed capture a stream may still be capturing: the streams are never lent again.
   void discard_streams();
 
+  // The pool's cuBLAS workspaces, lent to LibTorch for a capture's warm-ups and the capture itself
+  // (which bakes their addresses in), and taken back when the returned loan ends, however the
+  // capture ends. One workspace per (handle, stream) for every graph in the pool: they replay in
+  // turn, never at once.
+  class WorkspaceLoan {
+   public:
+    explicit WorkspaceLoan(CapturePool& pool) : pool_(pool) { pool_.lend_workspaces(); }
+    ~WorkspaceLoan() { pool_.take_workspaces(); }
+    WorkspaceLoan(const WorkspaceLoan&) = delete;
+    WorkspaceLoan& operator=(const WorkspaceLoan&) = delete;
+
+   private:
+    CapturePool& pool_;
+  };
+  [[nodiscard]] std::size_t workspaces_held() const;
+
   // Runs `run` on the current stream after the work of the last run_in_turn, one at a time:
   // models that share the pool reuse each other's memory, so their runs may not overlap.
   void run_in_turn(const std::function<void()>& run);
 
  private:
   CapturePool(c10::DeviceIndex device, c10::MempoolId_t id);
+  void lend_workspaces();
+  void take_workspaces() noexcept;
 
   c10::DeviceIndex device_;
   c10::MempoolId_t id_;
   std::mutex streams_mutex_;
   std::vector<std::unique_ptr<StreamLease>> leases_;  // grown a lease at a time
   std::vector<c10::cuda::CUDAStream> streams_;        // the leases' streams, in order
+  mutable std::mutex workspaces_mutex_;
+  std::unique_ptr<BlasWorkspaces> workspaces_;  // freed before the pool is released
   std::mutex run_mutex_;
   std::optional<CudaEvent> last_run_;
 };

@@ -1,9 +1,14 @@
 #include "runtime/cuda/cuda_graph_compat.h"
 
 #include <ATen/core/CachingHostAllocator.h>
+#include <ATen/cuda/CUDAContextLight.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include <algorithm>
 #include <exception>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace opara {
 namespace graph_pools {
@@ -60,6 +65,69 @@ void InspectableGraph::undo_failed_capture([[maybe_unused]] c10::MempoolId_t poo
     (void)graph_pools::release(capture_dev_, pool);
   }
 #endif
+}
+
+namespace {
+
+using WorkspaceMap = decltype(at::cuda::WorkspaceMapWithMutex::map);
+using HeldWorkspaces = std::multimap<WorkspaceMap::key_type, WorkspaceMap::mapped_type>;
+
+// Moves the entries of `from` whose stream (the key's second element) is one of `streams` to `to`.
+void move_streams(at::cuda::WorkspaceMapWithMutex& from, HeldWorkspaces& to, const std::vector<cudaStream_t>& streams) {
+  if (streams.empty()) return;
+  const std::unique_lock<std::shared_mutex> lock(from.mutex);
+  for (auto it = from.map.begin(); it != from.map.end();) {
+    const auto* stream = static_cast<cudaStream_t>(std::get<1>(it->first));
+    if (std::find(streams.begin(), streams.end(), stream) == streams.end()) {
+      ++it;
+      continue;
+    }
+    to.emplace(it->first, std::move(it->second));
+    it = from.map.erase(it);
+  }
+}
+
+// Moves one held entry per key back into `to`, unless `to` has one for it.
+void move_back(HeldWorkspaces& from, at::cuda::WorkspaceMapWithMutex& to) {
+  const std::unique_lock<std::shared_mutex> lock(to.mutex);
+  for (auto it = from.begin(); it != from.end();) {
+    if (to.map.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    to.map.emplace(it->first, std::move(it->second));
+    it = from.erase(it);
+  }
+}
+
+}  // namespace
+
+struct BlasWorkspaces::Held {
+  HeldWorkspaces cublas;
+  HeldWorkspaces cublaslt;
+  std::vector<cudaStream_t> streams;  // every stream taken from: what was lent is taken back from them
+};
+
+BlasWorkspaces::BlasWorkspaces() : held_(std::make_unique<Held>()) {}
+BlasWorkspaces::~BlasWorkspaces() = default;
+
+void BlasWorkspaces::take(const std::vector<cudaStream_t>& streams) {
+  for (cudaStream_t stream : streams) {
+    if (std::find(held_->streams.begin(), held_->streams.end(), stream) == held_->streams.end()) {
+      held_->streams.push_back(stream);
+    }
+  }
+  move_streams(at::cuda::cublas_handle_stream_to_workspace(), held_->cublas, held_->streams);
+  move_streams(at::cuda::cublaslt_handle_stream_to_workspace(), held_->cublaslt, held_->streams);
+}
+
+void BlasWorkspaces::lend() {
+  move_back(held_->cublas, at::cuda::cublas_handle_stream_to_workspace());
+  move_back(held_->cublaslt, at::cuda::cublaslt_handle_stream_to_workspace());
+}
+
+std::size_t BlasWorkspaces::size() const {
+  return held_->cublas.size() + held_->cublaslt.size();
 }
 
 }  // namespace opara

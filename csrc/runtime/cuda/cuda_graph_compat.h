@@ -18,7 +18,9 @@
 //               CapturePool still holds.
 //
 // The allocators' pool protocol (createOrIncrefPool, endAllocateToPool, releasePool;
-// begin_allocate_to_pool, end_allocate_to_pool, release_pool) is the same in all five.
+// begin_allocate_to_pool, end_allocate_to_pool, release_pool) is the same in all five. So are the
+// maps that keep cuBLAS's and cuBLASLt's workspaces per (handle, stream) (ATen/cuda/
+// CUDAContextLight.h), but for what they hold: a DataPtr up to 2.14, a DataPtr and its size in 2.15.
 // For a newer torch, check the same four headers and CUDAGraph.cpp: what reset() (and the
 // destructor) undoes after a capture that failed before, in or after cudaStreamEndCapture, and
 // whether the allocators' pool protocol kept its meaning (CapturePool holds a pool with it). Then
@@ -27,6 +29,10 @@
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <torch/version.h>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
 
 #define OPARA_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
@@ -68,5 +74,32 @@ bool release(c10::DeviceIndex device, c10::MempoolId_t pool) noexcept;
 bool stop_recording(c10::DeviceIndex device, c10::MempoolId_t pool) noexcept;
 
 }  // namespace graph_pools
+
+// The cuBLAS and cuBLASLt workspaces of some streams, taken out of LibTorch's maps. LibTorch keeps
+// one per (handle, stream) and frees them all on at::cuda::clearCublasWorkspaces(), which
+// Inductor's CUDA-graph trees call around every recording: a graph captured with one would then
+// write memory the allocator has given to someone else. Held here, a workspace lives as long as
+// the graphs captured with it.
+class BlasWorkspaces {
+ public:
+  BlasWorkspaces();
+  // Frees what is held: the graphs captured with it must be gone, their last replay done.
+  ~BlasWorkspaces();
+  BlasWorkspaces(const BlasWorkspaces&) = delete;
+  BlasWorkspaces& operator=(const BlasWorkspaces&) = delete;
+
+  // Moves the workspaces LibTorch's maps hold for `streams`, and for every stream given before
+  // (a stream discarded after a failed capture may still have one lent out), here.
+  void take(const std::vector<cudaStream_t>& streams);
+  // Moves them back, where the maps hold none for their (handle, stream): the next warm-ups and
+  // capture on those streams use them again rather than new ones.
+  void lend();
+  // How many are held.
+  [[nodiscard]] std::size_t size() const;
+
+ private:
+  struct Held;
+  std::unique_ptr<Held> held_;
+};
 
 }  // namespace opara

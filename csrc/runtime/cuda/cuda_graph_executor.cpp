@@ -177,9 +177,9 @@ struct CudaGraphExecutor::State {
   std::vector<std::shared_ptr<const NodeOp>> ops;
   std::vector<c10::IValue> static_inputs;
   std::vector<c10::IValue> static_outputs;
-  // Held while the graph lives (declared before it, so released after it): its memory, and the
-  // streams it was captured on, whose cuBLAS workspaces it holds (another model captured on them
-  // and replayed at once would race on them).
+  // Held while the graph lives (declared before it, so released after it): its memory, the
+  // streams it was captured on and the cuBLAS workspaces it was captured with (another model
+  // captured on them and replayed at once would race on them).
   std::shared_ptr<CapturePool> pool;
   std::unique_ptr<InspectableGraph> cuda_graph;
   CaptureStats stats;
@@ -270,8 +270,11 @@ CudaGraphExecutor::CudaGraphExecutor(const Graph& graph, Plan plan, std::vector<
   state.take_pool();
   const std::vector<c10::cuda::CUDAStream> streams = state.pool->capture_streams(state.plan.stream_count);
   const std::vector<CaptureAction> actions = capture_actions(state.graph, state.plan);
-  state.warm_up(actions, streams);
-  state.capture(actions, streams);
+  {
+    const CapturePool::WorkspaceLoan workspaces(*state.pool);
+    state.warm_up(actions, streams);
+    state.capture(actions, streams);
+  }
   state.stats.streams = state.plan.stream_count;
   state.stats.events = state.plan.wait_count();
   for (const Node& node : state.graph.nodes()) state.stats.captured_nodes += node.has(kLaunchesKernel) ? 1 : 0;

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include "model_files.h"
 #include "runtime/cuda/capture_pool.h"
+#include "runtime/cuda/graph_capture.h"
 
 namespace opara {
 namespace {
@@ -50,6 +52,8 @@ TEST(CapturePoolCuda, RunsInTurnFollowEachOtherAcrossStreams) {
   OPARA_REQUIRE_GPU();
   const std::shared_ptr<CapturePool> pool = CapturePool::create(0);
   at::Tensor value = at::zeros({1 << 20}, at::kCUDA);
+  // Filled on the current stream, which nothing orders before the pool streams' turns.
+  c10::cuda::getCurrentCUDAStream(0).synchronize();
   const c10::cuda::CUDAStream first = c10::cuda::getStreamFromPool(false, 0);
   const c10::cuda::CUDAStream second = c10::cuda::getStreamFromPool(false, 0);
   {
@@ -65,6 +69,34 @@ TEST(CapturePoolCuda, RunsInTurnFollowEachOtherAcrossStreams) {
   }
   second.synchronize();
   EXPECT_TRUE(at::equal(seen.cpu(), at::full({1 << 20}, 50.0))) << "the second turn did not wait for the first";
+}
+
+// The allocators keep a pool released by its last holder, at no reference, until they empty their
+// cache, and assert when it is taken again: an id named again then gets a fresh pool, which later
+// names share.
+TEST(CapturePoolCuda, AnIdNamedAgainAfterItsLastPoolIsGoneGetsAFreshPool) {
+  OPARA_REQUIRE_GPU();
+  const c10::MempoolId_t named = at::cuda::graph_pool_handle();
+  const auto capture_into = [](CapturePool& pool) {
+    const std::vector<c10::cuda::CUDAStream> streams = pool.capture_streams(0);
+    const c10::cuda::CUDAStreamGuard guard(streams[0]);
+    GraphCapture capture(pool, streams[0].stream());
+    const at::Tensor doubled = at::ones({1 << 16}, at::kCUDA) * 2;
+    const std::unique_ptr<InspectableGraph> graph = capture.end();
+    graph->instantiate();
+    graph->replay();
+    streams[0].synchronize();
+  };
+  {
+    const std::shared_ptr<CapturePool> first = CapturePool::find_or_create(0, named);
+    EXPECT_EQ(first->id(), named);
+    capture_into(*first);
+  }
+  const std::shared_ptr<CapturePool> again = CapturePool::find_or_create(0, named);
+  EXPECT_NE(again->id(), named);
+  EXPECT_EQ(c10::cuda::CUDACachingAllocator::getPoolUseCount(0, again->id()), 1);
+  capture_into(*again);
+  EXPECT_EQ(CapturePool::find_or_create(0, named), again) << "the id names the live pool again";
 }
 
 }  // namespace
