@@ -11,7 +11,7 @@
 #include "opara/error.h"
 #include "opara/graph_set.h"
 #include "opara/load.h"
-#include "options/model_device.h"
+#include "opara/options.h"
 
 namespace opara {
 namespace {

@@ -22,7 +22,7 @@
 #include "opara/error.h"
 #include "opara/load.h"
 #include "opara/model_profiler.h"
-#include "options/model_device.h"
+#include "opara/options.h"
 #include "overflow/cpu_steps.h"
 #include "profiler/device_limits.h"
 #include "runtime/cpu/cpu_parallel_executor.h"

@@ -6,8 +6,8 @@
 #include "ext/text_options.h"
 #include "opara/load.h"
 #include "opara/model_profiler.h"
+#include "opara/options.h"
 #include "opara/plan.h"
-#include "options/model_device.h"
 
 namespace opara::ext {
 namespace {

@@ -1,9 +1,9 @@
-#include "options/model_device.h"
-
+// model_device (opara/options.h): where a model compiles and plans.
 #include <c10/cuda/CUDAFunctions.h>
 #include <fmt/format.h>
 
 #include "opara/error.h"
+#include "opara/options.h"
 
 namespace opara {
 namespace {

@@ -5,6 +5,7 @@
 // torch.classes extension (a Dict(str, str)), the Python package's keyword arguments and
 // configuration files.
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstddef>
@@ -203,5 +204,13 @@ OPARA_API Options options_from_text(const std::map<std::string, std::string>& te
 
 // The keys options_from_text accepts, in documentation order.
 OPARA_API std::vector<std::string> option_keys();
+
+// Where a model compiles and plans: Options::device, else where the CUDA examples are (a Dynamo
+// graph of a CUDA model may begin with a CPU scalar), else where the others are, else the CPU. A
+// CUDA device always carries its index (the current device when none was named). The one rule
+// for compile(), compile_graph_set() and the plan op. Throws opara::Error naming `source` (the
+// model's file) for a device opara does not run on, and for CUDA where no GPU is visible.
+OPARA_API c10::Device model_device(const Options& options, const std::vector<at::Tensor>& examples,
+                                   const std::string& source);
 
 }  // namespace opara

@@ -353,6 +353,32 @@ def test_the_plan_op_plans_without_compiling(library):
         opara.plan(path, order="fastest")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible here")
+def test_the_plan_op_for_cuda_without_a_gpu_says_so(library):
+    """The plan op records shapes where the model runs, as compile does: not on the CPU instead."""
+    path = model_file("branchy", "pt2")
+    with pytest.raises(RuntimeError, match="branchy_b1.pt2: compiling for cuda needs a CUDA GPU"):
+        opara.plan(path, [torch.randn(1, 3, 32, 32)], device="cuda")
+    assert opara.plan(path, device="cuda")["cost_source"] == "none", "without examples nothing runs"
+
+
+class _Attention(torch.nn.Module):
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v).relu()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the GPU path is not run")
+def test_on_the_gpu_the_plan_op_runs_a_cuda_only_op_where_it_is(library, tmp_path):
+    """Half-precision attention exported on CUDA decomposes to the flash kernel, which the CPU lacks."""
+    q, k, v = (torch.randn(1, 4, 64, 32, device="cuda", dtype=torch.float16) for _ in range(3))
+    program = torch.export.export(_Attention(), (q, k, v)).run_decompositions({})
+    path = tmp_path / "attention.pt2"
+    torch.export.save(program, str(path))
+    plan = opara.plan(path, [q, k, v])
+    assert plan["cost_source"] == "shapes"
+    assert opara.plan(path, [q, k, v], device="cuda")["cost_source"] == "shapes"
+
+
 def test_the_plan_groups_each_streams_nodes_into_regions_when_asked(library):
     path = model_file("googlenet", "pt2")
     assert "region_of" not in opara.plan(path)

@@ -9,7 +9,7 @@
 
 #include "model_files.h"
 #include "opara/error.h"
-#include "options/model_device.h"
+#include "opara/options.h"
 
 namespace opara {
 namespace {
