@@ -168,6 +168,24 @@ def test_state_in_buffers_matches_eager_through_the_backend(library, fresh_dynam
     assert opara.dynamo_counters["fallbacks"] == 0
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("route", ["module", "backend"])
+def test_state_compiles_and_runs_under_inference_mode(library, fresh_dynamo, route, device):
+    """generate() runs under torch.inference_mode(), so its caches are inference tensors, which only
+    inference mode may write: compile and every call write them there, as eager does."""
+    with torch.inference_mode():
+        module, twin = module_and_twin(2, "index_copy_", device)
+        assert module.s0.is_inference()
+        inputs = calls(device)
+        if route == "module":
+            compiled = opara.compile(module, inputs[0], cpu_tuning_ms=0)
+            expect_eagers_state(compiled, compiled.state, twin, inputs, "aten")
+        else:
+            compiled = torch.compile(module, backend="opara", options={"cpu_tuning_ms": 0, "fallback": "error"})
+            expect_eagers_state(compiled, lambda: dict(module.named_buffers()), twin, inputs, "aten")
+            assert opara.dynamo_counters["fallbacks"] == 0
+
+
 def test_opara_bench_counts_the_state_buffers_of_a_program(bench, tmp_path):
     module, _ = module_and_twin(3, "index_copy_", "cpu")
     path = save(module, calls("cpu")[0], tmp_path / "three.pt2", decomposed=False)

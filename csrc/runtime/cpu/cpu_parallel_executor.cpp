@@ -31,6 +31,7 @@
 #include "runtime/cpu/cpu_parallel_executor.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
 #include <c10/core/GradMode.h>
 #include <fmt/format.h>
 
@@ -171,6 +172,10 @@ struct CpuParallelExecutor::State {
   NoStreamNodes no_stream;
   RunFailure failure;
   std::atomic<bool> in_run{false};
+  // The caller's thread-local state (inference mode, grad mode, the profiler's), which the workers
+  // take on for the run: under torch.inference_mode() an inference tensor (a KV cache) may only be
+  // written in it.
+  at::ThreadLocalState caller_state;
 
   // ---- the scheduler: `mutex` guards `streams` and the posted split ----------------------------
   std::mutex mutex;
@@ -219,6 +224,7 @@ void CpuParallelExecutor::State::set_up_worker(int worker) {
 }
 
 void CpuParallelExecutor::State::work() {
+  const at::ThreadLocalStateGuard callers_mode(caller_state);
   ThreadJitter jitter(options.jitter_seed);
   std::unique_lock<std::mutex> lock(mutex);
   while (const std::optional<StreamScheduler::Turn> turn = next_turn(lock, jitter)) {
@@ -298,6 +304,7 @@ std::vector<c10::IValue> CpuParallelExecutor::State::run(const std::vector<c10::
   failure.reset();
   streams.start_run();
   c10::AutoGradMode no_grad(false);
+  caller_state = at::ThreadLocalState();  // published to the workers with the round
   if (pool) {
     pool->run_round();
   } else {
