@@ -105,22 +105,20 @@ def _kernels_option(options: dict[str, Any], caller: str) -> str:
     return kernels
 
 
-def _kernels_on(kernels: str, options: dict[str, Any], inputs: list[torch.Tensor]) -> str:
+def _kernels_on(kernels: str, options: dict[str, Any], inputs: list[torch.Tensor], name: str) -> str:
     """"auto" made concrete for the device the model compiles for (the option device, else the
     CUDA example inputs', else the CPU): Inductor's kernels on the CPU, where they ran 1.03x to 1.4x
     Inductor's own against 0.6x to 1.04x for ATen's (docs/benchmarks.md); ATen's on a GPU, where
     regions have not been measured yet."""
     if kernels != "auto":
         return kernels
-    return "inductor" if _compile_device(options, inputs).type == "cpu" else "aten"
+    return "inductor" if _compile_device(options, inputs, name).type == "cpu" else "aten"
 
 
-def _compile_device(options: dict[str, Any], inputs: list[torch.Tensor]) -> torch.device:
-    """The device a model compiles for: the option device, else the CUDA example inputs', else the CPU."""
-    device = options.get("device")
-    if device is None:
-        return next((t.device for t in inputs if t.device.type == "cuda"), torch.device("cpu"))
-    return torch.device(device)
+def _compile_device(options: dict[str, Any], inputs: list[torch.Tensor], name: str) -> torch.device:
+    """The device the model `name` compiles for, as the library decides it (opara::model_device):
+    the option device, else the CUDA example inputs', else the others', else the CPU."""
+    return torch.device(torch.ops.opara.model_device(name, inputs, _options_text(options)))
 
 
 def _with_regions(exported: Any, inputs: list[torch.Tensor], text: dict[str, str], name: str,
@@ -316,9 +314,9 @@ def compile(
     kernels = _kernels_option(options, "opara.compile")
     text = _options_text(options)
     is_path = _is_path(model, "opara.compile")
-    if _kernels_on(kernels, options, inputs) == "inductor":
+    name = str(model) if is_path else type(model).__name__
+    if _kernels_on(kernels, options, inputs, name) == "inductor":
         torch.ops.opara.check_options(text)  # a bad option named before any Inductor compile
-        name = str(model) if is_path else type(model).__name__
         with _aten_if_inductor_fails(kernels, name):
             with_regions = _archive_with_regions(model, name, inputs, text, is_path, asked=kernels == "inductor")
             if with_regions is not None:
@@ -442,7 +440,7 @@ def compile_graph_set(
         raise ValueError(_first_line(error)) from None
     name = type(model).__name__
     archives, out_spec, exported_with, regions = [], None, None, []
-    with_inductor = _kernels_on(kernels, options, inputs) == "inductor"
+    with_inductor = _kernels_on(kernels, options, inputs, name) == "inductor"
     for size in sizes:
         sized = torch.ops.opara.inputs_with_rows(inputs, batched, size)
         with_regions = None

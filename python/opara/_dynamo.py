@@ -218,7 +218,7 @@ class OparaGraph:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         compiled: _Compiled | _EagerGraph | None = None
         try:
-            if _kernels_on(self.kernels, self.options, tensors) == "inductor":
+            if _kernels_on(self.kernels, self.options, tensors, self.name) == "inductor":
                 with _aten_if_inductor_fails(self.kernels, self.name):
                     compiled = self._compiled_with("inductor", args, tensors)
             if compiled is None:

@@ -599,7 +599,7 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     `CompiledRegions.folded_inputs` says which inputs were."""
     from ._compile import _archive, _compile_device, _first_line
 
-    device = _compile_device(options, inputs)
+    device = _compile_device(options, inputs, name)
     inputs = [_placed(tensor, device) for tensor in inputs]
     _place_device_arguments(exported.graph_module.graph, device)
     exported = exported.run_decompositions({})  # functional: a region never writes what it reads
