@@ -222,7 +222,8 @@ def compare_table(out):
     paths = sorted(out.glob("compare_*.json"))
     if not paths:
         return ""
-    lines = ["compare (first call: Inductor's caches warm; cold: its compile in the background, beside other work):",
+    lines = ["compare (first s: the timed process's first call, Inductor's caches warm, opara's ATen kernels cold; "
+             "cold s: Inductor's compile in a background process, beside other work):",
              f"{'model':<22}{'backend':<16}{'speed':>16}{'x eager':>8}{'first s':>9}{'cold s':>8}{'peak MiB':>9}"
              f"  {'= eager':<12} opara"]
     for path in paths:

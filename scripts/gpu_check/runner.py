@@ -107,7 +107,7 @@ class Runner:
     title: the summary's first words ("gpu_check cold", ...).
     """
 
-    def __init__(self, out, publish_to=None, budget_s=480, hard_s=570, goal_models=(), title="gpu_check"):
+    def __init__(self, out, publish_to=None, budget_s=540, hard_s=570, goal_models=(), title="gpu_check"):
         self.started = time.monotonic()
         self.wall_started = time.time()  # files older than this were made by an earlier call
         self.out = Path(out)

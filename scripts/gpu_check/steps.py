@@ -622,7 +622,9 @@ def compare(g, hint, warmers):
     for job in warmers.jobs:
         if package_refused(g, job.name, hint, 60) or not r.in_time(job.name, hint, 60):
             continue
+        r.running = job.name  # the step a stop would find running
         refused = warmers.wait(job)
+        r.running = None
         g.say(f"{job.name}: compiles made after {r.seconds()} s"
               + "".join(f"; {b} not timed: {why}" for b, why in refused.items()))
         backends = [b for b in job.backends if b not in refused]
