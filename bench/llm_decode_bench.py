@@ -40,7 +40,15 @@ graphs, what users of a GPU compare against; in the default list on CUDA), opara
 opara-1stream (the same graphs on one stream, streams="single": what opara's streams gain; in the
 default list on CUDA), opara-inductor (kernels="inductor": Inductor's kernels in opara's regions,
 each KV cache row written in place between them). For opara the decode step's plan is reported: its streams and, for the
-MoE model, the streams of each layer's shared expert and routed experts.
+MoE model, the streams of each layer's shared expert and routed experts. Every opara row carries
+opara's counters and says when it fell back (a graph run eagerly, or kernels="inductor" with no
+region: bench/opara_rows.py), in its line, the table and the JSON (`fell_back`); on a GPU each row
+has its peak memory (the model's weights and the most the row held above them: its caches, graphs
+and activations).
+
+--warm-only runs each row's first two requests (the compiles) and no timed ones: with
+--inductor-cache and a TORCHINDUCTOR_CACHE_DIR, a process run before the timed one fills the
+caches, so that the timed one loads what the other compiled (scripts/gpu_check/steps.py).
 """
 
 import argparse
@@ -55,6 +63,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from opara_rows import fallback_note, marked  # noqa: E402  beside this file
 
 BACKENDS = ("eager", "inductor", "inductor-ro", "opara", "opara-1stream", "opara-inductor")
 SEED = 0
@@ -199,11 +209,44 @@ def decode_plan(model, opara_graphs):
     return report
 
 
-def measure(model, inputs, backend, reference, device, args, opara):
+def timings(batch, full, prefill, eager, args):
+    """A row's speeds from its timed requests (none with --warm-only)."""
+    if not full:
+        return {"warm_only": True}
+    full_s, prefill_s = statistics.median(full), statistics.median(prefill)
+    return dict(median_s=full_s, prefill_s=prefill_s, tokens_per_s=batch * args.new_tokens / full_s,
+                decode_tokens_per_s=(batch * (args.new_tokens - 1) / (full_s - prefill_s)
+                                     if args.new_tokens > 1 and full_s > prefill_s else None),
+                speedup_vs_eager=statistics.median(e / f for e, f in zip(eager, full)) if eager else 1.0)
+
+
+class PeakMemory:
+    """On a GPU, the most memory a row held: the model's weights (`weights`, allocated before the
+    rows) and the most allocated above what was allocated when the row started."""
+
+    def __init__(self, device, weights):
+        self.device, self.weights = device, weights
+        if device.type == "cuda":
+            synchronize(device)
+            self.before = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
+
+    def mib(self):
+        if self.device.type != "cuda":
+            return None
+        return (self.weights + torch.cuda.max_memory_allocated(self.device) - self.before) / 2**20
+
+
+def allocated(device):
+    return torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+
+
+def measure(model, inputs, backend, reference, device, args, opara, weights=0):
     batch = inputs["input_ids"].shape[0]
     row = {"backend": backend}
     torch._dynamo.reset()
     opara.dynamo_counters.clear()
+    peak = PeakMemory(device, weights)
     model.__dict__.pop("_previous_max_cache_length", None)  # the static cache's length: this row's own
     if args.cache == "reused":  # one cache for the row's requests, at one address (what CUDA graphs keep)
         from transformers import StaticCache
@@ -219,7 +262,7 @@ def measure(model, inputs, backend, reference, device, args, opara):
             # Untimed: with a reused cache the second request's prefill finds the cache made, another graph.
             generate(model, inputs, args.new_tokens, device)
             full, prefill, eager = [], [], []
-            for _ in range(args.repeats):
+            for _ in range(0 if args.warm_only else args.repeats):
                 full.append(generate(model, inputs, args.new_tokens, device)[1])
                 prefill.append(generate(model, inputs, 1, device)[1])
                 if compiled is not None:  # eager beside it, so that a machine that changes speed slows both
@@ -231,19 +274,15 @@ def measure(model, inputs, backend, reference, device, args, opara):
         return row, None
     finally:
         model.__dict__.pop("forward", None)
-    full_s, prefill_s = statistics.median(full), statistics.median(prefill)
-    row.update(first_call_s=first_s, median_s=full_s, prefill_s=prefill_s,
-               tokens_per_s=batch * args.new_tokens / full_s,
-               decode_tokens_per_s=(batch * (args.new_tokens - 1) / (full_s - prefill_s)
-                                    if args.new_tokens > 1 and full_s > prefill_s else None),
-               new_tokens=int(tokens.shape[1] - inputs["input_ids"].shape[1]),
-               speedup_vs_eager=statistics.median(e / f for e, f in zip(eager, full)) if eager else 1.0)
+    row.update(first_call_s=first_s, new_tokens=int(tokens.shape[1] - inputs["input_ids"].shape[1]),
+               peak_mib=peak.mib(), **timings(batch, full, prefill, eager, args))
     if reference is not None:
         row["tokens_equal"] = bool(tokens.shape == reference.shape and torch.equal(tokens.cpu(), reference.cpu()))
         if not row["tokens_equal"] and tokens.shape == reference.shape:
             row["tokens_differing"] = int((tokens.cpu() != reference.cpu()).sum())
     if backend.startswith("opara"):
-        row["counters"] = {k: opara.dynamo_counters.get(k, 0) for k in ("graphs", "compiles", "fallbacks")}
+        row["counters"] = {k: opara.dynamo_counters.get(k, 0) for k in ("graphs", "compiles", "fallbacks", "regions")}
+        row["fell_back"] = fallback_note(backend, row["counters"])
         row["decode_plan"] = decode_plan(model, opara_graphs)
     # opara's warnings (a graph that runs eagerly, symbolic sizes), each once, verbatim.
     row["warnings"] = list(dict.fromkeys(str(w.message) for w in caught if "opara" in str(w.message)))
@@ -274,11 +313,12 @@ def decode(step, prompt, new_tokens, device):
     return tokens, time.perf_counter() - started
 
 
-def measure_decoder(model, prompt, backend, reference, device, args):
+def measure_decoder(model, prompt, backend, reference, device, args, weights=0):
     """A row of the decoder that owns its caches, timed as measure() times generate()."""
     batch = prompt.shape[0]
     row = {"backend": backend}
     torch._dynamo.reset()
+    peak = PeakMemory(device, weights)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -289,7 +329,7 @@ def measure_decoder(model, prompt, backend, reference, device, args):
             first_s = time.perf_counter() - started
             decode(step, prompt, args.new_tokens, device)
             full, prefill, eager = [], [], []
-            for _ in range(args.repeats):
+            for _ in range(0 if args.warm_only else args.repeats):
                 full.append(decode(step, prompt, args.new_tokens, device)[1])
                 prefill.append(decode(step, prompt, 1, device)[1])
                 if step is not model:
@@ -297,20 +337,17 @@ def measure_decoder(model, prompt, backend, reference, device, args):
     except Exception as error:  # a backend that fails is a row saying so, not a lost run
         row["error"] = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
         return row, None
-    full_s, prefill_s = statistics.median(full), statistics.median(prefill)
-    row.update(first_call_s=first_s, median_s=full_s, prefill_s=prefill_s,
-               tokens_per_s=batch * args.new_tokens / full_s,
-               decode_tokens_per_s=(batch * (args.new_tokens - 1) / (full_s - prefill_s)
-                                    if args.new_tokens > 1 and full_s > prefill_s else None),
-               new_tokens=int(tokens.shape[1]),
-               speedup_vs_eager=statistics.median(e / f for e, f in zip(eager, full)) if eager else 1.0)
+    row.update(first_call_s=first_s, new_tokens=int(tokens.shape[1]), peak_mib=peak.mib(),
+               **timings(batch, full, prefill, eager, args))
     if reference is not None:
         row["tokens_equal"] = bool(tokens.shape == reference.shape and torch.equal(tokens.cpu(), reference.cpu()))
         if not row["tokens_equal"] and tokens.shape == reference.shape:
             row["tokens_differing"] = int((tokens.cpu() != reference.cpu()).sum())
     if compiled is not None:  # one opara.compile: one graph, compiled once
         stats = compiled.stats()
-        row["counters"] = {"graphs": 1, "compiles": 1, "fallbacks": int(stats.get("eager_fallbacks", 0))}
+        row["counters"] = {"graphs": 1, "compiles": 1, "fallbacks": int(stats.get("eager_fallbacks", 0)),
+                           "regions": int(stats["regions"])}
+        row["fell_back"] = fallback_note(backend, row["counters"])
         plan = compiled.plan()
         row["decode_plan"] = {"streams": plan["streams"], "nodes": plan["nodes"]}
         row["regions"] = int(stats["regions"])
@@ -323,20 +360,22 @@ def cell(value, fmt):
 
 
 def table(results):
+    """The markdown table of the rows; an opara row that fell back says so in its last column."""
     lines = ["| model | size | params | batch | backend | first call s | tokens/s | decode tokens/s | x eager "
-             "| tokens = eager | opara graphs / compiles / fallbacks |",
-             "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | --- |"]
+             "| peak MiB | tokens = eager | opara graphs / compiles / fallbacks |",
+             "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for r in results:
         head = f"| {r['model']} | {r['size']} | {r['params'] / 1e6:.1f}M | {r['batch']} | {r['backend']} "
         if "error" in r:
-            lines.append(head + f"| FAILED: {r['error']} | | | | | |")
+            lines.append(head + f"| FAILED: {r['error']} | | | | | | |")
             continue
         same = {True: "yes", False: f"NO ({r.get('tokens_differing', 'shape')} differ)", None: "-"}[
             r.get("tokens_equal")] if r["backend"] != "eager" else "(reference)"
         c = r.get("counters")
         counts = f"{c['graphs']} / {c['compiles']} / {c['fallbacks']}" if c else ""
-        lines.append(head + f"| {r['first_call_s']:.2f} | {r['tokens_per_s']:.0f} | "
-                     f"{cell(r['decode_tokens_per_s'], '.0f')} | {r['speedup_vs_eager']:.2f} | {same} | {counts} |")
+        lines.append(head + f"| {r['first_call_s']:.2f} | {cell(r.get('tokens_per_s'), '.0f')} | "
+                     f"{cell(r.get('decode_tokens_per_s'), '.0f')} | {cell(r.get('speedup_vs_eager'), '.2f')} | "
+                     f"{cell(r.get('peak_mib'), '.0f')} | {same} | {counts}{marked(r['backend'], c)} |")
     return "\n".join(lines)
 
 
@@ -344,6 +383,7 @@ def write_json(args, device, results):
     if args.json:
         text = json.dumps({"device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
                            "new_tokens": args.new_tokens, "prompt_len": args.prompt_len, "repeats": args.repeats, "cache": args.cache,
+                           "warm_only": args.warm_only, "inductor_cache": args.inductor_cache,
                            "results": results}, indent=2)
         partial = args.json.with_name(args.json.name + ".part")
         partial.write_text(text + "\n")
@@ -372,6 +412,9 @@ def main():
                         help="a smoke test: llama small, batch 1, 4 new tokens, 1 repeat (unless given)")
     parser.add_argument("--inductor-cache", action="store_true",
                         help="let Inductor use its on-disk caches (default: off, so its first call compiles)")
+    parser.add_argument("--warm-only", action="store_true",
+                        help="each row's first two requests (the compiles), no timed ones: fills the on-disk "
+                             "caches for a timed run (give --inductor-cache to both)")
     given = {a.split("=")[0] for a in sys.argv[1:] if a.startswith("--")}
     args = parser.parse_args()
     if args.quick:  # flags given explicitly win
@@ -407,15 +450,17 @@ def main():
                 if name == "gptfast":  # its caches are made for one batch size
                     model = build_decoder(size, device, batch, args.prompt_len + args.new_tokens)
                 params = sum(p.numel() for p in model.parameters())
+                weights = allocated(device)  # the model alone, before the row's caches and graphs
                 generator = torch.Generator().manual_seed(SEED + batch)
                 ids = torch.randint(1, model.config.vocab_size, (batch, args.prompt_len), generator=generator)
                 inputs = {"input_ids": ids.to(device), "attention_mask": torch.ones_like(ids).to(device)}
                 reference = None
                 for backend in ["eager"] + [b for b in backends if b != "eager"]:
                     if name == "gptfast":
-                        row, tokens = measure_decoder(model, ids.to(device), backend, reference, device, args)
+                        row, tokens = measure_decoder(model, ids.to(device), backend, reference, device, args,
+                                                      weights)
                     else:
-                        row, tokens = measure(model, inputs, backend, reference, device, args, opara)
+                        row, tokens = measure(model, inputs, backend, reference, device, args, opara, weights)
                     if backend == "eager":
                         reference = tokens
                         if "eager" not in backends:
@@ -424,10 +469,11 @@ def main():
                     results.append(row)
                     print(f"{name} {size} ({params / 1e6:.1f}M) b{batch} {backend}: " + (
                         f"FAILED: {row['error']}" if "error" in row else
-                        f"first call {row['first_call_s']:.2f} s, {row['tokens_per_s']:.0f} tokens/s, decode "
-                        f"{cell(row['decode_tokens_per_s'], '.0f')} tokens/s, tokens = eager: "
-                        f"{row.get('tokens_equal', '-')}" + (f", counters {row['counters']}" if "counters" in row
-                                                            else "")), flush=True)
+                        f"first call {row['first_call_s']:.2f} s, {cell(row.get('tokens_per_s'), '.0f')} tokens/s, "
+                        f"decode {cell(row.get('decode_tokens_per_s'), '.0f')} tokens/s, peak "
+                        f"{cell(row.get('peak_mib'), '.0f')} MiB, tokens = eager: {row.get('tokens_equal', '-')}"
+                        + (f", counters {row['counters']}" if "counters" in row else "")
+                        + marked(backend, row.get("counters"))), flush=True)
                     plan = row.get("decode_plan")
                     if plan:
                         print(f"  decode plan: {plan['nodes']} nodes on {plan['streams']} streams" + "".join(

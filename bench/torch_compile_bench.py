@@ -3,13 +3,21 @@
 graphs) and torch.compile(backend="opara") with ATen's kernels (opara) and with Inductor's, compiled
 per region of opara's plan (opara-inductor): the first call's time (Dynamo, the backend's compile
 and one run) and the median latency after, and each one's ratio to eager and to Inductor within a
-round. A benchmark, not a test: ratios are meaningful within one run on one machine.
+round; on a GPU the peak memory of each (the weights and inputs, and the most it held above them
+while compiling and warming up). Each opara row carries opara's counters and says when it fell back
+(a graph run eagerly, or kernels="inductor" with no region: bench/opara_rows.py). A benchmark, not
+a test: ratios are meaningful within one run on one machine.
 
     ~/.cache/opara/venv/bin/python bench/torch_compile_bench.py --device cpu
     python3 bench/torch_compile_bench.py --device cuda --json out.json     (scripts/gpu_check.sh)
 
 The models are the test models of scripts/export_models.py (same builders, seed and inputs), built
-in this process at batch 1; each backend's outputs are checked against eager's.
+in this process at batch 1; each backend's outputs are checked against eager's. The JSON is
+written after each model (a run killed midway keeps the models done). Exit 1 when a row failed.
+
+--warm-only compiles each backend and runs it (the first call and the warm-up), without timing:
+with --inductor-cache and a TORCHINDUCTOR_CACHE_DIR, a process run before the timed one fills the
+caches, so that the timed one loads what the other compiled (scripts/gpu_check/steps.py).
 """
 
 import argparse
@@ -25,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "python"))
 import export_models  # noqa: E402  the builders, seed and input recipe of the test models
+from opara_rows import Attribution, marked  # noqa: E402  beside this file
 
 BACKENDS = ("eager", "inductor", "inductor-ro", "opara", "opara-inductor")
 # On the CPU "reduce-overhead" (CUDA graphs) is Inductor's default mode again: left out there.
@@ -81,33 +90,54 @@ def max_relative_difference(outputs, reference):
 def measure_model(model, inputs, device, backends, args):
     """Compiles each backend (its first call timed), then times them in interleaved rounds, so that a
     machine that changes speed during the run (a shared virtual machine does) slows every backend
-    alike; each ratio to eager is the median over rounds of the ratio within a round."""
+    alike; each ratio to eager is the median over rounds of the ratio within a round. opara's
+    counters are tallied per backend over its compile and its rounds: a graph that falls back at
+    any call marks its row."""
     torch._dynamo.reset()  # Dynamo keeps one cache entry per backend: each compiled model keeps its own
     runners, results, reference = {}, {}, None
+    attribution = Attribution()
+    cuda = device.type == "cuda"
+    if cuda:
+        synchronize(device)
+        weights = torch.cuda.memory_allocated(device)  # the model and its inputs, before any backend
     for name in backends:
+        if cuda:
+            before = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
         try:
-            runner = compile_backend(name, model)
-            outputs, first_ms = timed(lambda: runner(*inputs), device)
-            for _ in range(args.warmup):
-                runner(*inputs)
+            with attribution.to(name):
+                runner = compile_backend(name, model)
+                outputs, first_ms = timed(lambda: runner(*inputs), device)
+                for _ in range(args.warmup):
+                    runner(*inputs)
         except Exception as error:  # a backend that fails is a row saying so, not a lost run
-            results[name] = {"backend": name, "error": str(error).strip().splitlines()[0]}
+            results[name] = {"backend": name, "error": (str(error).strip().splitlines() or [repr(error)])[0]}
+            if name.startswith("opara"):
+                results[name].update(attribution.row(name))
             continue
         if name == "eager":
             reference = flatten(outputs)
         runners[name] = runner
         results[name] = {"backend": name, "first_call_ms": first_ms, "samples": [], "round_medians": [],
                          "max_rel_diff": max_relative_difference(outputs, reference)}
+        if cuda:
+            # Its graphs' pools and activations, above what earlier backends left allocated.
+            results[name]["peak_mib"] = (weights + torch.cuda.max_memory_allocated(device) - before) / 2**20
     for _ in range(args.rounds):
         for name, runner in runners.items():
-            settle(runner, inputs, device, args.settle_ms)
-            samples = [timed(lambda: runner(*inputs), device)[1] for _ in range(args.iters)]
+            with attribution.to(name):
+                settle(runner, inputs, device, args.settle_ms)
+                samples = [timed(lambda: runner(*inputs), device)[1] for _ in range(args.iters)]
             results[name]["samples"] += samples
             results[name]["round_medians"].append(statistics.median(samples))
+    for name, result in results.items():
+        if name.startswith("opara") and "error" not in result:
+            result.update(attribution.row(name))
     eager_rounds = results["eager"].get("round_medians") if "eager" in runners else None
     inductor_rounds = results["inductor"].get("round_medians") if "inductor" in runners else None
     for result in results.values():
-        if "samples" not in result:
+        if not result.get("samples"):  # failed, or --warm-only (no rounds)
+            result.pop("samples", None)
             continue
         result["median_ms"] = statistics.median(result.pop("samples"))
         rounds = result["round_medians"]
@@ -135,7 +165,12 @@ def main():
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--inductor-cache", action="store_true",
                         help="let Inductor use its on-disk caches (default: off, so its first call compiles)")
+    parser.add_argument("--warm-only", action="store_true",
+                        help="compile and warm up each backend, no timed rounds (fills the on-disk caches for a "
+                             "timed run: give --inductor-cache to both)")
     args = parser.parse_args()
+    if args.warm_only:
+        args.rounds = 0
     device = torch.device(args.device)
     backends = args.backends.split(",") if args.backends else list(BACKENDS if device.type == "cuda" else CPU_BACKENDS)
     unknown = [b for b in backends if b not in BACKENDS]
@@ -154,7 +189,7 @@ def main():
     torch.set_grad_enabled(False)
     results = []
     print(f"{'model':<14}{'backend':<16}{'first call ms':>14}{'median ms':>11}{'x eager':>9}{'x inductor':>11}"
-          f"{'max rel diff':>14}")
+          f"{'max rel diff':>14}{'peak MiB':>10}", flush=True)
     for name in args.models:
         torch.manual_seed(export_models.SEED)
         model, specs, _ = export_models.BUILDERS[name](1)
@@ -165,19 +200,40 @@ def main():
             if result["backend"] not in backends:
                 continue
             result["model"] = name
+            if args.warm_only:
+                result["warm_only"] = True
             results.append(result)
-            if "error" in result:
-                print(f"{name:<14}{result['backend']:<16} FAILED: {result['error']}")
-            else:
-                print(f"{name:<14}{result['backend']:<16}{result['first_call_ms']:>14.0f}{result['median_ms']:>11.3f}"
-                      f"{result.get('speedup_vs_eager', float('nan')):>9.2f}"
-                      f"{result.get('speedup_vs_inductor', float('nan')):>11.2f}{result['max_rel_diff']:>14.2e}",
-                      flush=True)
+            print(row_line(result), flush=True)
+        write_json(args, device, results)  # after every model: a run killed midway keeps its models
+    # A failed row is a failed run, so that a check reading the exit code sees it.
+    return 1 if any("error" in r for r in results) else 0
+
+
+def cell(result, key, spec):
+    value = result.get(key)
+    return "-" if value is None else format(value, spec)
+
+
+def row_line(result):
+    """A row of the table, an opara row that fell back marked (opara_rows.marked)."""
+    head = f"{result['model']:<14}{result['backend']:<16}"
+    if "error" in result:
+        return head + f" FAILED: {result['error']}"
+    return (head + f"{result['first_call_ms']:>14.0f}{cell(result, 'median_ms', '.3f'):>11}"
+            f"{cell(result, 'speedup_vs_eager', '.2f'):>9}{cell(result, 'speedup_vs_inductor', '.2f'):>11}"
+            f"{result['max_rel_diff']:>14.2e}{cell(result, 'peak_mib', '.0f'):>10}"
+            + marked(result["backend"], result.get("counters")))
+
+
+def write_json(args, device, results):
     if args.json:
-        args.json.write_text(json.dumps({"device": str(device), "torch": torch.__version__, "threads":
-                                         torch.get_num_threads(), "iters": args.iters, "rounds": args.rounds,
-                                         "results": results}, indent=2) + "\n")
+        text = json.dumps({"device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads(),
+                           "iters": args.iters, "rounds": args.rounds, "warm_only": args.warm_only,
+                           "inductor_cache": args.inductor_cache, "results": results}, indent=2)
+        partial = args.json.with_name(args.json.name + ".part")
+        partial.write_text(text + "\n")
+        partial.replace(args.json)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,10 +1,13 @@
 """`pack`, on the CPU machine: the carried build (.gpu_carry/) and its manifest.
 
-It builds opara, opara_ext, opara-bench and opara_tests (ccache) unless --no-build, refuses a build
-configured from another checkout and, unless --stale-ok, one older than a C++ source; copies the two
-binaries and two libraries stripped into .gpu_carry/ with manifest.env (the git commit, a hash of
-the C++ sources, the source folder, the build type, and the torch the build linked: version, git
-commit, C++11 ABI); fetches .gpu_deps/ when it is missing; checks what travels stays under 60 MiB.
+It builds opara, opara_ext, opara-bench and opara_tests (ccache) unless --no-build; unless
+--stale-ok, refuses a build older than a C++ source or configured from another checkout (with it,
+the manifest records that checkout's commit and sources, which the GPU machine's preflight compares
+with the tree that travelled); copies the two binaries and two libraries stripped into .gpu_carry/,
+with opara_build.json beside the libraries (python/opara/_library.py reads it there: the torch the
+extension links) and manifest.env (the git commit, a hash of the C++ sources, the source folder,
+the build type, and the torch the build linked: version, git commit, C++11 ABI); fetches .gpu_deps/
+when it is missing; checks what travels stays under 60 MiB.
 """
 
 import hashlib
@@ -25,6 +28,9 @@ SOURCE_SUFFIXES = (".cpp", ".h", ".hpp", ".cu", ".cuh", ".txt", ".cmake", ".in")
 TRAVEL_LIMIT = 60 << 20  # the device takes 64 MiB at most
 BUILD_LIMIT_S = 4 * 3600  # the first build on the 2-core CPU machine takes 20 to 40 minutes
 TOOL_LIMIT_S = 120
+# Written by the CMake build beside libopara_ext; python/opara/_library.py refuses to load the
+# extension without it (_BUILD_INFO_NAME there).
+BUILD_INFO = "opara_build.json"
 
 
 class PackError(Exception):
@@ -147,21 +153,29 @@ def pack(root, build_first=True, stale_ok=False):
     if not (build / "CMakeCache.txt").is_file():
         raise PackError(f"no build in {build}: run scripts/build.sh (or drop --no-build)")
     built = time.monotonic()
-    for f in ("bin/opara-bench", "bin/opara_tests", "lib/libopara.so", "lib/libopara_ext.so"):
+    for f in ("bin/opara-bench", "bin/opara_tests", "lib/libopara.so", "lib/libopara_ext.so", f"lib/{BUILD_INFO}"):
         if not (build / f).exists():
             raise PackError(f"{build / f} is missing: build it (scripts/build.sh) first")
     cache = (build / "CMakeCache.txt").read_text(errors="replace")
     src = _cache_entry(cache, "CMAKE_HOME_DIRECTORY")
     build_python = _cache_entry(cache, "OPARA_PYTHON")
     build_type = _cache_entry(cache, "CMAKE_BUILD_TYPE")
-    if not src or Path(src).resolve() != root:
-        raise PackError(f"{build} was configured from {src}, not from this checkout ({root}): "
-                        "its binaries would not match the tree that travels")
+    if not src or not Path(src).is_dir():
+        raise PackError(f"{build} was configured from {src or 'an unknown folder'}, which is not here")
+    # The checkout the binaries were built from: its commit and sources go into the manifest.
+    sources_root = Path(src).resolve()
+    if sources_root != root:
+        if not stale_ok:
+            raise PackError(f"{build} was configured from {src}, not from this checkout ({root}): its binaries may "
+                            "not match the tree that travels (--stale-ok packs it; the GPU machine then compares "
+                            "that checkout's C++ sources with this tree's)")
+        print(f"gpu_check: note: {build} was built from {src}: the manifest records that checkout's sources",
+              file=sys.stderr)
     if build_type != "Release":
         print(f"gpu_check: note: {build} is a {build_type} build; timings want Release", file=sys.stderr)
     # The sources must not be newer than the binaries (with --no-build nothing rebuilt them).
     built_at = (build / "bin/opara_tests").stat().st_mtime_ns
-    newer = [p for p in source_files(root) if (root / p).stat().st_mtime_ns > built_at]
+    newer = [p for p in source_files(sources_root) if (sources_root / p).stat().st_mtime_ns > built_at]
     if newer and not stale_ok:
         raise PackError(f"sources changed since {build}/bin/opara_tests was built ({', '.join(newer[:5])}): "
                         "build first, or pack with --stale-ok")
@@ -179,12 +193,13 @@ def pack(root, build_first=True, stale_ok=False):
     shutil.copy2(build / "lib/libopara_ext.so", carry / "lib/libopara_ext.so")
     unstripped = _tree_size(carry)
     files = sorted((carry / "bin").iterdir()) + sorted((carry / "lib").iterdir())
+    shutil.copy2(build / "lib" / BUILD_INFO, carry / "lib" / BUILD_INFO)  # after the list: not stripped
     _run(["strip", "--strip-unneeded", *files])
     torch_version, torch_git, torch_abi = _run([build_python, "-c", TORCH_IDENTITY], limit_s=180).split()
-    commit = _run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"]).strip()
-    if _run(["git", "-C", root, "status", "--porcelain", "--", *SOURCE_ROOTS]).strip():
+    commit = _run(["git", "-C", sources_root, "rev-parse", "--short=12", "HEAD"]).strip()
+    if _run(["git", "-C", sources_root, "status", "--porcelain", "--", *SOURCE_ROOTS]).strip():
         commit += "-dirty"
-    sources = source_hash(root)
+    sources = source_hash(sources_root)
     write_manifest(carry / "manifest.env", {
         "COMMIT": commit, "SOURCE_HASH": sources, "SOURCE_DIR": src, "BUILD_TYPE": build_type,
         "TORCH": torch_version, "TORCH_GIT": torch_git, "TORCH_ABI": torch_abi,
@@ -198,7 +213,7 @@ def pack(root, build_first=True, stale_ok=False):
     now = time.monotonic()
     print(f"packed {carry} in {now - started:.0f} s ({built - started:.0f} s of it building): "
           f"commit {commit}, torch {torch_version}, sources {sources}")
-    for f in files:
+    for f in [*files, carry / "lib" / BUILD_INFO]:
         print(f"  {f.stat().st_size:>11}  {f.relative_to(root)}")
     mib = 1 << 20
     print(f"sizes (MiB): .gpu_carry {carried / mib:.1f} ({unstripped / mib:.1f} unstripped), "

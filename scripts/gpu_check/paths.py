@@ -10,12 +10,14 @@ import traceback
 from pathlib import Path
 
 from . import steps
-from .context import ALL_MODES, COLD_STEPS, LIMITS, TABLE_MODELS, GpuCheck, budget_from_env, int_env
-from .pack import PackError, pack, read_manifest, source_hash
+from .context import (ALL_MODES, COLD_DEFAULT, COLD_STEPS, LIMITS, TABLE_MODELS, GpuCheck, budget_from_env,
+                      int_env)
+from .pack import BUILD_INFO, PackError, pack, read_manifest, source_hash
 from .runner import FAILED, KILLED, OK, Runner, Stopped, install_signal_handlers
 
 USAGE = f"""usage: scripts/gpu_check.sh pack [--no-build] [--stale-ok]      (here, the CPU machine)
-       scripts/gpu_check.sh cold [{' '.join(COLD_STEPS)}]   (the GPU machine, .gpu_carry carried)
+       scripts/gpu_check.sh cold [{' '.join(COLD_STEPS)}]   (the GPU machine, .gpu_carry carried;
+           default: {' '.join(COLD_DEFAULT)})
        scripts/gpu_check.sh [all|build|test|bench]            (the GPU machine, builds there)"""
 
 
@@ -78,6 +80,34 @@ def python_deps(g):
     if not outcome.ok:
         raise Abort("preflight", _fail(outcome), f"{g.python}: {_why(outcome)}: {outcome.tail()}")
     g.python_ready = True
+
+
+# opara's Python package from this tree, loading the extension in use (OPARA_LIBRARY), as the
+# benchmarks and the Python tests load it: with the library paths the steps get.
+LOAD_PROBE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import opara
+path = opara.load_library()
+print("opara", opara.version(), "loaded", path)
+"""
+
+
+def package_check(g):
+    """Whether opara's Python package loads the extension in use. A package that cannot (a file
+    the pack left behind, a library it misses) makes every Python step FAILED with the reason,
+    not a step that passes without it: its own line says why, once."""
+    name = "python package (import opara, load the extension)"
+    outcome = g.runner.run([g.python, "-c", LOAD_PROBE, g.root / "python"], g.out / "preflight_opara.log",
+                           LIMITS["load"], env=g.env(OPARA_LIBRARY=g.ext), step=name)
+    g.print_tail(outcome.log, 1)
+    if outcome.ok:
+        g.runner.note(name, OK, outcome.tail())
+        return
+    lines = [line for line in outcome.text().splitlines() if line.strip()]
+    why = (lines or [_why(outcome)])[-1]
+    g.package_error = f"opara's Python package cannot load {g.ext}: {why} (see preflight_opara.log)"
+    g.runner.note(name, _fail(outcome), g.package_error)
 
 
 def final_report(g, stopped):
@@ -178,7 +208,7 @@ def cold(g, wanted):
         raise Abort("preflight", FAILED, "no .gpu_carry/manifest.env: run 'scripts/gpu_check.sh pack' on the CPU "
                     "machine and carry .gpu_carry")
     g.use_build(g.carry)
-    lacking = [p.name for p in (g.bench, g.tests_bin, g.ext) if not p.is_file()]
+    lacking = [p.name for p in (g.bench, g.tests_bin, g.ext, g.ext.with_name(BUILD_INFO)) if not p.is_file()]
     if lacking:
         raise Abort("preflight", FAILED, f".gpu_carry lacks {', '.join(lacking)}: pack again")
     steps.fresh_results_for(g, g.bench)
@@ -188,17 +218,33 @@ def cold(g, wanted):
     if reason:
         return refuse(g, reason, saved_library_path)
     r.note("preflight", OK, f"carried build {m.get('COMMIT')}, torch {m.get('TORCH')}, sources {m.get('SOURCE_HASH')}")
+    # Every model at once, in the background, while the GPU tests that need none run; the compare
+    # step's compiles too (niced, off the timing cores), filling Inductor's caches for its timing.
+    exports = steps.Exports(g, 1, g.headline_models + g.paper_models + g.extra_specs, "export the models")
+    if {"tests", "compare", "compile", "regions", "llm", "serve", "pytest"} & wanted:
+        package_check(g)
     g.iters = ["--iters", "2", "--warmup", "1"] if g.dry_run else ["--iters", str(int_env("OPARA_GPU_ITERS", 200))]
-    g.say(f"preflight done after {r.seconds()} s")
-    # Every model at once, in the background, while the GPU tests that need none run.
-    exports = steps.Exports(g, 1, g.headline_models + g.extra_specs, "export the models")
-    # The headline table is what a cold call is for: the tests give way to it past this point.
-    reserve = int_env("OPARA_GPU_HEADLINE_RESERVE_S", 150) if "headline" in wanted else 0
+    g.pin_cores()
+    g.say(f"preflight done after {r.seconds()} s" + (f"; timing on cores {g.timing_cpus}, background work on "
+                                                      f"{g.background_cpus}" if g.timing_cpus else ""))
+    warmers = steps.Warmers(g, steps.compare_jobs(g)) if "compare" in wanted else None
     if "tests" in wanted:
-        steps.gpu_tests(g, r.budget_s - reserve, exports)
+        # Bounded, so that no crash or hang eats the call: what users compare comes next.
+        steps.gpu_tests(g, r.elapsed() + int_env("OPARA_GPU_TESTS_S", 120), exports, with_pytest=True)
     exports.wait()
+    if warmers:
+        steps.compare(g, "cold compare", warmers)
+    if "paper" in wanted:
+        steps.paper(g, "cold paper")
+    if "profiles" in wanted:
+        steps.profiles(g, "cold profiles", g.headline_models)
+    # ---- by name only (a call of a session that has device time left) ----
     if "headline" in wanted:
         steps.headline(g, "cold headline")
+    if "profiled" in wanted:
+        steps.profiles(g, "cold profiled", g.headline_models)
+        # opara again, with the demands measured (the headline's come from the static estimate).
+        steps.runs(g, "cold profiled", 1, "sequential,nimble,opara", "_profiled", 1, g.headline_models)
     if "compile" in wanted:
         steps.compile_(g, "cold compile")
     if "regions" in wanted:
@@ -207,13 +253,9 @@ def cold(g, wanted):
         steps.llm_decode(g, "cold llm")
     if "serve" in wanted:
         steps.serve(g, "cold serve")
-    if "profiles" in wanted:
-        steps.profiles(g, "cold profiles", g.headline_models)
-        # opara again, with the demands measured (the headline's come from the static estimate).
-        steps.runs(g, "cold profiles", 1, "sequential,nimble,opara", "_profiled", 1, g.headline_models)
     if "sanitizer" in wanted:
         steps.sanitizer(g, "cold sanitizer")
-    if "pytest" in wanted:
+    if "pytest" in wanted and "tests" not in wanted:  # else it ran beside the GPU tests
         steps.pytest(g, "cold pytest")
     if "overflow" in wanted:
         steps.overflow(g, "cold overflow")
@@ -382,7 +424,7 @@ def main(argv, root):
     if stage == "cold":
         if any(step not in COLD_STEPS for step in rest):
             return usage()
-        wanted = set(rest or COLD_STEPS)
+        wanted = set(rest or COLD_DEFAULT)
     elif stage in ("all", "build", "test", "bench"):
         if rest:
             return usage()
@@ -397,7 +439,8 @@ def main(argv, root):
     runner.hint_order = COLD_STEPS
     g = GpuCheck(root, runner, stage)
     # The goals are checked on the models of the path's table.
-    runner.goal_models = g.headline_models if stage == "cold" else list(TABLE_MODELS)
+    runner.goal_models = list(dict.fromkeys(g.paper_models + g.headline_models)) if stage == "cold" else list(
+        TABLE_MODELS)
     g.models.mkdir(parents=True, exist_ok=True)
     os.environ["OPARA_MODELS"] = str(g.models)
     os.environ["OPARA_PYTHON"] = g.python

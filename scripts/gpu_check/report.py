@@ -1,5 +1,6 @@
-"""What the GPU check reports: the table of every run with issue 4's goals, the checks (one line
-per step), the profiles' table, and the parsers of the GoogleTest and compute-sanitizer logs."""
+"""What the GPU check reports: the table of every run with issue 4's goals, the compare table
+(torch.compile's backends, opara's among them), the checks (one line per step), the profiles'
+table, and the parsers of the GoogleTest, pytest and compute-sanitizer logs."""
 
 import json
 import math
@@ -156,3 +157,112 @@ def sanitizer_summary(text):
     summary = lines[-1].removeprefix("========= ")
     m = re.search(r"ERROR SUMMARY: ([0-9]+) error", summary) or re.search(r"\(([0-9]+) errors?,", summary)
     return summary, int(m.group(1)) if m else None
+
+
+# "path::name[id] WORD", a skip's "(reason)", then the progress: "[ 40%]".
+_PYTEST_LINE = re.compile(r"::\S+ (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)(?: \(.*\))? +\[ *\d+%\]$")
+
+
+def pytest_counts(text):
+    """The words of a `pytest -v` log, counted line by line (a run stopped midway counts what it
+    printed): passed, failed, error, skipped, and failed_names (failed and errored tests)."""
+    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "failed_names": []}
+    for line in text.splitlines():
+        m = _PYTEST_LINE.search(line)
+        if not m:
+            continue
+        word = {"PASSED": "passed", "XPASS": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped",
+                "XFAIL": "skipped"}[m.group(1)]
+        counts[word] += 1
+        if word in ("failed", "error"):
+            counts["failed_names"].append(line[:m.start(1)].strip().rpartition("/")[2])
+    return counts
+
+
+def _row_label(row):
+    parts = [row.get("model"), row.get("size"), f"b{row['batch']}" if "batch" in row else None, row.get("backend")]
+    return " ".join(str(p) for p in parts if p)
+
+
+def rows_verdict(path):
+    """(passed, words) for the JSON of a Python benchmark (torch_compile_bench.py,
+    llm_decode_bench.py): passed when it has rows and none failed. The words count the rows and name
+    the failed ones, the opara rows that fell back (`fell_back`: a graph run eagerly, ATen's kernels
+    in place of Inductor's) and those whose tokens are not eager's (on a GPU, kernels that differ
+    may change an argmax: read the log)."""
+    try:
+        rows = json.loads(Path(path).read_text())["results"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False, f"no rows ({Path(path).name} missing or unreadable)"
+    failed = [f"{_row_label(r)} ({r['error']})" for r in rows if "error" in r]
+    fell = [f"{_row_label(r)} ({r['fell_back']})" for r in rows if r.get("fell_back")]
+    differ = [_row_label(r) for r in rows if r.get("tokens_equal") is False]
+    words = f"{len(rows)} rows"
+    if not rows:
+        words += ": none"
+    elif len(failed) == len(rows):
+        words += ", every one FAILED"
+    words += f"; failed: {', '.join(failed)}" if failed else ""
+    words += f"; opara FELL BACK in: {', '.join(fell)}" if fell else "; no opara row fell back"
+    words += f"; tokens not eager's: {', '.join(differ)}" if differ else ""
+    return bool(rows) and not failed, words
+
+
+def _cell(value, spec, suffix=""):
+    return "-" if not isinstance(value, (int, float)) else format(value, spec) + suffix
+
+
+def compare_table(out):
+    """The compare step's table (compare_*.json): per model and backend its speed (median ms, or
+    decode tokens/s), x eager, the first call (Inductor's caches warm from the background compiles)
+    and the cold one (that background compile: beside other work, an upper bound), peak memory,
+    its outputs against eager's (max relative difference, or tokens equal) and, for opara's rows,
+    whether they fell back. "" when there is none."""
+    out = Path(out)
+    paths = sorted(out.glob("compare_*.json"))
+    if not paths:
+        return ""
+    lines = ["compare (first s: the timed process's first call, Inductor's caches warm, opara's ATen kernels cold; "
+             "cold s: Inductor's compile in a background process, beside other work):",
+             f"{'model':<22}{'backend':<16}{'speed':>16}{'x eager':>8}{'first s':>9}{'cold s':>8}{'peak MiB':>9}"
+             f"  {'= eager':<12} opara"]
+    for path in paths:
+        try:
+            rows = json.loads(path.read_text())["results"]
+        except (OSError, ValueError, KeyError, TypeError):
+            lines.append(f"{path.name}: unreadable")
+            continue
+        cold = {}
+        for warm in sorted((out / "warm").glob(path.stem + "_*.json")):
+            try:
+                for r in json.loads(warm.read_text())["results"]:
+                    first = r.get("first_call_s", r.get("first_call_ms", 0) / 1000 if "first_call_ms" in r else None)
+                    if r.get("backend") != "eager" and first is not None:
+                        cold[r["backend"]] = first
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        for r in rows:
+            model = " ".join(str(p) for p in (r.get("model"), r.get("size"),
+                                                 f"b{r['batch']}" if "batch" in r else None) if p)
+            head = f"{model:<22}{r.get('backend', '?'):<16}"
+            if "error" in r:
+                lines.append(head + f"FAILED: {r['error']}")
+                continue
+            if "decode_tokens_per_s" in r:
+                speed = _cell(r.get("decode_tokens_per_s"), ".0f", " tok/s")
+                first = r.get("first_call_s")
+                same = {True: "yes", False: f"NO ({r.get('tokens_differing', 'shape')})", None: "-"}[
+                    r.get("tokens_equal")] if r.get("backend") != "eager" else "(reference)"
+            else:
+                speed = _cell(r.get("median_ms"), ".3f", " ms")
+                first = r["first_call_ms"] / 1000 if isinstance(r.get("first_call_ms"), (int, float)) else None
+                same = _cell(r.get("max_rel_diff"), ".1e") if r.get("backend") != "eager" else "(reference)"
+            opara = ""
+            if r.get("backend", "").startswith("opara"):
+                c = r.get("counters") or {}
+                opara = (f"FELL BACK: {r['fell_back']}" if r.get("fell_back") else
+                         f"{c.get('compiles', '?')} compiles, {c.get('regions', 0)} regions, no fallback")
+            lines.append(head + f"{speed:>16}{_cell(r.get('speedup_vs_eager'), '.2f'):>8}{_cell(first, '.2f'):>9}"
+                         f"{_cell(cold.get(r.get('backend')), '.1f'):>8}{_cell(r.get('peak_mib'), '.0f'):>9}"
+                         f"  {same:<12} {opara}".rstrip())
+    return "\n".join(lines)

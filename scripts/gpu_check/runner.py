@@ -107,7 +107,7 @@ class Runner:
     title: the summary's first words ("gpu_check cold", ...).
     """
 
-    def __init__(self, out, publish_to=None, budget_s=480, hard_s=570, goal_models=(), title="gpu_check"):
+    def __init__(self, out, publish_to=None, budget_s=540, hard_s=570, goal_models=(), title="gpu_check"):
         self.started = time.monotonic()
         self.wall_started = time.time()  # files older than this were made by an earlier call
         self.out = Path(out)
@@ -123,7 +123,7 @@ class Runner:
         self.lines = self._read_lines()
         self.mine = set()  # the names this call noted
         self.hints = []  # the calls that run what was skipped or killed for time
-        self.hint_order = []  # the order of the next call's steps (the cold path's)
+        self.hint_order = []  # the order of the not-reached line's steps (the cold path's)
         self.running = None  # the step a command runs for, while it runs
         self.state = "in progress"
         self._procs = {}  # pid -> Popen, every command still running (the background ones too)
@@ -146,10 +146,11 @@ class Runner:
         return False
 
     def add_hint(self, hint, why):
-        """Names the call that runs hint's steps on the next-call line (published with the next line)."""
+        """Names the call that runs hint's steps on the not-reached line (published with the next line).
+        A task has one call (scripts/README.md): the line says what this one did not reach."""
         if hint not in self.hints:
             self.hints.append(hint)
-            print(f"{why}: run scripts/gpu_check.sh {hint} in the next call", flush=True)
+            print(f"{why}: not reached (scripts/gpu_check.sh {hint} runs it)", flush=True)
 
     # ---- commands ---------------------------------------------------------------------------------
     def start(self, cmd, log, env=None, cwd=None):
@@ -222,6 +223,10 @@ class Runner:
             print(f"gpu_check: pid {proc.pid} survived SIGKILL for 10 s; going on without it", flush=True)
         self._procs.pop(proc.pid, None)
 
+    def kill(self, proc):
+        """Kills a command started in the background (start()) at once, with its group."""
+        self._kill(proc, 0)
+
     def kill_all(self):
         """Kills every command still running (background exports), at once."""
         for proc in list(self._procs.values()):
@@ -278,9 +283,13 @@ class Runner:
         if self.running and self.state == "in progress":
             head += f" (running: {self.running})"
         table, goals = report.runs_table(self.out, self.goal_models)
-        text = [head, table, report.checks(rows), goals]
+        text = [head, table]
+        compared = report.compare_table(self.out)
+        if compared:
+            text.append(compared)
+        text += [report.checks(rows), goals]
         if self.hints:
-            text.append(next_call(self.hints, self.hint_order))
+            text.append(not_reached(self.hints, self.hint_order))
         return "\n".join(text) + "\n"
 
     def publish(self, logs=True):
@@ -321,13 +330,14 @@ def killed_detail(outcome, runner):
     return f"after {outcome.seconds:.0f} s, {why} (at {runner.seconds()} s of the call)"
 
 
-def next_call(hints, order=()):
-    """The next call's line: the cold steps (in the order given), else the stages."""
+def not_reached(hints, order=()):
+    """The last line when steps were skipped or killed for time: the call that runs them (the cold
+    steps in the order given, else the stages), for a session that has device time left."""
     cold = [hint.split()[1] for hint in hints if hint.startswith("cold ")]
     if cold:
         cold.sort(key=lambda step: order.index(step) if step in order else len(order))
-        return "next call: scripts/gpu_check.sh cold " + " ".join(cold)
-    return "next call: " + "; ".join(f"scripts/gpu_check.sh {hint}" for hint in hints)
+        return "not reached: scripts/gpu_check.sh cold " + " ".join(cold)
+    return "not reached: " + "; ".join(f"scripts/gpu_check.sh {hint}" for hint in hints)
 
 
 def install_signal_handlers():

@@ -2,17 +2,17 @@
 commands under its own limit (context.LIMITS) and notes one result line per unit of work: ok,
 FAILED with its reason, killed (time), or SKIPPED for time with the call that runs it.
 
-hint: the call (cold step or stage) that runs a step skipped here, named on the next-call line.
+hint: the call (cold step or stage) that runs a step skipped here, named on the not-reached line.
 """
 
 import hashlib
-import json
 import re
 import shutil
 
 from . import report
-from .context import ALL_MODES, GPU_FILTER, LIMITS, PYTEST_FILES, PYTEST_SELECTION
-from .runner import FAILED, KILLED, OK
+from .context import (ALL_MODES, COMPARE_BACKENDS, COMPARE_MODELS, GPU_FILTER, LIMITS, PAPER_MODES, PYTEST_FILES,
+                      PYTEST_SELECTION, WARMED_BACKENDS, words_env)
+from .runner import FAILED, KILLED, OK, killed_detail
 
 
 # ---- models ---------------------------------------------------------------------------------------
@@ -124,13 +124,15 @@ def _linebuf():
     return ["stdbuf", "-oL", "-eL"] if shutil.which("stdbuf") else []
 
 
-def gpu_tests(g, deadline_s, exports):
+def gpu_tests(g, deadline_s, exports, with_pytest=False):
     """The GPU tests, run straight from the test binary (ctest's files hold the CPU machine's
     paths). First with no model folder while the models export; then, with the models, those that
     skipped (a test over models skips when none is exported); a crash leaves tests unrun: they run
-    again, after it, 3 rounds at most. None runs past deadline_s (the headline's reserve): a test
+    again, after it, 3 rounds at most. None runs past deadline_s (the tests' bound): a test
     stopped there counts as killed (time), not as a crash, and those left count as not run for
-    time. A run in which no test passed checked nothing: its line is FAILED."""
+    time. A run in which no test passed checked nothing: its line is FAILED. with_pytest: the
+    Python GPU tests run beside the runs with models (another process on the GPU; neither is
+    timed), under the same bound, with a line of their own."""
     r = g.runner
     name = "GPU tests"
     no_models = g.work / "no-models"
@@ -151,6 +153,17 @@ def gpu_tests(g, deadline_s, exports):
     g.say(f"GPU tests without models: {ended}; "
           + ", ".join(f"{n} {word}" for word, n in sorted(counts.items())))
     exports.wait()
+    python_tests = start_pytest(g, deadline_s, "cold tests") if with_pytest else None
+    try:
+        _gtest_with_models(g, name, deadline_s, first, words, logs)
+    finally:
+        if python_tests:
+            python_tests()
+
+
+def _gtest_with_models(g, name, deadline_s, first, words, logs):
+    """The second half of gpu_tests: the tests that need the models, and the line."""
+    r = g.runner
     listing, listed_outcome = r.output([g.tests_bin, f"--gtest_filter={GPU_FILTER}", "--gtest_list_tests"],
                                        LIMITS["tool"])
     listed = set(report.gtest_names(listing)) if listed_outcome.ok else set()
@@ -236,7 +249,7 @@ def bench_json(g, name, hint, args, json_path):
     if json_path.exists():
         return None
     log = json_path.with_suffix(".txt")
-    outcome = g.runner.run([g.bench, *args, "--json", json_path], log, LIMITS["run"], step=name)
+    outcome = g.runner.run(g.timed([g.bench, *args, "--json", json_path]), log, LIMITS["run"], step=name)
     if not outcome.ok:
         json_path.unlink(missing_ok=True)
     g.runner.note_outcome(name, outcome, log.name, hint=hint)
@@ -256,8 +269,8 @@ def profiles(g, hint, models):
         profile = g.profiles / f"{model}_b1.json"
         if profile.exists():
             continue  # made by an earlier call on this machine
-        outcome = r.run([g.bench, "profile", "--model", g.models / f"{model}_b1.pt", "--out", profile,
-                         "--require-cupti"], g.profiles / f"{model}_b1.txt", LIMITS["profile"], step=name)
+        outcome = r.run(g.timed([g.bench, "profile", "--model", g.models / f"{model}_b1.pt", "--out", profile,
+                                 "--require-cupti"]), g.profiles / f"{model}_b1.txt", LIMITS["profile"], step=name)
         if not outcome.ok:
             profile.unlink(missing_ok=True)
         r.note_outcome(name, outcome, f"profiles/{model}_b1.txt", hint=hint)
@@ -355,25 +368,82 @@ def sanitizer(g, hint):
                      passed=lambda outcome: outcome.ok and report.sanitizer_summary(outcome.text())[1] == 0)
 
 
+PYTEST_NAME = "pytest (Python GPU tests)"
+
+
+def package_refused(g, name, hint, least_s=0):
+    """True (and the step's line FAILED, saying why) when the preflight found that opara's Python
+    package cannot load the extension in use: a Python step must not pass without it. False when
+    the step may run (or was skipped for time)."""
+    if g.package_error is None:
+        return False
+    if g.runner.in_time(name, hint, least_s):
+        g.runner.note(name, FAILED, f"not run: {g.package_error}")
+    return True
+
+
+def start_pytest(g, deadline_s, hint):
+    """Starts the Python GPU tests (libopara_ext from the build in use) in the background, to end by
+    deadline_s; returns a function that waits for them and notes their line, or None when they do
+    not run (the line says why)."""
+    r = g.runner
+    if package_refused(g, PYTEST_NAME, hint, 30) or not r.in_time(PYTEST_NAME, hint, 30):
+        return None
+    # -v: a line per test as it ends, so that a run stopped at the bound still counts what it did.
+    cmd = [g.python, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-rfE",
+           *[g.root / "tests/python" / f for f in PYTEST_FILES], "-k", PYTEST_SELECTION]
+    proc = r.start(cmd, g.out / "pytest.log", env=g.env(OPARA_LIBRARY=g.ext, OPARA_BENCH=g.bench))
+    limit = max(deadline_s - r.elapsed(), 30)
+
+    def wait():
+        r.running = PYTEST_NAME
+        outcome = r.wait(proc, min(limit, LIMITS["pytest"]))
+        r.running = None
+        _note_pytest(g, outcome, hint)
+        g.print_tail(outcome.log, 3)
+
+    return wait
+
+
+def _note_pytest(g, outcome, hint):
+    """ok; FAILED (a test failed or errored, pytest itself failed, or no test passed: a run that
+    checked nothing); killed (time) with what it counted so far."""
+    r = g.runner
+    counts = report.pytest_counts(outcome.text())
+    words = ", ".join(f"{counts[k]} {k}" for k in ("passed", "failed", "error", "skipped"))
+    failed = " ".join(counts["failed_names"][:8])
+    see = "; see pytest.log"
+    if counts["failed"] or counts["error"]:
+        r.note(PYTEST_NAME, FAILED, f"{words}: {failed}{see}")
+    elif outcome.killed:
+        r.note(PYTEST_NAME, KILLED, f"{words} before it was stopped, {killed_detail(outcome, r)}{see}")
+    elif not outcome.ok:
+        r.note(PYTEST_NAME, FAILED, f"exit {outcome.rc}, {words}: {outcome.tail()}{see}")
+    elif not counts["passed"]:
+        r.note(PYTEST_NAME, FAILED, f"{words}: no test passed{see}")
+    else:
+        r.note(PYTEST_NAME, OK, words)
+
+
 def pytest(g, hint):
-    """The Python package and the extension on the GPU (libopara_ext from the build in use)."""
-    command_step(g, "pytest (Python GPU tests)", hint, 30,
-                 [g.python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                  *[g.root / "tests/python" / f for f in PYTEST_FILES], "-k", PYTEST_SELECTION],
-                 g.out / "pytest.log", LIMITS["pytest"], env=g.env(OPARA_LIBRARY=g.ext, OPARA_BENCH=g.bench),
-                 detail=lambda outcome: outcome.tail(), tail=3)
+    """The Python package and the extension on the GPU (libopara_ext from the build in use), alone."""
+    python_tests = start_pytest(g, g.runner.elapsed() + LIMITS["pytest"], hint)
+    if python_tests:
+        python_tests()
 
 
 def compile_(g, hint):
     """torch.compile (issue 23): eager, Inductor and backend="opara" on googlenet, inception_v3,
     bert_base and branchy: first-call time and median latency (bench/torch_compile_bench.py).
     Inductor compiles for a minute or more per model: this step goes after the headline."""
-    args = ["--device", g.device, "--json", g.out / "torch_compile.json", "--backends", "eager,inductor,opara"]
+    name = "torch.compile (eager, inductor, opara)"
+    json_path = g.out / "torch_compile.json"
+    args = ["--device", g.device, "--json", json_path, "--backends", "eager,inductor,opara"]
     if g.dry_run:
         args += ["--iters", "2", "--warmup", "1", "--models", "branchy", "--backends", "eager,opara"]
-    command_step(g, "torch.compile (eager, inductor, opara)", hint, 120,
-                 [g.python, g.root / "bench/torch_compile_bench.py", *args], g.out / "torch_compile.txt",
-                 LIMITS["compile"], env=g.env(OPARA_LIBRARY=g.ext), tail=10**6)
+    if not package_refused(g, name, hint, 120):
+        rows_step(g, name, hint, 120, [g.python, g.root / "bench/torch_compile_bench.py", *args], json_path,
+                  LIMITS["compile"])
 
 
 def regions(g, hint):
@@ -381,13 +451,16 @@ def regions(g, hint):
     backend="opara" with ATen's kernels and with Inductor's compiled per region of opara's plan, on
     googlenet and inception_v3 at batch 1, the goal's models (bench/torch_compile_bench.py; the
     ratio to Inductor is the default mode's, run as well)."""
-    args = ["--device", g.device, "--json", g.out / "torch_compile_regions.json", "--models", "googlenet",
-            "inception_v3", "--backends", "eager,inductor,inductor-ro,opara,opara-inductor"]
+    name = "regions (eager, inductor, reduce-overhead, opara, opara-inductor)"
+    json_path = g.out / "torch_compile_regions.json"
+    args = ["--device", g.device, "--json", json_path, "--models", "googlenet", "inception_v3", "--backends",
+            "eager,inductor,inductor-ro,opara,opara-inductor"]
     if g.dry_run:
-        args = ["--device", g.device, "--iters", "2", "--warmup", "1", "--models", "branchy", "--backends", "eager"]
-    command_step(g, "regions (eager, inductor, reduce-overhead, opara, opara-inductor)", hint, 120,
-                 [g.python, g.root / "bench/torch_compile_bench.py", *args], g.out / "torch_compile_regions.txt",
-                 LIMITS["compile"], env=g.env(OPARA_LIBRARY=g.ext), tail=10**6)
+        args = ["--device", g.device, "--json", json_path, "--iters", "2", "--warmup", "1", "--models", "branchy",
+                "--backends", "eager"]
+    if not package_refused(g, name, hint, 120):
+        rows_step(g, name, hint, 120, [g.python, g.root / "bench/torch_compile_bench.py", *args], json_path,
+                  LIMITS["compile"])
 
 
 def llm_decode(g, hint):
@@ -396,30 +469,40 @@ def llm_decode(g, hint):
     and backend="opara": first-call time, tokens/s, tokens against eager's, opara's compiles
     (bench/llm_decode_bench.py; both sizes and four backends would not fit in one call: --sizes
     small,large by hand). Each row lands in the JSON as it ends: a killed run keeps its rows."""
-    args = ["--device", g.device, "--sizes", "large", "--json", g.out / "llm_decode.json"]
+    name = "LLM decode (eager, inductor, opara)"
+    json_path = g.out / "llm_decode.json"
+    args = ["--device", g.device, "--sizes", "large", "--json", json_path]
     if g.dry_run:
-        args = ["--device", g.device, "--quick", "--backends", "eager,opara", "--json", g.out / "llm_decode.json"]
-    command_step(g, "LLM decode (eager, inductor, opara)", hint, 120,
-                 [g.python, g.root / "bench/llm_decode_bench.py", *args], g.out / "llm_decode.txt", LIMITS["llm"],
-                 env=g.env(OPARA_LIBRARY=g.ext), detail=lambda _: _llm_summary(g.out / "llm_decode.json"),
-                 tail=10**6)
+        args = ["--device", g.device, "--quick", "--backends", "eager,opara", "--json", json_path]
+    if not package_refused(g, name, hint, 120):
+        rows_step(g, name, hint, 120, [g.python, g.root / "bench/llm_decode_bench.py", *args], json_path,
+                  LIMITS["llm"])
 
 
-def _llm_summary(path):
-    """The LLM decode line's detail: rows, and those where opara ran eagerly or a backend's tokens
-    were not eager's (on a GPU kernels that differ may change an argmax: read the log)."""
-    try:
-        rows = json.loads(path.read_text())["results"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return "no llm_decode.json"
+def rows_step(g, name, hint, least_s, cmd, json_path, limit_s, env=None, extra=None):
+    """A Python benchmark writing rows into json_path, noted as one line: ok when it exited 0 and
+    its JSON has rows, none failed; its detail names the failed rows, the opara rows that fell back
+    and those whose tokens are not eager's (report.rows_verdict). A run whose every row is an
+    error is FAILED whatever its exit code. extra: words for the line (and a reason to fail: None
+    or a string). Returns the Outcome, or None when skipped."""
+    def verdict(outcome):
+        passed, words = report.rows_verdict(json_path)
+        if extra:
+            more = extra()
+            if more:
+                return False, f"{words}; {more}"
+        return passed, words
 
-    def named(keep):
-        found = [f"{r.get('model')} {r.get('size')} b{r.get('batch')} {r.get('backend')}" for r in rows if keep(r)]
-        return ", ".join(found) or "none"
+    json_path.unlink(missing_ok=True)  # no earlier run's rows read as this one's
+    results = {}
 
-    return (f"{len(rows)} rows; opara ran a graph eagerly in: "
-            f"{named(lambda r: r.get('counters', {}).get('fallbacks', 0) > 0)}; tokens not eager's in: "
-            f"{named(lambda r: r.get('tokens_equal') is False)}")
+    def detail(outcome):
+        results["verdict"] = verdict(outcome)
+        return results["verdict"][1]
+
+    return command_step(g, name, hint, least_s, cmd, json_path.with_suffix(".txt"), limit_s,
+                        env=env or g.env(OPARA_LIBRARY=g.ext), detail=detail,
+                        passed=lambda outcome: outcome.ok and results["verdict"][0], tail=10**6)
 
 
 def serve(g, hint):
@@ -429,10 +512,129 @@ def serve(g, hint):
     if g.dry_run:
         args = ["--model", "branchy", "--device", g.device, "--requests", "20", "--concurrency", "2", "--json",
                 g.out / "serve_load.json"]
+    if package_refused(g, "serving load (graph set)", hint, 90):
+        return
     command_step(g, "serving load (graph set)", hint, 90, [g.python, g.root / "bench/serve_load.py", *args],
                  g.out / "serve_load.txt", LIMITS["serve"], env=g.env(OPARA_LIBRARY=g.ext), tail=10**6)
 
 
 def headline(g, hint):
-    """The headline table (issue 21): the headline models at batch 1, every mode, static demands."""
+    """The headline table (issue 21): the headline models at batch 1, every mode, static demands (a
+    model the paper's table ran already keeps that run: <model>_b1.json)."""
     runs(g, hint, 1, ALL_MODES, "", 0, g.headline_models)
+
+
+def paper(g, hint):
+    """The paper's table: eager, sequential, nimble and opara on its models at batch 1, static
+    demands, on the timing cores (after the compiles)."""
+    runs(g, hint, 1, PAPER_MODES, "", 0, g.paper_models)
+
+
+# ---- what users compare: torch.compile's backends, opara's among them -----------------------------
+class Job:
+    """One benchmark process of the compare step: a script, its arguments, the backends it times."""
+
+    def __init__(self, name, script, args, backends, json_name):
+        self.name, self.script, self.args, self.backends, self.json_name = name, script, args, backends, json_name
+
+
+def compare_jobs(g):
+    """googlenet (bench/torch_compile_bench.py) and the Llama-style decode step, its large size at
+    batch 1 (bench/llm_decode_bench.py); OPARA_GPU_COMPARE_MODELS and OPARA_GPU_COMPARE_LLM_SIZE
+    change them. A dry run (the CPU): branchy and the small llama, 2 iterations, 4 tokens, no
+    reduce-overhead (CUDA graphs)."""
+    backends = [b for b in COMPARE_BACKENDS if not (g.dry_run and b == "inductor-ro")]
+    models = words_env("OPARA_GPU_COMPARE_MODELS", ["branchy"] if g.dry_run else COMPARE_MODELS)
+    quick = ["--iters", "2", "--rounds", "2", "--warmup", "1"] if g.dry_run else []
+    size = g.env().get("OPARA_GPU_COMPARE_LLM_SIZE") or ("small" if g.dry_run else "large")
+    tokens = ["--new-tokens", "4", "--repeats", "1"] if g.dry_run else []
+    jobs = [Job(f"compare {model}", "bench/torch_compile_bench.py", ["--models", model, *quick], backends,
+                f"compare_{model}.json") for model in models]
+    jobs.append(Job(f"compare llama {size} decode", "bench/llm_decode_bench.py",
+                    ["--models", "llama", "--sizes", size, "--batches", "1", *tokens], backends,
+                    f"compare_llama_{size}.json"))
+    return jobs
+
+
+class Warmers:
+    """The compiles of the compare step, made first in background processes (one per job and
+    backend Inductor compiles, niced, off the timing cores) while the GPU tests run: each fills
+    Inductor's on-disk caches (.gpu_work/inductor-cache), so that the timed process loads what they
+    compiled instead of compiling beside its timing. Their first calls are the cold ones (compiled
+    beside other work: an upper bound), kept in warm/*.json."""
+
+    def __init__(self, g, jobs):
+        self.g, self.jobs = g, jobs
+        self.procs = {}  # (job name, backend) -> Popen
+        g.inductor_cache.mkdir(parents=True, exist_ok=True)
+        (g.out / "warm").mkdir(parents=True, exist_ok=True)
+        if g.package_error is not None:
+            return
+        for job in jobs:
+            for backend in job.backends:
+                if backend not in WARMED_BACKENDS:
+                    continue
+                stem = g.out / "warm" / f"{job.json_name.removesuffix('.json')}_{backend}"
+                cmd = [g.python, g.root / job.script, "--device", g.device, *job.args, "--backends", backend,
+                       "--warm-only", "--inductor-cache", "--json", stem.with_suffix(".json")]
+                self.procs[job.name, backend] = g.runner.start(g.background(cmd, nice=10), stem.with_suffix(".log"),
+                                                               env=compile_env(g, threads=4))
+
+    def wait(self, job):
+        """Waits for a job's warmers, each at most LIMITS["warm"] from its start; returns
+        {backend: why it is not timed} for those that failed or overran (a backend that cannot
+        compile in the background would not in the timed process either)."""
+        refused = {}
+        for backend in job.backends:
+            proc = self.procs.pop((job.name, backend), None)
+            if proc is None:
+                continue
+            outcome = self.g.runner.wait(proc, LIMITS["warm"])
+            if outcome.killed:
+                refused[backend] = f"its compile ran past {outcome.seconds:.0f} s (warm/{outcome.log.name})"
+            elif not outcome.ok:
+                refused[backend] = f"its compile failed, exit {outcome.rc} (warm/{outcome.log.name}): {outcome.tail()}"
+        return refused
+
+    def stop(self):
+        """Kills the warmers no job waited for (its step skipped for time): no compile beside the timing after it."""
+        for proc in self.procs.values():
+            self.g.runner.kill(proc)
+        self.procs.clear()
+
+
+def compile_env(g, threads=None):
+    """The benchmarks' environment: the extension in use, Inductor's on-disk caches in one folder
+    (the timed process loads what the warmers compiled), at most `threads` compile workers each."""
+    extra = {"OPARA_LIBRARY": g.ext, "TORCHINDUCTOR_CACHE_DIR": g.inductor_cache}
+    if threads:
+        extra["TORCHINDUCTOR_COMPILE_THREADS"] = threads
+    return g.env(**extra)
+
+
+def compare(g, hint, warmers):
+    """What users compare (issue 42): each job's backends timed in one process on the timing cores,
+    after its compiles were made in the background (Warmers): latency or decode tokens/s, the first
+    call (Inductor's caches warm; the cold one is the warmer's), peak memory, outputs or tokens
+    against eager's, and each opara row's fallbacks. A backend whose background compile failed is
+    not timed (its line says so and reads FAILED); the table is report.compare_table."""
+    r = g.runner
+    for job in warmers.jobs:
+        if package_refused(g, job.name, hint, 60) or not r.in_time(job.name, hint, 60):
+            continue
+        r.running = job.name  # the step a stop would find running
+        refused = warmers.wait(job)
+        r.running = None
+        g.say(f"{job.name}: compiles made after {r.seconds()} s"
+              + "".join(f"; {b} not timed: {why}" for b, why in refused.items()))
+        backends = [b for b in job.backends if b not in refused]
+        json_path = g.out / job.json_name
+        cmd = g.timed([g.python, g.root / job.script, "--device", g.device, *job.args, "--backends",
+                       ",".join(backends), "--inductor-cache", "--json", json_path])
+        not_timed = "; ".join(f"{b} not timed: {why}" for b, why in refused.items())
+        rows_step(g, job.name, hint, 60, cmd, json_path, LIMITS["compare"], env=compile_env(g),
+                  extra=lambda words=not_timed: words or None)
+    warmers.stop()
+    table = report.compare_table(g.out)
+    if table:
+        g.say(table)

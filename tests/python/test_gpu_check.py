@@ -67,20 +67,20 @@ def test_a_step_past_its_limit_is_killed_with_its_group_and_reads_killed_time(tm
     assert status == "killed (time)" and "its limit" in detail
     summary = (tmp_path / "OUT/summary.txt").read_text()
     assert "checks: none failed; killed (time): slow" in summary
-    assert "FAILED" not in summary and "next call" not in summary  # its own limit: a next call would not help
+    assert "FAILED" not in summary and "not reached" not in summary  # its own limit: more time would not help
 
 
-def test_a_step_at_the_calls_deadline_is_killed_and_named_for_the_next_call(tmp_path, quick_kills):
+def test_a_step_at_the_calls_deadline_is_killed_and_named_as_not_reached(tmp_path, quick_kills):
     r = runner.Runner(tmp_path / "out", tmp_path / "OUT", budget_s=100, hard_s=1)
     r.hint_order = ["tests", "headline"]
     outcome = r.run(["sleep", "60"], tmp_path / "out/late.txt", limit_s=300)
     assert outcome.killed and outcome.by_deadline
     r.note_outcome("late", outcome, "late.txt", hint="cold headline")
     assert steps_of(tmp_path / "OUT")["late"][0] == "killed (time)"
-    assert "next call: scripts/gpu_check.sh cold headline" in (tmp_path / "OUT/summary.txt").read_text()
+    assert "not reached: scripts/gpu_check.sh cold headline" in (tmp_path / "OUT/summary.txt").read_text()
 
 
-def test_a_step_that_does_not_fit_is_skipped_and_named_for_the_next_call(tmp_path):
+def test_a_step_that_does_not_fit_is_skipped_and_named_as_not_reached(tmp_path):
     r = runner.Runner(tmp_path / "out", tmp_path / "OUT", budget_s=0, hard_s=100)
     r.hint_order = ["tests", "headline", "compile"]
     assert not r.in_time("torch.compile", "cold compile", 120)
@@ -88,7 +88,7 @@ def test_a_step_that_does_not_fit_is_skipped_and_named_for_the_next_call(tmp_pat
     assert steps_of(tmp_path / "OUT")["torch.compile"][0] == "SKIPPED"
     summary = (tmp_path / "OUT/summary.txt").read_text()
     assert "checks: all passed (2 skipped for time)" in summary
-    assert "next call: scripts/gpu_check.sh cold headline compile" in summary
+    assert "not reached: scripts/gpu_check.sh cold headline compile" in summary
 
 
 def test_the_results_are_in_OUT_after_every_step(tmp_path):
@@ -136,10 +136,39 @@ def test_the_source_hash_is_the_one_the_bash_script_wrote_into_manifests():
 
 # ---- the program itself, in a scratch checkout ----------------------------------------------------
 FAKE_PYTHON = """#!/usr/bin/env bash
-# The probe (-c PROBE DRY TORCH_TXT) and the exporter (-W ignore export_models.py ... --out DIR).
+# The probe (-c PROBE DRY TORCH_TXT), the package's load (-c LOAD_PROBE ROOT/python: FAKE_NO_PACKAGE
+# makes it fail), pytest (-m pytest), the benchmarks (bench/*_bench.py ... --json FILE: each call
+# listed in calls.log; FAKE_ROWS=error writes every row as an error and exits 0) and the exporter
+# (-W ignore export_models.py ... --out DIR).
+calls="$(dirname "$0")/calls.log"
 if [ "$1" = -c ]; then
+  case "$2" in *load_library*)
+    [ -n "$FAKE_NO_PACKAGE" ] && { echo "RuntimeError: opara_build.json does not say which torch"; exit 1; }
+    echo "opara {'opara': '0.1.0'} loaded $OPARA_LIBRARY"; exit 0 ;;
+  esac
   echo "python 3 torch fake"; printf '2.11.0 abc 1\\n%s/torch\\n' "$(dirname "$4")" >"$4"; exit 0
 fi
+if [ "$1" = -m ]; then
+  echo "tests/python/test_inductor_regions_cuda.py::test_on_cuda PASSED [100%]"; echo "1 passed in 1s"; exit 0
+fi
+case "$1" in *_bench.py)
+  script="$(basename "$1")"; json=""; backends=""; warm=""
+  while [ $# -gt 0 ]; do
+    case "$1" in --json) json="$2"; shift ;; --backends) backends="$2"; shift ;; --warm-only) warm=1 ;; esac
+    shift
+  done
+  echo "$script ${warm:+warm }$backends" >>"$calls"
+  rows=""
+  for b in eager ${backends//,/ }; do
+    if [ "$FAKE_ROWS" = error ]; then row='{"model": "m", "backend": "'$b'", "error": "broke"}'
+    else
+      row='{"model": "m", "backend": "'$b'", "first_call_ms": 2000, "median_ms": 1.5, "max_rel_diff": 0.0, '
+      row="$row"'"counters": {"graphs": 1, "compiles": 1, "fallbacks": 0, "regions": 1}, "fell_back": null}'
+    fi
+    rows="$rows${rows:+, }$row"
+  done
+  echo '{"results": ['"$rows"']}' >"$json"; exit 0 ;;
+esac
 while [ $# -gt 0 ]; do
   case "$1" in --models) m="$2"; shift ;; --batch) b="$2"; shift ;; --out) o="$2"; shift ;; esac
   shift
@@ -149,12 +178,17 @@ echo "exported $m"
 """
 FAKE_BENCH = """#!/usr/bin/env bash
 # opara-bench run --model PATH ... --json FILE: a slow model sleeps (its pid in slow.pid), others report.
-json=""; model=""
+# opara-bench profile --model PATH --out FILE: a profile the profiles' table reads.
+command="$1"; json=""; model=""; out=""
 while [ $# -gt 0 ]; do
-  case "$1" in --json) json="$2"; shift ;; --model) model="$2"; shift ;; esac
+  case "$1" in --json) json="$2"; shift ;; --model) model="$2"; shift ;; --out) out="$2"; shift ;; esac
   shift
 done
 case "$model" in *slow*) echo $$ >"$(dirname "$json")/../slow.pid"; exec sleep 60 ;; esac
+if [ "$command" = profile ]; then
+  echo '{"timing": {"eager_run_ms": 1, "profiled_run_ms": 2, "overhead_ms": 1}, "nodes": [],
+         "unattributed_kernels": [], "silent_nodes": []}' >"$out"; exit 0
+fi
 echo '{"modes": [{"mode": "opara", "median_ms": 1.5, "speedup_vs_sequential": 1.2}]}' >"$json"
 """
 
@@ -175,6 +209,7 @@ def scratch(tmp_path):
     (carry / "bin/opara-bench").write_text(FAKE_BENCH)
     (carry / "bin/opara_tests").write_text("#!/bin/sh\n")
     (carry / "lib/libopara_ext.so").write_text("")
+    (carry / "lib/opara_build.json").write_text('{"opara": "0.1.0", "torch": "2.11.0"}\n')
     for path in [*(carry / "bin").iterdir()]:
         path.chmod(0o755)
     (carry / "manifest.env").write_text(
@@ -294,3 +329,142 @@ def test_a_gpu_test_run_in_which_every_test_skipped_checked_nothing_and_reads_fa
     assert got == status, detail
     if word == "SKIPPED":
         assert "0 passed" in detail and "no test passed" in detail and "EveryModeOfEveryModelIsCloseToEager" in detail
+
+
+def cold_default(root, env, **extra):
+    """The cold call's default (no step named), every model one of the fakes', the GPU tests passing."""
+    (root / ".gpu_carry/bin/opara_tests").write_text(FAKE_TESTS)
+    env = dict(env, WORD="OK", OPARA_GPU_MODELS="fast1", OPARA_GPU_PAPER_MODELS="fast1 fast2",
+               OPARA_GPU_COMPARE_MODELS="fast2", **extra)
+    call = subprocess.run([root / "scripts/gpu_check.sh", "cold"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert call.returncode == 0, call.stdout + call.stderr
+    return steps_of(env["OUT"]), call.stdout
+
+
+def test_the_cold_default_runs_the_tests_then_the_compare_then_the_papers_table_then_the_profiles(scratch):
+    root, env = scratch
+    steps, output = cold_default(root, env)
+    assert list(steps) == ["preflight", "python package (import opara, load the extension)", "export the models",
+                           "GPU tests", "pytest (Python GPU tests)", "compare fast2", "compare llama small decode",
+                           "run fast1 b1", "run fast2 b1", "profile fast1"], output
+    assert all(status == "ok" for status, _ in steps.values()), steps
+    assert "no opara row fell back" in steps["compare fast2"][1]
+    # The compiles were made in the background (Inductor's caches) before the timed run of each job.
+    calls = (root.parent / "calls.log").read_text().splitlines()
+    timed = calls.index("torch_compile_bench.py eager,inductor,opara,opara-inductor")  # dry run: no reduce-overhead
+    assert {"torch_compile_bench.py warm inductor", "torch_compile_bench.py warm opara-inductor"} <= set(calls[:timed])
+    assert "llm_decode_bench.py warm inductor" in calls[:calls.index("llm_decode_bench.py eager,inductor,opara,"
+                                                                    "opara-inductor")]
+    summary = (Path(env["OUT"]) / "summary.txt").read_text()
+    assert "compare (first s" in summary and "not reached" not in summary
+    assert (Path(env["OUT"]) / "profiles/fast1_b1.json").exists()
+
+
+def test_a_benchmark_whose_every_row_is_an_error_reads_failed_though_it_exited_0(scratch):
+    root, env = scratch
+    steps, _ = cold_default(root, env, FAKE_ROWS="error")
+    status, detail = steps["compare fast2"]
+    assert status == "FAILED" and "every one FAILED" in detail, detail
+    assert steps["run fast1 b1"][0] == "ok"  # the steps after it still run
+
+
+def test_a_python_package_that_cannot_load_the_extension_fails_every_python_step_loudly(scratch):
+    root, env = scratch
+    steps, _ = cold_default(root, env, FAKE_NO_PACKAGE="1")
+    status, detail = steps["python package (import opara, load the extension)"]
+    assert status == "FAILED" and "opara_build.json" in detail
+    for name in ("pytest (Python GPU tests)", "compare fast2", "compare llama small decode"):
+        status, detail = steps[name]
+        assert status == "FAILED" and "not run: opara's Python package cannot load" in detail, (name, detail)
+    assert not (root.parent / "calls.log").exists(), "a benchmark ran without the package"
+    # The C++ steps do not need it.
+    assert [steps[n][0] for n in ("GPU tests", "run fast1 b1", "profile fast1")] == ["ok"] * 3
+
+
+def test_pytest_counts_read_a_log_stopped_midway():
+    log = textwrap.dedent("""\
+        tests/python/test_a.py::test_one PASSED                                  [ 10%]
+        tests/python/test_a.py::test_two[aten-cuda] FAILED                       [ 20%]
+        tests/python/test_b.py::test_three SKIPPED (no CUDA GPU here)            [ 30%]
+        tests/python/test_b.py::test_four ERROR                                  [ 40%]
+        tests/python/test_b.py::test_five PASSED                                 [ 50%]
+        """)
+    counts = report.pytest_counts(log)
+    assert {k: counts[k] for k in ("passed", "failed", "error", "skipped")} == {"passed": 2, "failed": 1, "error": 1,
+                                                                               "skipped": 1}
+    assert counts["failed_names"] == ["test_a.py::test_two[aten-cuda]", "test_b.py::test_four"]
+
+
+def test_the_compare_table_marks_an_opara_row_that_fell_back(tmp_path):
+    rows = [{"model": "googlenet", "backend": "eager", "first_call_ms": 50, "median_ms": 2.0, "max_rel_diff": 0.0,
+             "speedup_vs_eager": 1.0, "peak_mib": 40.0},
+            {"model": "googlenet", "backend": "opara", "first_call_ms": 900, "median_ms": 1.0, "max_rel_diff": 1e-7,
+             "speedup_vs_eager": 2.0, "counters": {"graphs": 1, "compiles": 1, "fallbacks": 1, "regions": 0},
+             "fell_back": "ran eagerly 1 time(s) (1 graph(s), 1 compile(s))"},
+            {"model": "googlenet", "backend": "opara-inductor", "error": "RuntimeError: broke"}]
+    (tmp_path / "compare_googlenet.json").write_text(json.dumps({"results": rows}))
+    (tmp_path / "warm").mkdir()
+    (tmp_path / "warm/compare_googlenet_inductor.json").write_text(json.dumps(
+        {"results": [{"model": "googlenet", "backend": "inductor", "first_call_ms": 61000}]}))
+    table = report.compare_table(tmp_path).splitlines()
+    assert "FELL BACK: ran eagerly 1 time(s)" in table[3] and "2.00" in table[3]
+    assert "FAILED: RuntimeError: broke" in table[4]
+    passed, words = report.rows_verdict(tmp_path / "compare_googlenet.json")
+    assert not passed and "failed: googlenet opara-inductor (RuntimeError: broke)" in words
+    assert "opara FELL BACK in: googlenet opara (ran eagerly" in words
+
+
+# ---- pack, on the CPU machine -----------------------------------------------------------------------
+def fake_build(tmp_path, source_dir):
+    """A build folder of small real ELF files (strip and readelf must take them), as CMake leaves it."""
+    import torch
+
+    build = tmp_path / "build"
+    (build / "bin").mkdir(parents=True)
+    (build / "lib").mkdir()
+    (build / "CMakeCache.txt").write_text(f"CMAKE_HOME_DIRECTORY:INTERNAL={source_dir}\n"
+                                          f"OPARA_PYTHON:FILEPATH={sys.executable}\nCMAKE_BUILD_TYPE:STRING=Release\n")
+    for name in ("opara-bench", "opara_tests"):
+        shutil.copy(shutil.which("true"), build / "bin" / name)  # built now: after the sources
+    library = Path(torch.__file__).parent / "lib/libshm.so"
+    shutil.copy2(library, build / "lib/libopara.so")
+    shutil.copy2(library, build / "lib/libopara_ext.so")
+    (build / "lib/opara_build.json").write_text(json.dumps({"opara": "0.1.0", "torch": "2.11.0"}) + "\n")
+    return build
+
+
+def checkout(path):
+    (path / ".gpu_deps/wheels").mkdir(parents=True)  # else pack fetches them
+    (path / "requirements.txt").write_text("torch==2.11.0\n")
+    (path / "csrc").mkdir()
+    (path / "csrc/a.cpp").write_text(f"// {path.name}\n")
+    subprocess.run(["git", "init", "-q", path], check=True)
+    subprocess.run(["git", "-C", path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty",
+                    "-m", "init"], check=True)
+    return path
+
+
+@pytest.mark.skipif(not (shutil.which("strip") and shutil.which("readelf")), reason="no binutils (strip, readelf)")
+def test_pack_carries_what_the_python_package_reads_beside_the_extension(tmp_path, monkeypatch):
+    from gpu_check.pack import BUILD_INFO, PackError, pack, read_manifest
+
+    sys.path.insert(0, str(ROOT / "python"))
+    from opara import _library
+
+    root = checkout(tmp_path / "checkout")
+    monkeypatch.setenv("OPARA_BUILD", str(fake_build(tmp_path, root)))
+    monkeypatch.delenv("OPARA_TORCH_VERSION", raising=False)
+    pack(root, build_first=False)
+    ext = root / ".gpu_carry/lib/libopara_ext.so"
+    assert BUILD_INFO == _library._BUILD_INFO_NAME  # the name _library.py looks for
+    assert _library.built_against(str(ext)) == "2.11.0"  # what the package reads before loading the carried library
+    # A build made from another checkout: refused, unless --stale-ok, and then its manifest names
+    # that checkout's sources (the GPU machine compares them with the tree that travelled).
+    other = checkout(tmp_path / "other")
+    with pytest.raises(PackError, match="not from this checkout .*--stale-ok"):
+        pack(other, build_first=False)
+    pack(other, build_first=False, stale_ok=True)
+    manifest = read_manifest(other / ".gpu_carry/manifest.env")
+    assert manifest["SOURCE_DIR"] == str(root) and manifest["SOURCE_HASH"] == source_hash(root) != source_hash(other)
+    assert (other / ".gpu_carry/lib" / BUILD_INFO).is_file()

@@ -1,0 +1,93 @@
+"""kernels="inductor" on a GPU: opara plans the streams, Inductor compiles each region of the plan,
+and opara captures the whole in one CUDA graph (python/opara/_regions.py). The CPU's tests are in
+test_inductor_regions.py; these are the GPU's, in the GPU check's pytest list
+(scripts/gpu_check/context.py): both entry points give eager's outputs within Inductor's tolerance
+over replays with new inputs, run Inductor's regions (not ATen's kernels in their place), and a
+cache row written at a position through the regions matches eager's step by step."""
+
+import pytest
+import torch
+
+import opara
+
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")]
+
+
+class ThreeBranches(torch.nn.Module):
+    """Three convolution branches of one input, joined: streams to plan, regions to fuse."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.b = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.c = torch.nn.Conv2d(8, 16, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.a(x)) * 2
+        z = torch.sigmoid(self.b(x)) + 1
+        w = torch.tanh(self.c(x))
+        return y + z + w, y.sum()
+
+
+class CacheStep(torch.nn.Module):
+    """A decode step's shape: this step's row written into a cache buffer at `position`, the whole
+    cache read after."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(6, 8))
+        self.key, self.value = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+    def forward(self, x, position):
+        self.cache.index_copy_(0, position, torch.relu(self.key(x)))
+        return (self.cache * torch.sigmoid(self.value(x))).sum(0)
+
+
+def close_to(actual, expected):
+    # Inductor reorders float arithmetic: its own tolerance for float32 (TF32 off: no_tf32).
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+
+
+def three_branches():
+    torch.manual_seed(0)
+    return ThreeBranches().eval().cuda(), torch.randn(1, 8, 32, 32, device="cuda")
+
+
+def test_opara_compile_on_cuda_runs_inductors_regions_and_gives_eagers_outputs(library, no_tf32):
+    model, x = three_branches()
+    compiled = opara.compile(model, [x], kernels="inductor", device="cuda")
+    regions = compiled.stats()["regions"]
+    assert regions >= 1, "kernels='inductor' compiled no region: ATen's kernels ran in their place"
+    assert compiled.plan()["kinds"].count("opara::region") == regions
+    with torch.no_grad():
+        for seed in range(3):  # replays of the captured graph, each with new values in the input
+            x = torch.randn(1, 8, 32, 32, device="cuda", generator=torch.Generator("cuda").manual_seed(seed))
+            close_to(compiled(x), model(x))
+
+
+def test_the_backend_on_cuda_with_inductors_kernels_gives_eagers_outputs(library, fresh_dynamo, no_tf32):
+    model, x = three_branches()
+    options = {"kernels": "inductor", "fallback": "error"}  # a graph opara cannot take raises
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="opara", options=options)
+        for _ in range(3):
+            close_to(compiled(x), model(x))
+            x = torch.randn_like(x)
+    assert opara.dynamo_counters["compiles"] == 1 and opara.dynamo_counters["regions"] >= 1
+    assert opara.dynamo_counters["fallbacks"] == 0
+
+
+def test_a_cache_written_at_a_position_on_cuda_matches_eager_step_by_step(library, no_tf32):
+    torch.manual_seed(0)
+    model, reference = CacheStep().eval().cuda(), CacheStep().eval().cuda()
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(1, 8, device="cuda")
+    compiled = opara.compile(model, [x, torch.tensor([0], device="cuda")], kernels="inductor", device="cuda")
+    assert compiled.stats()["regions"] >= 1
+    with torch.no_grad():
+        for step in range(4):
+            x = torch.randn(1, 8, device="cuda")
+            position = torch.tensor([step], device="cuda")
+            close_to([compiled(x, position)], [reference(x, position)])
