@@ -142,9 +142,13 @@ CapturedModel capture_model(CaptureRequest& request, MemoryProtection memory) {
     try {
       std::shared_ptr<CapturePool> pool =
           state.named_pool ? state.named_pool : CapturePool::create(state.device.index());
-      auto model =
-          std::make_unique<CudaModel>(state.graph, placement, overlap, request.costs, request.examples,
-                                      request.read_where_they_are, state.options.plan, attempt, std::move(pool));
+      // In the pool's turn: the warm-ups, captures and the replay that fills the outputs use the
+      // pool's memory and cuBLAS workspaces, which the models already in it use while they run.
+      std::unique_ptr<CudaModel> model;
+      pool->run_in_turn([&] {
+        model = std::make_unique<CudaModel>(state.graph, placement, overlap, request.costs, request.examples,
+                                            request.read_where_they_are, state.options.plan, attempt, pool);
+      });
       return {std::move(model), std::move(placement)};
     } catch (const CaptureError& error) {
       if (attempt.on_uncapturable == CudaOptions::OnUncapturable::kError || request.uncapturable[error.node()]) throw;

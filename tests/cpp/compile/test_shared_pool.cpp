@@ -8,7 +8,9 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/cuda.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "model_files.h"
@@ -89,6 +91,34 @@ TEST(SharedPool, ModelsSharingAPoolTakeTurnsAcrossStreams) {
   for (std::size_t round = 0; round < outputs1.size(); ++round) {
     EXPECT_TRUE(at::allclose(outputs1[round].cpu(), expected1, 1e-2, 1e-2)) << "first model, round " << round;
     EXPECT_TRUE(at::allclose(outputs2[round].cpu(), expected2, 1e-2, 1e-2)) << "second model, round " << round;
+  }
+}
+
+// A model compiled into a pool another model runs from: its warm-ups, captures and first replay
+// wait for the other's runs (and those wait for them), so the running model's outputs stay its own.
+TEST(SharedPool, ACompileIntoAPoolTakesTurnsWithTheModelsRunningFromIt) {
+  OPARA_REQUIRE_GPU();
+  const std::string path = testing::saved_module("BigIntermediates", kBigIntermediates);
+  const auto on = at::TensorOptions().device(c10::kCUDA, 0);
+  const at::Tensor w = at::randn({2048, 2048}, on) / 45;
+  const at::Tensor x = at::randn({2048, 2048}, on);
+  Options options;
+  options.device = c10::Device(c10::kCUDA, 0);
+  options.cuda.memory_pool = at::cuda::graph_pool_handle();
+  const CompiledModel serving = compile(path, {x, w}, options);
+  const at::Tensor expected = torchscript_forward(path, {x.cpu(), w.cpu()}).at(0);
+  std::atomic<bool> compiled{false};
+  std::vector<at::Tensor> outputs;
+  std::thread caller([&] {
+    const c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromPool(false, 0));
+    while (!compiled.load() || outputs.size() < 20) outputs.push_back(serving.run({x, w}).at(0));
+    c10::cuda::getCurrentCUDAStream().synchronize();
+  });
+  const CompiledModel second = compile(path, {x * 3, w}, options);
+  compiled.store(true);
+  caller.join();
+  for (std::size_t call = 0; call < outputs.size(); ++call) {
+    EXPECT_TRUE(at::allclose(outputs[call].cpu(), expected, 1e-2, 1e-2)) << "call " << call;
   }
 }
 
