@@ -48,10 +48,11 @@ class Attribution:
     def __init__(self):
         self.counters = collections.defaultdict(collections.Counter)
         self.warnings = collections.defaultdict(dict)  # name -> {message: None}, in order, each once
+        self.compiles = collections.defaultdict(list)  # name -> opara.describe_compile of each compile
 
     @contextlib.contextmanager
     def to(self, name):
-        from opara import dynamo_counters
+        from opara import describe_compile, dynamo_compiles, dynamo_counters
 
         before = collections.Counter(dynamo_counters)
         with warnings.catch_warnings(record=True) as caught:
@@ -59,7 +60,10 @@ class Attribution:
             try:
                 yield
             finally:
-                self.counters[name].update(collections.Counter(dynamo_counters) - before)
+                moved = collections.Counter(dynamo_counters) - before
+                self.counters[name].update(moved)
+                made = list(dynamo_compiles)[-moved["compiles"]:] if moved["compiles"] else []
+                self.compiles[name] += [describe_compile(entry) for entry in made]
                 for w in caught:
                     if "opara" in str(w.message):
                         self.warnings[name][str(w.message)] = None
@@ -68,4 +72,4 @@ class Attribution:
         """The counters of `name` (every one of COUNTERS, zero if it never moved) and its fallback note."""
         counters = {key: int(self.counters[name].get(key, 0)) for key in COUNTERS}
         return {"counters": counters, "fell_back": fallback_note(name, counters),
-                "warnings": list(self.warnings[name])}
+                "warnings": list(self.warnings[name]), "compiles": self.compiles[name]}

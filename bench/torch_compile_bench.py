@@ -87,7 +87,7 @@ def max_relative_difference(outputs, reference):
     return worst
 
 
-def measure_model(model, inputs, device, backends, args):
+def measure_model(label, model, inputs, device, backends, args):
     """Compiles each backend (its first call timed), then times them in interleaved rounds, so that a
     machine that changes speed during the run (a shared virtual machine does) slows every backend
     alike; each ratio to eager is the median over rounds of the ratio within a round. opara's
@@ -104,6 +104,8 @@ def measure_model(model, inputs, device, backends, args):
         if cuda:
             before = torch.cuda.memory_allocated(device)
             torch.cuda.reset_peak_memory_stats(device)
+        if name != "eager":  # Inductor takes a minute or more on a small CPU: say what is going on
+            print(f"  {label}: compiling {name} (its first call)...", file=sys.stderr, flush=True)
         try:
             with attribution.to(name):
                 runner = compile_backend(name, model)
@@ -195,7 +197,7 @@ def main():
         model, specs, _ = export_models.BUILDERS[name](1)
         model = model.eval().to(device)
         inputs = [t.to(device) for t in export_models.make_inputs(specs, export_models.SEED)]
-        measured = measure_model(model, inputs, device, ["eager"] + [b for b in backends if b != "eager"], args)
+        measured = measure_model(name, model, inputs, device, ["eager"] + [b for b in backends if b != "eager"], args)
         for result in measured:
             if result["backend"] not in backends:
                 continue
@@ -204,6 +206,8 @@ def main():
                 result["warm_only"] = True
             results.append(result)
             print(row_line(result), flush=True)
+            for compiled in result.get("compiles", []):  # what opara's row ran, and where
+                print(f"{'':<14}  {compiled}", flush=True)
         write_json(args, device, results)  # after every model: a run killed midway keeps its models
     # A failed row is a failed run, so that a check reading the exit code sees it.
     return 1 if any("error" in r for r in results) else 0

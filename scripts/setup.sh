@@ -63,4 +63,12 @@ if [ "${OPARA_SERVE:-1}" != 0 ] && [ "$(cat "$serve_stamp" 2>/dev/null)" != "$se
   "$OPARA_PYTHON" -m pip install -q -c "$OPARA_REQUIREMENTS" -r "$OPARA_ROOT/requirements-serve.txt"
   echo "$serve_want" >"$serve_stamp"
 fi
+# opara importable in the venv from this checkout, as an editable install is: a .pth file naming
+# python/, so `import opara` loads this tree's package, which loads this checkout's build (build/ or
+# build-torch<release>/): a rebuild is what Python loads. A package installed with pip comes first.
+site="$("$OPARA_PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+if [ "$(cat "$site/opara-checkout.pth" 2>/dev/null)" != "$OPARA_ROOT/python" ]; then
+  echo "$OPARA_ROOT/python" >"$site/opara-checkout.pth"
+  say "opara importable in $OPARA_VENV from $OPARA_ROOT/python"
+fi
 say "torch $("$OPARA_PYTHON" -c 'import torch; print(torch.__version__)')"

@@ -12,16 +12,19 @@ A graph set: one compiled graph per batch size, for calls of any number of rows 
 Through Dynamo (graph breaks, guards, one compiled graph per shape):
 
     compiled = torch.compile(model, backend="opara", options={"streams": "opara"})
+    print(opara.describe_compile(opara.dynamo_compiles[-1]))   # what the last compile runs, and where
 """
 
 from ._compile import CompiledModel, GraphSet, compile, compile_graph_set, plan
 from ._dynamo import OparaBackendError, opara_backend
+from ._dynamo import compiles as dynamo_compiles
 from ._dynamo import counters as dynamo_counters
+from ._dynamo import describe as describe_compile
 from ._dynamo import register as _register_backend
 from ._library import library_path, load_library, version
 
 __all__ = ["CompiledModel", "GraphSet", "compile", "compile_graph_set", "plan", "library_path", "load_library",
-           "version", "opara_backend", "OparaBackendError", "dynamo_counters"]
+           "version", "opara_backend", "OparaBackendError", "dynamo_counters", "dynamo_compiles", "describe_compile"]
 __version__ = "0.1.0"
 
 _register_backend()

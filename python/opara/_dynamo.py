@@ -22,6 +22,7 @@ held gets the graph compiled again); compiling never advances it.
 from __future__ import annotations
 
 import collections
+import json
 import types
 import warnings
 from typing import Any, Callable
@@ -37,6 +38,12 @@ from ._library import load_library
 # handed over, opara compiles (one per graph and shape), graphs that run eagerly instead, and
 # (kernels="inductor") the regions Inductor compiled.
 counters: collections.Counter[str] = collections.Counter()
+
+# What each of the backend's recent compiles made, newest last (opara.dynamo_compiles): the graph,
+# the kernels it runs (Inductor's regions or ATen's nodes), the device, its plan's nodes and streams,
+# the streams and threads a call uses, and its compile time. Bounded: a server compiling many
+# shapes keeps the last 64.
+compiles: collections.deque[dict[str, Any]] = collections.deque(maxlen=64)
 
 # The values of "fallback", the one key the backend reads itself (every other is an opara.compile
 # option): what a graph opara cannot take does.
@@ -160,6 +167,25 @@ class _Compiled:
         return same(self.weights) and (same(self.state) or self.handle.adopt_state(tensors))
 
 
+def _described(name: str, handle: Any, kernels: str, regions: int) -> dict[str, Any]:
+    """One compile as opara.dynamo_compiles lists it."""
+    stats, plan = handle.stats(), json.loads(handle.plan())
+    return {"graph": name, "device": handle.device(), "kernels": kernels, "regions": regions,
+            "nodes": plan["nodes"], "plan_streams": plan["streams"], "streams": int(stats["streams"]),
+            "threads": int(stats["intra_op_threads"]), "host_nodes": int(stats["host_nodes"]),
+            "segments": int(stats["segments"]), "compile_ms": stats["compile_ms"]}
+
+
+def describe(entry: dict[str, Any]) -> str:
+    """One line for an entry of opara.dynamo_compiles: what ran where."""
+    kernels = (f"{entry['regions']} Inductor region(s)" if entry["kernels"] == "inductor"
+               else "ATen's kernels, one per node")
+    on = (f"{entry['streams']} of {entry['plan_streams']} planned stream(s), {entry['threads']} thread(s) each"
+          if entry["device"].startswith("cpu")
+          else f"{entry['streams']} stream(s) in {entry['segments']} segment(s), {entry['host_nodes']} host node(s)")
+    return f"{entry['graph']}: {entry['nodes']} node(s) ({kernels}) on {entry['device']}: {on}"
+
+
 class _EagerGraph:
     """A graph opara could not take: Dynamo's own graph module, run as it is."""
 
@@ -255,6 +281,7 @@ class OparaGraph:
         compiled = _Compiled(handle, specialized, tensors, static_positions, regions)
         counters["compiles"] += 1
         counters["regions"] += len(regions or ())
+        compiles.append(_described(self.name, handle, kernels, len(regions or ())))
         return compiled
 
     def __call__(self, *args: Any) -> Any:

@@ -28,7 +28,7 @@ def model_and_input():
 def measured(grad):
     model, x = model_and_input()
     with torch.set_grad_enabled(grad):
-        rows = torch_compile_bench.measure_model(model, [x], torch.device("cpu"), ["eager", "opara"], ARGS)
+        rows = torch_compile_bench.measure_model("tiny", model, [x], torch.device("cpu"), ["eager", "opara"], ARGS)
     return {row["backend"]: row for row in rows}
 
 
@@ -47,6 +47,8 @@ def test_an_opara_row_that_ran_its_compiled_graph_is_not_marked(fresh_dynamo):
     row = rows["opara"]
     assert row["counters"] == {"graphs": 1, "compiles": 1, "fallbacks": 0, "regions": 0}, row
     assert row["fell_back"] is None and "median_ms" in row
+    # What the row ran, and where: one compile of ATen's nodes on the CPU (opara.describe_compile).
+    assert len(row["compiles"]) == 1 and "ATen's kernels" in row["compiles"][0] and "on cpu" in row["compiles"][0]
     row["model"] = "tiny"
     assert "FELL BACK" not in torch_compile_bench.row_line(row)
     assert "counters" not in rows["eager"]  # eager has no counters to report
@@ -58,9 +60,10 @@ def test_each_backends_fallbacks_are_its_own(fresh_dynamo):
     rows = {}
     with torch.no_grad():
         rows.update({r["backend"]: r for r in torch_compile_bench.measure_model(
-            model, [x], torch.device("cpu"), ["eager", "opara", "opara-inductor"], ARGS)})
+            "tiny", model, [x], torch.device("cpu"), ["eager", "opara", "opara-inductor"], ARGS)})
     assert rows["opara"]["fell_back"] is None, rows["opara"]
     assert rows["opara-inductor"]["counters"]["regions"] >= 1 and rows["opara-inductor"]["fell_back"] is None
+    assert ["Inductor region" in line for line in rows["opara-inductor"]["compiles"]] == [True]
 
 
 @pytest.mark.parametrize("backend, counters, words", [

@@ -111,6 +111,26 @@ def test_a_python_loop_is_one_graph():
     assert dynamo_graphs() == 1 and opara.dynamo_counters["compiles"] == 1
 
 
+@pytest.mark.parametrize("kernels", ["aten", "inductor"])
+def test_each_compile_says_what_it_runs_and_where(kernels):
+    """opara.dynamo_compiles: the backend's last compiles, each described in one line."""
+    torch.manual_seed(0)
+    model = Loop().eval()
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="opara", options={**cpu_options(), "kernels": kernels})
+        compiled(torch.randn(2, 8))
+    entry = opara.dynamo_compiles[-1]
+    assert entry["graph"].startswith("torch.compile graph") and entry["device"] == "cpu"
+    assert entry["kernels"] == kernels and entry["streams"] >= 1 and entry["threads"] >= 1
+    if kernels == "aten":
+        assert entry["regions"] == 0 and entry["nodes"] > 1, entry
+        assert "ATen's kernels" in opara.describe_compile(entry)
+    else:
+        assert entry["regions"] >= 1 and opara.dynamo_counters["regions"] >= entry["regions"], entry
+        assert f"{entry['regions']} Inductor region(s)" in opara.describe_compile(entry)
+    assert opara.describe_compile(entry).startswith(entry["graph"] + ":")
+
+
 def test_each_batch_size_is_compiled_once_and_right():
     torch.manual_seed(0)
     model = Branches().eval()

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -351,6 +352,23 @@ def test_the_plan_op_plans_without_compiling(library):
     assert with_inputs["streams"] == 1 and with_inputs["events"] == 0
     with pytest.raises(RuntimeError, match="option order: unknown launch order 'fastest'"):
         opara.plan(path, order="fastest")
+
+
+def test_the_quick_start_leaves_opara_importable_from_the_checkout(tmp_path):
+    """scripts/setup.sh names this checkout's python/ in the venv (a .pth file): `import opara`
+    works anywhere in that Python, and loads this tree's package and build."""
+    checkout = Path(__file__).resolve().parents[2]
+    site = Path(sysconfig.get_paths()["purelib"])
+    if not Path(sys.prefix).resolve().is_relative_to(Path.home() / ".cache" / "opara"):
+        pytest.skip(f"{sys.prefix} is not a venv scripts/setup.sh made")
+    pth = site / "opara-checkout.pth"
+    assert pth.exists() and pth.read_text().strip() == str(checkout / "python"), (
+        f"{pth} does not name this checkout's python/: run scripts/setup.sh from {checkout}")
+    environment = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OPARA_BUILD", "OPARA_LIBRARY")}
+    found = subprocess.run([sys.executable, "-c", "import opara; print(opara.__file__); print(opara.library_path())"],
+                           cwd=tmp_path, env=environment, capture_output=True, text=True, check=True).stdout.split()
+    assert Path(found[0]) == checkout / "python" / "opara" / "__init__.py"
+    assert Path(found[1]).is_relative_to(checkout), "the extension is another checkout's"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible here")
