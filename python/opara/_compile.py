@@ -341,6 +341,9 @@ def _archive_with_regions(model: Any, name: str, inputs: list[torch.Tensor], tex
     ATen's kernels. `name` stands for the model in messages."""
     try:
         if is_path:
+            # Asked first: torch.export.load logs a long traceback for a TorchScript file.
+            if torch.ops.opara.model_format(str(model)) != "torch.export":
+                raise ValueError("a TorchScript file")
             exported = torch.export.load(str(model))
         elif isinstance(model, torch.jit.ScriptModule):
             raise ValueError("a TorchScript module")

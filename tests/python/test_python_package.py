@@ -354,6 +354,18 @@ def test_the_plan_op_plans_without_compiling(library):
         opara.plan(path, order="fastest")
 
 
+def test_a_torchscript_file_compiles_without_torchs_deserialisation_traceback(library, capfd):
+    """kernels="auto" on the CPU tries Inductor's kernels, which need a torch.export program: the
+    file's format is asked first, so a good .pt prints nothing of torch.export.load's."""
+    path = model_file("branchy", "pt")
+    x = torch.randn(1, 3, 32, 32)
+    capfd.readouterr()
+    compiled = opara.compile(path, [x], cpu_tuning_ms=0)
+    printed = capfd.readouterr()
+    assert "Traceback" not in printed.err and "Unable to load package" not in printed.err, printed.err
+    assert compiled(x).shape == (1, 10)
+
+
 def test_the_quick_start_leaves_opara_importable_from_the_checkout(tmp_path):
     """scripts/setup.sh names this checkout's python/ in the venv (a .pth file): `import opara`
     works anywhere in that Python, and loads this tree's package and build."""
