@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -220,6 +221,20 @@ def _is_path(model: Any, caller: str) -> bool:
     return False
 
 
+def _one_lowering_at_a_time(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Runs `function` under Dynamo's compile lock, which the backend already holds under
+    torch.compile (reentrant): torch.export and Inductor keep process-wide state (the dispatch mode
+    stack, the patches of _regions._patched), and two threads exporting at once fail."""
+    @functools.wraps(function)
+    def serialised(*args: Any, **kwargs: Any) -> Any:
+        from torch._dynamo.convert_frame import compile_lock
+
+        with compile_lock:
+            return function(*args, **kwargs)
+
+    return serialised
+
+
 # With batch_sizes a GraphSet (the alias of compile_graph_set), else a CompiledModel.
 @overload
 def compile(model: torch.nn.Module | str | os.PathLike, example_inputs: torch.Tensor | Sequence[torch.Tensor], *,
@@ -232,6 +247,7 @@ def compile(model: torch.nn.Module | str | os.PathLike, example_inputs: torch.Te
             **options: Any) -> CompiledModel: ...
 
 
+@_one_lowering_at_a_time
 def compile(
     model: torch.nn.Module | str | os.PathLike,
     example_inputs: torch.Tensor | Sequence[torch.Tensor],
@@ -401,6 +417,7 @@ class GraphSet(_Runs):
         return f"opara.GraphSet({self.source!r}, batch_sizes={self.batch_sizes}, exported_with={self.exported_with!r})"
 
 
+@_one_lowering_at_a_time
 def compile_graph_set(
     model: torch.nn.Module | str | os.PathLike,
     example_inputs: torch.Tensor | Sequence[torch.Tensor],

@@ -23,6 +23,7 @@ import contextlib
 import itertools
 import json
 import operator
+import threading
 import warnings
 from typing import Any, Callable, Sequence
 
@@ -336,25 +337,41 @@ class _CompiledRegion:
 
 
 @contextlib.contextmanager
+def _patched(owner: Any, name: str, make: Callable[[Callable[..., Any], int], Callable[..., Any]]) -> Any:
+    """`owner.name` replaced by make(original, this thread) while this is open. The patch is
+    process-wide: under Dynamo's compile lock (which the backend already holds under torch.compile),
+    so that two threads compiling regions never patch over each other and leave a stale one."""
+    from torch._dynamo.convert_frame import compile_lock
+
+    with compile_lock:
+        original = getattr(owner, name)
+        setattr(owner, name, make(original, threading.get_ident()))
+        try:
+            yield
+        finally:
+            setattr(owner, name, original)
+
+
+@contextlib.contextmanager
 def _entry_inputs_recorded() -> Any:
-    """What the C++ wrapper hands its entry while this is open: its inputs, then its constants
-    (Inductor's generated Python passes both to torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors)."""
-    aoti = torch._C._aoti
-    original = getattr(aoti, "unsafe_alloc_void_ptrs_from_tensors", None)
+    """What the C++ wrapper hands its entry in this thread while this is open: its inputs, then its
+    constants (Inductor's generated Python passes both to
+    torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors). Another thread's calls meanwhile (a region
+    running) are not recorded."""
     recorded: list[list[torch.Tensor]] = []
-    if original is None:
+    if getattr(torch._C._aoti, "unsafe_alloc_void_ptrs_from_tensors", None) is None:
         yield recorded
         return
 
-    def record(tensors: list[torch.Tensor]) -> Any:
-        recorded.append(list(tensors))
-        return original(tensors)
+    def make(original: Callable[..., Any], thread: int) -> Callable[..., Any]:
+        def record(tensors: list[torch.Tensor]) -> Any:
+            if threading.get_ident() == thread:
+                recorded.append(list(tensors))
+            return original(tensors)
+        return record
 
-    aoti.unsafe_alloc_void_ptrs_from_tensors = record
-    try:
+    with _patched(torch._C._aoti, "unsafe_alloc_void_ptrs_from_tensors", make):
         yield recorded
-    finally:
-        aoti.unsafe_alloc_void_ptrs_from_tensors = original
 
 
 def _native_entry(modules: list[Any], entry_inputs: list[list[torch.Tensor]],
@@ -375,22 +392,20 @@ def _native_entry(modules: list[Any], entry_inputs: list[list[torch.Tensor]],
 
 @contextlib.contextmanager
 def _modules_loaded(into: list[Any]) -> Any:
-    """The wrapper modules Inductor loads while this is open (a fresh compile's and a cache hit's
-    both go through PyCodeCache.load_by_key_path)."""
+    """The wrapper modules Inductor loads in this thread while this is open (a fresh compile's and
+    a cache hit's both go through PyCodeCache.load_by_key_path)."""
     from torch._inductor.codecache import PyCodeCache
 
-    original = PyCodeCache.load_by_key_path
+    def make(original: Callable[..., Any], thread: int) -> Callable[..., Any]:
+        def load(*args: Any, **kwargs: Any) -> Any:
+            module = original(*args, **kwargs)
+            if threading.get_ident() == thread:
+                into.append(module)
+            return module
+        return load
 
-    def load(*args: Any, **kwargs: Any) -> Any:
-        module = original(*args, **kwargs)
-        into.append(module)
-        return module
-
-    PyCodeCache.load_by_key_path = load
-    try:
+    with _patched(PyCodeCache, "load_by_key_path", make):
         yield into
-    finally:
-        PyCodeCache.load_by_key_path = original
 
 
 def _example(value: Any) -> Any:

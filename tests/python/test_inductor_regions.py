@@ -4,6 +4,7 @@ regions as opara nodes, count them, and refuse or fall back clearly where they c
 Small models only: each region is an Inductor compile (seconds each on two cores)."""
 
 import gc
+import threading
 
 import pytest
 import torch
@@ -124,6 +125,56 @@ def test_a_region_whose_entry_is_not_found_keeps_the_python_call(library, model_
     assert kinds.count("opara::region") == compiled.stats()["regions"] > 1 and "opara::native_region" not in kinds
     with torch.no_grad():
         close_to(compiled(x), model(x))
+
+
+def test_two_threads_compiling_regions_each_run_their_own_native_entries(library, model_and_input):
+    """Finding a region's C++ entry patches two of Inductor's privates for the process: under
+    Dynamo's compile lock, and recording only the compiling thread's calls, so two threads compiling
+    at once each find their own entries and leave the originals in place."""
+    from torch._inductor.codecache import PyCodeCache
+
+    originals = (torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors, PyCodeCache.load_by_key_path)
+    model, x = model_and_input
+    results, errors = {}, []
+    # torch 2.11's export crashes once the first thread that exported has ended (fixed in 2.15):
+    # this thread exports first, and both threads stay until both are done.
+    torch.export.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),), strict=False)
+    both_done = threading.Barrier(2)
+
+    def compile_one(name, scale):
+        try:
+            results[name] = (opara.compile(model, [x * scale], kernels="inductor", region_min_share=0.1, device="cpu",
+                                           cpu_tuning_ms=0), x * scale)
+        except Exception as error:  # reported below, with the thread's name
+            errors.append(f"{name}: {error}")
+        both_done.wait()
+
+    threads = [threading.Thread(target=compile_one, args=(name, scale)) for name, scale in (("one", 1.0), ("two", 2.0))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for compiled, example in results.values():
+        kinds = compiled.plan()["kinds"]
+        assert kinds.count("opara::native_region") == compiled.stats()["regions"] > 1, kinds
+        with torch.no_grad():
+            close_to(compiled(example), model(example))
+    assert (torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors, PyCodeCache.load_by_key_path) == originals
+
+
+def test_another_threads_entry_calls_are_not_recorded(library):
+    from opara._regions import _entry_inputs_recorded
+
+    original = torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors
+    mine, theirs = torch.ones(2), torch.ones(3)
+    with _entry_inputs_recorded() as recorded:
+        other = threading.Thread(target=lambda: torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors([theirs]))
+        other.start()
+        other.join()
+        torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors([mine])
+    assert [[t.data_ptr() for t in call] for call in recorded] == [[mine.data_ptr()]]
+    assert torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors is original
 
 
 def test_bad_native_region_registrations_are_named(library, tmp_path):
