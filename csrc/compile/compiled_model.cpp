@@ -42,7 +42,7 @@ struct CompiledModel::State {
   std::vector<bool> host;
   std::vector<bool> written;       // by input: the model writes it in place
   std::vector<int> static_inputs;  // read (and written) where they are: Options' and, with state_in_place, the written
-  std::vector<at::Tensor> state;   // the state buffers' live values (Graph::state()), inputs after the caller's
+  std::vector<at::Tensor> state_buffers;  // the live values of Graph::state(), inputs after the caller's
   CompiledStats stats;
   Plan plan;
   std::unique_ptr<CpuParallelExecutor> cpu;
@@ -377,7 +377,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   state->written = inputs_written_in_place(graph);
   const std::vector<bool>& written = state->written;
   state->static_inputs = read_in_place(options, written, graph.caller_input_count(), state->device);
-  state->state = initial_state(graph, state->device);
+  state->state_buffers = initial_state(graph, state->device);
   std::vector<at::Tensor> examples;
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
     // Not copied: every compile-time run gets copies of what the model writes (examples_for_a_run).
@@ -402,7 +402,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
   }
   state->signature.emplace(graph, signature, state->static_inputs);
   // The state buffers are inputs the model feeds itself, read and written where they live.
-  examples.insert(examples.end(), state->state.begin(), state->state.end());
+  examples.insert(examples.end(), state->state_buffers.begin(), state->state_buffers.end());
   const ExamplesForARun examples_for_a_run = [&] { return written_copied(examples, written); };
   StateLeftAsFound state_left_as_found(examples, *state);
 
@@ -436,10 +436,10 @@ std::vector<at::Tensor> CompiledModel::run(const std::vector<at::Tensor>& inputs
     adopt_written_statics(state, inputs);
     state.signature->check(inputs);
     std::vector<at::Tensor> with_state = inputs;
-    with_state.insert(with_state.end(), state.state.begin(), state.state.end());
+    with_state.insert(with_state.end(), state.state_buffers.begin(), state.state_buffers.end());
     if (state.cpu) {
       outputs = run_on_the_cpu(state, with_state);
-      if (state.options.outputs == Options::Outputs::kClone) clone_state_views(outputs, state.state);
+      if (state.options.outputs == Options::Outputs::kClone) clone_state_views(outputs, state.state_buffers);
     } else {
       outputs = state.cuda->run(with_state, state.options.outputs == Options::Outputs::kClone);
       state.stats.eager_fallbacks = state.cuda->eager_fallbacks();
@@ -473,8 +473,8 @@ bool CompiledModel::adopt_state(const std::vector<at::Tensor>& inputs) const {
 
 std::vector<std::pair<std::string, at::Tensor>> CompiledModel::state() const {
   std::vector<std::pair<std::string, at::Tensor>> named;
-  for (std::size_t i = 0; i < state_->state.size(); ++i) {
-    named.emplace_back(state_->graph.state()[i].name, state_->state[i]);
+  for (std::size_t i = 0; i < state_->state_buffers.size(); ++i) {
+    named.emplace_back(state_->graph.state()[i].name, state_->state_buffers[i]);
   }
   return named;
 }

@@ -41,9 +41,9 @@ struct CaptureStats {
 // Captures a Plan into one CUDA graph over many streams, then replays it with one launch.
 // Capture begins on a stream of its own; the Plan's streams are side streams forked from it and
 // joined back; the Plan's events become graph dependencies. The graph reads `static_inputs` and
-// writes `static_outputs()`: copy new inputs into the former before replay() (CompiledModel does).
+// writes `static_outputs()`: copy new inputs into the former before replay() (CudaModel does).
 // A 0-dim CPU tensor among the static inputs is a scalar argument: it is read while capturing and
-// its value baked into the graph, so a new value copied into it has no effect on replay (CompiledModel
+// its value baked into the graph, so a new value copied into it has no effect on replay (CudaModel
 // checks that it still holds the captured value and runs eagerly otherwise); any other CPU input
 // is refused. Throws opara::Error naming the node when an operation cannot be captured.
 class CudaGraphExecutor {
