@@ -32,7 +32,7 @@ std::vector<NodeCost> segment_costs(const Segment& segment, const std::vector<No
 
 CudaModel::CudaModel(const Graph& graph, const std::vector<Placement>& placement, bool overlap,
                      const std::vector<NodeCost>& costs, const std::vector<at::Tensor>& example_inputs,
-                     const std::vector<int>& static_inputs, const PlanOptions& plan_options, const CudaOptions& options,
+                     const std::vector<int>& read_in_place, const PlanOptions& plan_options, const CudaOptions& options,
                      std::shared_ptr<CapturePool> pool)
     : graph_(graph), device_(c10::kCUDA, pool->device()), pool_(std::move(pool)) {
   c10::cuda::CUDAGuard device_guard(device_);
@@ -50,7 +50,7 @@ CudaModel::CudaModel(const Graph& graph, const std::vector<Placement>& placement
     step_lease_ = std::make_unique<StreamLease>(device_.index(), 1);
     step_stream = (*step_lease_)[0];
   }
-  bind_inputs(example_inputs, static_inputs);
+  bind_inputs(example_inputs, read_in_place);
   whole_plan_.stream_policy = plan_options.streams;
   whole_plan_.order_policy = plan_options.order;
   whole_plan_.max_streams = plan_options.max_streams;
@@ -69,7 +69,7 @@ CudaModel::CudaModel(const Graph& graph, const std::vector<Placement>& placement
   }
   captured_scalars_.resize(example_inputs.size());
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
-    if (static_inputs_[i].is_cpu() && read_by_a_graph_[graph.inputs()[i]])
+    if (input_buffers_[i].is_cpu() && read_by_a_graph_[graph.inputs()[i]])
       captured_scalars_[i] = example_inputs[i].clone();
   }
   // The current stream and the step stream, not the device: see CudaGraphExecutor's warm-up.
@@ -77,16 +77,16 @@ CudaModel::CudaModel(const Graph& graph, const std::vector<Placement>& placement
   if (step_stream) step_stream->synchronize();
 }
 
-void CudaModel::bind_inputs(const std::vector<at::Tensor>& example_inputs, const std::vector<int>& static_inputs) {
+void CudaModel::bind_inputs(const std::vector<at::Tensor>& example_inputs, const std::vector<int>& read_in_place) {
   slots_.resize(graph_.values().size());
   written_inputs_ = inputs_written_in_place(graph_);
   read_in_place_.assign(example_inputs.size(), false);
-  for (int index : static_inputs) read_in_place_.at(index) = true;
+  for (int index : read_in_place) read_in_place_.at(index) = true;
   for (std::size_t i = 0; i < example_inputs.size(); ++i) {
     // A static input is read where it is: its buffer is the caller's tensor (run() checks it is
     // given again), every other input a buffer of the model's own, refilled each run.
-    static_inputs_.push_back(read_in_place_[i] ? example_inputs[i] : own_copy(example_inputs[i]));
-    slots_[graph_.inputs()[i]] = static_inputs_.back();
+    input_buffers_.push_back(read_in_place_[i] ? example_inputs[i] : own_copy(example_inputs[i]));
+    slots_[graph_.inputs()[i]] = input_buffers_.back();
   }
 }
 
@@ -139,7 +139,7 @@ void CudaModel::add_to_whole_plan(const Segment& segment, const Plan& local) {
 
 std::optional<std::size_t> CudaModel::changed_scalar() const {
   for (std::size_t i = 0; i < captured_scalars_.size(); ++i) {
-    if (captured_scalars_[i].defined() && !at::equal(static_inputs_[i], captured_scalars_[i])) return i;
+    if (captured_scalars_[i].defined() && !at::equal(input_buffers_[i], captured_scalars_[i])) return i;
   }
   return std::nullopt;
 }
@@ -158,7 +158,7 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
   if (last_run_) last_run_->block(stream);  // the previous run, perhaps on another stream, is done with the buffers
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (!read_in_place_[i]) static_inputs_[i].copy_(inputs[i], /*non_blocking=*/true);
+    if (!read_in_place_[i]) input_buffers_[i].copy_(inputs[i], /*non_blocking=*/true);
   }
 
   std::vector<c10::IValue> outputs;
@@ -193,7 +193,7 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     // As eager PyTorch does: the caller's tensor takes the model's in-place writes (state read in
     // place took them where it lives).
-    if (written_inputs_[i] && !read_in_place_[i]) inputs[i].copy_(static_inputs_[i], /*non_blocking=*/true);
+    if (written_inputs_[i] && !read_in_place_[i]) inputs[i].copy_(input_buffers_[i], /*non_blocking=*/true);
   }
   std::vector<at::Tensor> tensors = flatten_tensors(outputs);
   if (clone_outputs) {

@@ -36,11 +36,13 @@ namespace opara {
 // eagerly, node by node, with the same results.
 class CudaModel {
  public:
-  // Every graph captures into `pool` (on its device) on its streams. Throws CaptureError for a node
-  // that fails capture: the caller makes it a host node and compiles again.
+  // Every graph captures into `pool` (on its device) on its streams. `read_in_place`: the indices
+  // of the inputs read (and written) where the caller's tensors are (Options::static_inputs, the
+  // state buffers, state_in_place caches). Throws CaptureError for a node that fails capture: the
+  // caller makes it a host node and compiles again.
   CudaModel(const Graph& graph, const std::vector<Placement>& placement, bool overlap,
             const std::vector<NodeCost>& costs, const std::vector<at::Tensor>& example_inputs,
-            const std::vector<int>& static_inputs, const PlanOptions& plan_options, const CudaOptions& options,
+            const std::vector<int>& read_in_place, const PlanOptions& plan_options, const CudaOptions& options,
             std::shared_ptr<CapturePool> pool);
   // Waits for the last run: its buffers go back to the allocator.
   ~CudaModel();
@@ -64,7 +66,7 @@ class CudaModel {
  private:
   // The caller's inputs as the graphs read them: static ones where they are, the others copied
   // into buffers of the model's own.
-  void bind_inputs(const std::vector<at::Tensor>& example_inputs, const std::vector<int>& static_inputs);
+  void bind_inputs(const std::vector<at::Tensor>& example_inputs, const std::vector<int>& read_in_place);
   // Segment `k` captured (a graph) or run once (a host step), its outputs put in their slots.
   void compile_segment(std::size_t k, const std::vector<Placement>& placement, const std::vector<NodeCost>& costs,
                        const PlanOptions& plan_options, const CudaOptions& options,
@@ -90,7 +92,9 @@ class CudaModel {
   std::vector<std::unique_ptr<HostStep>> host_steps_;       // by segment; null for graphs
   std::vector<std::unique_ptr<EagerExecutor>> eager_;       // by segment: fallbacks, made on demand
   std::vector<c10::IValue> slots_;                          // by whole-graph value
-  std::vector<at::Tensor> static_inputs_;
+  // By input: what the graphs read it from: the caller's tensor when read in place, else a buffer
+  // of the model's own that each run copies the input into.
+  std::vector<at::Tensor> input_buffers_;
   // By whole-graph value: an input of a captured segment (a CPU tensor there is baked in).
   std::vector<bool> read_by_a_graph_;
   std::vector<bool> written_inputs_;  // by input: the model writes it in place (copied back after each run)
