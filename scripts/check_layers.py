@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks that each layer of csrc/ includes only itself and the layers it uses.
+"""Checks that each layer of csrc/ includes only itself and the layers it uses, and that each
+module of the Python package (python/opara/) imports only the modules below it.
 
     check_layers.py BUILD/layers.txt REPO
 
@@ -10,11 +11,59 @@ layers it uses and of theirs (link dependencies are transitive), and the public 
 code is 1 when there is one.
 """
 
+import ast
 import re
 import sys
 from pathlib import Path
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+# The Python package's modules, each with the modules it may import (at any depth: an import inside
+# a function is an import too), lowest first: no circle, and the leaves stay leaves.
+PYTHON_LAYERS = {
+    "_library": set(),
+    "_frontend": set(),
+    "_regions": {"_frontend", "_library"},
+    "_compile": {"_frontend", "_library", "_regions"},
+    "_dynamo": {"_compile", "_frontend", "_library"},
+    "__init__": {"_compile", "_dynamo", "_library"},
+}
+
+
+def package_modules_imported(node: ast.AST) -> list:
+    """The package modules an import statement imports: `from ._x import y` and `import opara._x`
+    import _x; `from . import y` imports y when y is a module, else the package (__init__)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names if alias.name == "opara" or alias.name.startswith("opara.")]
+        return [name.removeprefix("opara").removeprefix(".") or "__init__" for name in names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if node.level == 0:
+        if node.module != "opara" and not (node.module or "").startswith("opara."):
+            return []
+        module = node.module.removeprefix("opara").removeprefix(".")
+    else:
+        module = node.module or ""
+    if module:
+        return [module]
+    return [alias.name if alias.name in PYTHON_LAYERS else "__init__" for alias in node.names]
+
+
+def python_problems(repo: Path) -> list:
+    """Every import of a package module that PYTHON_LAYERS does not allow, and every module it
+    does not list."""
+    problems = []
+    for source in sorted((repo / "python" / "opara").glob("*.py")):
+        name = source.stem
+        if name not in PYTHON_LAYERS:
+            problems.append(f"{source.relative_to(repo)}: a module scripts/check_layers.py's PYTHON_LAYERS does not list")
+            continue
+        for node in ast.walk(ast.parse(source.read_text(), str(source))):
+            for target in package_modules_imported(node):
+                if target not in PYTHON_LAYERS[name]:
+                    problems.append(f"{source.relative_to(repo)}:{node.lineno}: module {name} imports {target}, "
+                                    f"which it may not (it may: {', '.join(sorted(PYTHON_LAYERS[name])) or 'none'})")
+    return problems
 
 
 def main() -> int:
@@ -86,9 +135,10 @@ def main() -> int:
     unowned = {p.name for p in (repo / "include" / "opara").glob("*.h")} - set(owner_of_header)
     for header in sorted(unowned):
         problems.append(f"include/opara/{header}: no layer owns this public header (HEADERS in CMakeLists.txt)")
+    problems += python_problems(repo)
     for problem in problems:
         print(problem)
-    print(f"{len(layers)} layers, {len(problems)} problem(s)")
+    print(f"{len(layers)} layers and {len(PYTHON_LAYERS)} Python modules, {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

@@ -21,10 +21,10 @@ from ._dynamo import compiles as dynamo_compiles
 from ._dynamo import counters as dynamo_counters
 from ._dynamo import describe as describe_compile
 from ._dynamo import register as _register_backend
-from ._library import library_path, load_library, version
+from ._library import __version__, library_path, load_library, version
 
 __all__ = ["CompiledModel", "GraphSet", "compile", "compile_graph_set", "plan", "library_path", "load_library",
-           "version", "opara_backend", "OparaBackendError", "dynamo_counters", "dynamo_compiles", "describe_compile"]
-__version__ = "0.1.0"
+           "version", "__version__", "opara_backend", "OparaBackendError", "dynamo_counters", "dynamo_compiles",
+           "describe_compile"]
 
 _register_backend()

@@ -30,8 +30,8 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
-from ._compile import (_archive, _aten_if_inductor_fails, _casts_written, _first_line, _kernels_on,
-                       _kernels_option, _options_text, _with_regions)
+from ._compile import _aten_if_inductor_fails, _casts_written, _kernels_on, _kernels_option, _with_regions
+from ._frontend import _archive, _first_line, _options_text
 from ._library import load_library
 
 # What the backend did since the process started (or since counters.clear()): graphs Dynamo

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+__version__ = "0.1.0"  # the package's; opara.__version__
 _LIBRARY_NAME = "libopara_ext.so"
 # Written beside the libraries by the CMake build (and copied with them by pip): the torch they link.
 _BUILD_INFO_NAME = "opara_build.json"
@@ -66,7 +67,6 @@ def built_against(path: str | None = None) -> str:
 def version() -> dict[str, str]:
     """Which opara this is, the torch its library was built against and the torch running here,
     e.g. {"opara": "0.1.0", "torch_built": "2.15.0", "torch_running": "2.15.0+cu132"}."""
-    from . import __version__
     return {"opara": __version__, "torch_built": built_against(), "torch_running": torch.__version__}
 
 

@@ -31,6 +31,8 @@ import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor
 
+from ._frontend import _archive, _compile_device, _first_line
+
 # The compiled regions by key, and their outputs' (shape, stride, dtype): what the op's kernel
 # runs and what its fake kernel (torch.export's tracing) makes. A CompiledRegions removes its own.
 _REGIONS: dict[int, tuple[Callable[..., list[torch.Tensor]], list[tuple[Any, Any, torch.dtype]], torch.device]] = {}
@@ -612,8 +614,6 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     inputs at `folded_inputs` (the weights Dynamo passes in), are folded into the regions (read
     once, prepacked by Inductor's freezing), except state the program writes;
     `CompiledRegions.folded_inputs` says which inputs were."""
-    from ._compile import _archive, _compile_device, _first_line
-
     device = _compile_device(options, inputs, name)
     inputs = [_placed(tensor, device) for tensor in inputs]
     _place_device_arguments(exported.graph_module.graph, device)

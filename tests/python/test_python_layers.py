@@ -1,0 +1,31 @@
+"""scripts/check_layers.py checks the Python package's imports too (ctest's `layers` runs it): each
+module imports only the modules below it, at any depth, so no circle comes back. Here on the
+package as it is, and on a copy with the imports a circle would need."""
+
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import check_layers  # noqa: E402
+
+
+def test_the_package_imports_only_downwards():
+    assert check_layers.python_problems(ROOT) == []
+
+
+def test_an_import_upwards_or_of_the_package_is_named(tmp_path):
+    shutil.copytree(ROOT / "python" / "opara", tmp_path / "python" / "opara")
+    package = tmp_path / "python" / "opara"
+    with (package / "_regions.py").open("a") as regions:
+        regions.write("\n\ndef _late():\n    from ._compile import _kernels_on\n    return _kernels_on\n")
+    with (package / "_library.py").open("a") as library:
+        library.write("\n\ndef _version():\n    from . import __version__\n    import opara._dynamo\n")
+    (package / "_new.py").write_text("X = 1\n")
+    problems = check_layers.python_problems(tmp_path)
+    assert any("_regions.py" in p and "imports _compile" in p for p in problems), problems
+    assert any("_library.py" in p and "imports __init__" in p for p in problems), problems
+    assert any("_library.py" in p and "imports _dynamo" in p for p in problems), problems
+    assert any("_new.py" in p and "does not list" in p for p in problems), problems
+    assert len(problems) == 4, problems
