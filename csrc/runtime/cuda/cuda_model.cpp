@@ -156,7 +156,6 @@ CudaModel::~CudaModel() {
 std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bool clone_outputs) {
   c10::cuda::CUDAGuard device_guard(device_);
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
-  if (last_run_) last_run_->block(stream);  // the previous run, perhaps on another stream, is done with the buffers
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (!read_in_place_[i]) input_buffers_[i].copy_(inputs[i], /*non_blocking=*/true);
   }
@@ -197,8 +196,8 @@ std::vector<at::Tensor> CudaModel::run(const std::vector<at::Tensor>& inputs, bo
   }
   std::vector<at::Tensor> tensors = flatten_tensors(outputs);
   if (clone_outputs) {
-    // Before the record: the next run, perhaps on another stream, waits for it before
-    // overwriting the buffers these copies read.
+    // In the turn: the next run, perhaps on another stream, waits for its end before overwriting
+    // the buffers these copies read.
     for (at::Tensor& tensor : tensors) tensor = tensor.clone();
   }
   if (!last_run_) last_run_.emplace();

@@ -52,8 +52,10 @@ class CudaModel {
   // Runs `run` on the current stream in this model's turn on its pool (CapturePool::run_in_turn):
   // after the work of the last run of every model capturing into it, this one's included.
   void run_in_turn(const std::function<void()>& run) { pool_->run_in_turn(run); }
-  // On the current stream; the caller serialises runs (in turn, when models share the pool). The outputs, flattened,
-  // are the model's own buffers unless `clone_outputs`: then copies, made before the next run may start.
+  // On the current stream, in the caller's run_in_turn: the turn orders this run after the last one
+  // of every model in the pool, on any stream (this model keeps no order of its own). The outputs,
+  // flattened, are the model's own buffers unless `clone_outputs`: then copies, made before the
+  // turn ends.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs, bool clone_outputs);
 
   [[nodiscard]] const Plan& plan() const { return whole_plan_; }
@@ -102,7 +104,7 @@ class CudaModel {
   // By input: for a CPU scalar a captured graph reads, its value then (the graph holds it baked in).
   std::vector<at::Tensor> captured_scalars_;
   bool warned_scalar_ = false;
-  std::optional<CudaEvent> last_run_;
+  std::optional<CudaEvent> last_run_;        // what the destructor waits for
   std::unique_ptr<StreamLease> step_lease_;  // the host steps' stream, with overlap
   Plan whole_plan_;
   std::size_t eager_fallbacks_ = 0;
