@@ -9,45 +9,10 @@ import pytest
 import torch
 
 import opara
+from test_inductor_regions import CacheStep, ThreeBranches, close_to  # the CPU tests' models and tolerance
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
               pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")]
-
-
-class ThreeBranches(torch.nn.Module):
-    """Three convolution branches of one input, joined: streams to plan, regions to fuse."""
-
-    def __init__(self):
-        super().__init__()
-        self.a = torch.nn.Conv2d(8, 16, 3, padding=1)
-        self.b = torch.nn.Conv2d(8, 16, 3, padding=1)
-        self.c = torch.nn.Conv2d(8, 16, 1)
-
-    def forward(self, x):
-        y = torch.relu(self.a(x)) * 2
-        z = torch.sigmoid(self.b(x)) + 1
-        w = torch.tanh(self.c(x))
-        return y + z + w, y.sum()
-
-
-class CacheStep(torch.nn.Module):
-    """A decode step's shape: this step's row written into a cache buffer at `position`, the whole
-    cache read after."""
-
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("cache", torch.zeros(6, 8))
-        self.key, self.value = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
-
-    def forward(self, x, position):
-        self.cache.index_copy_(0, position, torch.relu(self.key(x)))
-        return (self.cache * torch.sigmoid(self.value(x))).sum(0)
-
-
-def close_to(actual, expected):
-    # Inductor reorders float arithmetic: its own tolerance for float32 (TF32 off: no_tf32).
-    for a, e in zip(actual, expected):
-        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
 
 
 def three_branches():

@@ -56,19 +56,30 @@ def forward(self, x, w):
     return torch.mm(g + h, w).sum(0)
 )";
 
+// 16 MiB of random values on cuda:0: intermediates of the model above are that size too.
+at::Tensor big_cuda_tensor() {
+  return at::randn({2048, 2048}, at::TensorOptions().device(c10::kCUDA, 0));
+}
+
+// Options that compile on cuda:0 into one pool named anew: every model compiled with the same
+// returned options shares it.
+Options in_one_pool() {
+  Options options;
+  options.device = c10::Device(c10::kCUDA, 0);
+  options.cuda.memory_pool = at::cuda::graph_pool_handle();
+  return options;
+}
+
 // Two models sharing Options::cuda.memory_pool, called one after the other from two streams with
 // nothing ordering them on the device: each run waits for the other's (a turn), so neither writes
 // memory the other is still using, and every output is the model's.
 TEST(SharedPool, ModelsSharingAPoolTakeTurnsAcrossStreams) {
   OPARA_REQUIRE_GPU();
   const std::string path = testing::saved_module("BigIntermediates", kBigIntermediates);
-  const auto on = at::TensorOptions().device(c10::kCUDA, 0);
-  const at::Tensor w = at::randn({2048, 2048}, on) / 45;
-  const at::Tensor x1 = at::randn({2048, 2048}, on);
-  const at::Tensor x2 = at::randn({2048, 2048}, on) * 3;
-  Options options;
-  options.device = c10::Device(c10::kCUDA, 0);
-  options.cuda.memory_pool = at::cuda::graph_pool_handle();
+  const at::Tensor w = big_cuda_tensor() / 45;
+  const at::Tensor x1 = big_cuda_tensor();
+  const at::Tensor x2 = big_cuda_tensor() * 3;
+  const Options options = in_one_pool();
   const CompiledModel first = compile(path, {x1, w}, options);
   const CompiledModel second = compile(path, {x2, w}, options);
   const at::Tensor expected1 = torchscript_forward(path, {x1.cpu(), w.cpu()}).at(0);
@@ -99,12 +110,9 @@ TEST(SharedPool, ModelsSharingAPoolTakeTurnsAcrossStreams) {
 TEST(SharedPool, ACompileIntoAPoolTakesTurnsWithTheModelsRunningFromIt) {
   OPARA_REQUIRE_GPU();
   const std::string path = testing::saved_module("BigIntermediates", kBigIntermediates);
-  const auto on = at::TensorOptions().device(c10::kCUDA, 0);
-  const at::Tensor w = at::randn({2048, 2048}, on) / 45;
-  const at::Tensor x = at::randn({2048, 2048}, on);
-  Options options;
-  options.device = c10::Device(c10::kCUDA, 0);
-  options.cuda.memory_pool = at::cuda::graph_pool_handle();
+  const at::Tensor w = big_cuda_tensor() / 45;
+  const at::Tensor x = big_cuda_tensor();
+  const Options options = in_one_pool();
   const CompiledModel serving = compile(path, {x, w}, options);
   const at::Tensor expected = torchscript_forward(path, {x.cpu(), w.cpu()}).at(0);
   std::atomic<bool> compiled{false};
