@@ -27,7 +27,6 @@
 #include "planning.h"
 #include "profiler/cupti_profiler.h"
 #include "progress.h"
-#include "runtime/cpu/cpu_parallel_executor.h"
 
 namespace opara::bench {
 namespace {
@@ -78,69 +77,65 @@ double microseconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::micro>(to - from).count();
 }
 
-// Host timings of one run on the CPU, after `warmup` runs.
-TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vector<c10::IValue>& arguments,
-                        const std::vector<NodeCost>& costs, const std::vector<double>& priorities,
-                        const TraceOptions& options) {
-  struct NodeTimes {
-    int lane = -1;  // -1: did not run
-    Clock::time_point start{};
-    Clock::time_point end{};
-  };
-  std::vector<NodeTimes> times(graph.size());
-  bool recording = false;
-  int lanes = 1;
-  int workers = 1;  // eager: one node at a time, on every core's intra-op threads
-  std::function<void()> run;
-  if (!mode.planned) {
-    auto eager = std::make_shared<EagerExecutor>(graph, c10::kCPU);
-    Clock::time_point last;
-    eager->set_observer([&](NodeId id, const auto&, const auto&) {
-      const Clock::time_point now = Clock::now();
-      if (recording) times[id] = {0, last, now};
-      last = now;
-    });
-    run = [&, eager] {
-      last = Clock::now();
-      eager->run(arguments);
-    };
-  } else {
-    PlanOptions plan_options = mode.plan;
-    plan_options.max_streams = options.max_streams.value_or(0);
-    Plan plan = make_plan(graph, plan_options, costs);
-    lanes = std::max(plan.stream_count, 1);
-    const std::vector<int> stream_of = plan.stream_of;
-    CpuExecutorOptions executor_options;
-    executor_options.priorities = priorities;
-    executor_options.on_node_done = [&times, &recording, stream_of](NodeId id, Clock::time_point start,
-                                                                    Clock::time_point end) {
-      // Each node is reported once per run, from one thread: its own slot needs no lock.
-      if (recording) times[id] = {std::max(stream_of[id], 0), start, end};
-    };
-    auto executor = std::make_shared<CpuParallelExecutor>(graph, std::move(plan), executor_options);
-    workers = executor->workers();
-    run = [&arguments, executor] { executor->run(arguments); };
+// One run's node spans on the CPU as TracedMode spans, from `started`; `durations_us` by node.
+void add_spans(TracedMode& traced, const Graph& graph, const std::vector<CompiledModel::NodeSpan>& spans,
+               Clock::time_point started, std::vector<double>& durations_us) {
+  for (const CompiledModel::NodeSpan& span : spans) {
+    durations_us[static_cast<std::size_t>(span.node)] = microseconds(span.start, span.end);
+    traced.spans.push_back({graph.node(span.node).kind,
+                            span.stream,
+                            microseconds(started, span.start),
+                            microseconds(span.start, span.end),
+                            {{"node", span.node}, {"stream", span.stream}}});
   }
-  for (int i = 0; i < options.warmup; ++i) run();
+}
+
+// Host timings of one run on the CPU, after `warmup` runs. A planned mode is compiled as `run`
+// compiles it (compile(): the cap and threads tuned unless --max-streams fixes them), so the trace
+// shows the schedule `run` times.
+TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vector<at::Tensor>& inputs,
+                        const std::vector<c10::IValue>& arguments, const TraceOptions& options) {
+  std::vector<double> durations_us(graph.size(), 0.0);
+  if (mode.planned) {
+    Options compile_options;
+    compile_options.device = c10::Device(c10::kCPU);
+    compile_options.plan = mode.plan;
+    if (options.max_streams) {
+      compile_options.plan.max_streams = *options.max_streams;
+      compile_options.cpu.tuning_ms = 0;
+    }
+    const CompiledModel compiled = compile(graph, inputs, compile_options);
+    for (int i = 0; i < options.warmup; ++i) compiled.run(inputs);
+    std::vector<CompiledModel::NodeSpan> spans;
+    const Clock::time_point started = Clock::now();
+    compiled.run_traced(inputs, spans);
+    const Clock::time_point finished = Clock::now();
+    const CompiledStats stats = compiled.stats();
+    TracedMode traced{
+        std::string(mode.name), std::max(stats.streams, 1), microseconds(started, finished), {}, std::nullopt};
+    add_spans(traced, compiled.graph(), spans, started, durations_us);
+    traced.bound_us = schedule_bound_us(compiled.graph(), durations_us, std::max(stats.streams, 1));
+    return traced;
+  }
+  // Eager: one node at a time, on every core's intra-op threads.
+  EagerExecutor eager(graph, c10::kCPU);
+  std::vector<CompiledModel::NodeSpan> spans;
+  Clock::time_point last;
+  bool recording = false;
+  eager.set_observer([&](NodeId id, const auto&, const auto&) {
+    const Clock::time_point now = Clock::now();
+    if (recording) spans.push_back({id, 0, last, now});
+    last = now;
+  });
+  for (int i = 0; i < options.warmup; ++i) eager.run(arguments);
   recording = true;
   const Clock::time_point started = Clock::now();
-  run();
+  last = started;
+  eager.run(arguments);
   const Clock::time_point finished = Clock::now();
-  recording = false;
-
-  TracedMode traced{std::string(mode.name), lanes, microseconds(started, finished), {}, std::nullopt};
-  std::vector<double> durations_us(graph.size(), 0.0);
-  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
-    const NodeTimes& node = times[id];
-    if (node.lane < 0) continue;
-    durations_us[id] = microseconds(node.start, node.end);
-    traced.spans.push_back({graph.node(id).kind,
-                            node.lane,
-                            microseconds(started, node.start),
-                            microseconds(node.start, node.end),
-                            {{"node", id}, {"stream", node.lane}}});
-  }
-  traced.bound_us = schedule_bound_us(graph, durations_us, workers);
+  TracedMode traced{std::string(mode.name), 1, microseconds(started, finished), {}, std::nullopt};
+  add_spans(traced, graph, spans, started, durations_us);
+  traced.bound_us = schedule_bound_us(graph, durations_us, 1);
   return traced;
 }
 
@@ -267,19 +262,13 @@ std::vector<TracedMode> trace_modes(const LoadedModel& model, const RunInputs& i
   const std::vector<at::Tensor> state = initial_state(model.graph, gpu ? c10::Device(options.device) : c10::kCPU);
   graph_inputs.insert(graph_inputs.end(), state.begin(), state.end());
   const std::vector<c10::IValue> arguments(graph_inputs.begin(), graph_inputs.end());
-  const ModelCosts costs = gpu ? ModelCosts{} : model_costs(model.graph, graph_inputs);
-  // As run does, measured once for every planned mode on the CPU.
-  const bool planned_on_cpu = !gpu && std::any_of(options.modes.begin(), options.modes.end(),
-                                                  [](const std::string& mode) { return mode_spec(mode).planned; });
-  const std::vector<double> priorities =
-      planned_on_cpu ? critical_path_priorities(model.graph, arguments) : std::vector<double>{};
   std::vector<TracedMode> traced;
   std::optional<CuptiProfiler> cupti;
   if (gpu) cupti.emplace();  // before any graph: see trace_on_gpu
   Progress progress("tracing", options.modes.size());
   for (const std::string& mode : options.modes) {
     traced.push_back(gpu ? trace_on_gpu(model.graph, mode_spec(mode), inputs.inputs, state, options, *cupti)
-                         : trace_on_cpu(model.graph, mode_spec(mode), arguments, costs.costs, priorities, options));
+                         : trace_on_cpu(model.graph, mode_spec(mode), inputs.inputs, arguments, options));
     progress.advance();
   }
   return traced;

@@ -23,9 +23,12 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 PYTHON_LAYERS = {
     "_library": set(),
     "_frontend": set(),
-    "_regions": {"_frontend", "_library"},
-    "_compile": {"_frontend", "_library", "_regions"},
-    "_dynamo": {"_compile", "_frontend", "_library"},
+    "_inductor_compat": set(),
+    "_partition": set(),
+    "_regions": {"_frontend", "_inductor_compat", "_partition"},
+    "_lowering": {"_frontend", "_partition", "_regions"},
+    "_compile": {"_frontend", "_inductor_compat", "_library", "_lowering"},
+    "_dynamo": {"_frontend", "_inductor_compat", "_library", "_lowering"},
     "__init__": {"_compile", "_dynamo", "_library"},
 }
 
@@ -49,9 +52,22 @@ def package_modules_imported(node: ast.AST) -> list:
     return [alias.name if alias.name in PYTHON_LAYERS else "__init__" for alias in node.names]
 
 
+# The longest a function of the Python package may be, its docstring aside (the C++ house's rule too).
+LONGEST_FUNCTION = 79
+
+
+def body_lines(function: ast.AST) -> int:
+    """A function's lines from its definition to its end, less its docstring's."""
+    lines = function.end_lineno - function.lineno + 1
+    first = function.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        lines -= first.end_lineno - first.lineno + 1
+    return lines
+
+
 def python_problems(repo: Path) -> list:
-    """Every import of a package module that PYTHON_LAYERS does not allow, and every module it
-    does not list."""
+    """Every import of a package module that PYTHON_LAYERS does not allow, every module it does not
+    list, and every function longer than LONGEST_FUNCTION lines, docstrings aside."""
     problems = []
     for source in sorted((repo / "python" / "opara").glob("*.py")):
         name = source.stem
@@ -59,6 +75,9 @@ def python_problems(repo: Path) -> list:
             problems.append(f"{source.relative_to(repo)}: a module scripts/check_layers.py's PYTHON_LAYERS does not list")
             continue
         for node in ast.walk(ast.parse(source.read_text(), str(source))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and body_lines(node) > LONGEST_FUNCTION:
+                problems.append(f"{source.relative_to(repo)}:{node.lineno}: function {node.name} has "
+                                f"{body_lines(node)} lines (docstring aside); the most is {LONGEST_FUNCTION}: split it")
             for target in package_modules_imported(node):
                 if target not in PYTHON_LAYERS[name]:
                     problems.append(f"{source.relative_to(repo)}:{node.lineno}: module {name} imports {target}, "

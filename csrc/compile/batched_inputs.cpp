@@ -1,4 +1,4 @@
-// Which inputs of a graph set carry the batch, and those inputs at another number of rows.
+// A graph set's batch sizes, which inputs carry the batch, and those inputs at another number of rows.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
@@ -44,6 +44,16 @@ at::Tensor with_rows(const at::Tensor& tensor, std::int64_t rows) {
 }
 
 }  // namespace
+
+std::vector<std::int64_t> checked_batch_sizes(std::vector<std::int64_t> sizes, const std::string& source) {
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  if (sizes.empty()) throw Error(fmt::format("{}: a graph set needs at least one batch size", source));
+  if (sizes.front() < 1) {
+    throw Error(fmt::format("{}: batch size {} is not a positive number of rows", source, sizes.front()));
+  }
+  return sizes;
+}
 
 std::vector<int> find_batched_inputs(const std::vector<at::Tensor>& examples,
                                      const std::optional<std::vector<int>>& declared, const std::string& source) {

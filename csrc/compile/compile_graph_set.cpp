@@ -17,18 +17,13 @@ namespace opara {
 namespace {
 
 // The graph of each batch size, ascending, each size once; the smallest's source names the set.
-std::vector<Graph> graphs_by_size(const GraphForBatch& graph_for, std::vector<std::int64_t> sizes,
+std::vector<Graph> graphs_by_size(const GraphForBatch& graph_for, const std::vector<std::int64_t>& sizes,
                                   GraphSet::State& state) {
-  std::sort(sizes.begin(), sizes.end());
-  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  std::vector<Graph> graphs{graph_for(sizes.empty() ? 1 : sizes.front())};
+  const std::int64_t smallest = sizes.empty() ? 1 : *std::min_element(sizes.begin(), sizes.end());
+  std::vector<Graph> graphs{graph_for(std::max<std::int64_t>(smallest, 1))};
   state.source = graphs.front().source_path;
-  if (sizes.empty()) throw Error(fmt::format("{}: a graph set needs at least one batch size", state.source));
-  for (std::int64_t size : sizes) {
-    if (size < 1) throw Error(fmt::format("{}: batch size {} is not a positive number of rows", state.source, size));
-  }
-  for (std::size_t k = 1; k < sizes.size(); ++k) graphs.push_back(graph_for(sizes[k]));
-  state.batch_sizes = std::move(sizes);
+  state.batch_sizes = checked_batch_sizes(sizes, state.source);
+  for (std::size_t k = 1; k < state.batch_sizes.size(); ++k) graphs.push_back(graph_for(state.batch_sizes[k]));
   return graphs;
 }
 

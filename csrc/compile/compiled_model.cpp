@@ -426,9 +426,10 @@ CompiledModel compile(const std::string& path, const std::vector<at::Tensor>& ex
   return compile(load(path), example_inputs, options);
 }
 
-std::vector<at::Tensor> CompiledModel::run(const std::vector<at::Tensor>& inputs) const {
-  State& state = *state_;
-  std::lock_guard<std::mutex> lock(state.mutex);
+namespace {
+
+// One run of the model, the caller holding its mutex.
+std::vector<at::Tensor> run_held(CompiledModel::State& state, const std::vector<at::Tensor>& inputs) {
   std::vector<at::Tensor> outputs;
   // One turn from adoption to the last output: adopting a new cache writes memory the last run
   // (perhaps on another stream, perhaps another model's in a shared pool) may still be using.
@@ -447,6 +448,45 @@ std::vector<at::Tensor> CompiledModel::run(const std::vector<at::Tensor>& inputs
     }
   });
   ++state.stats.runs;
+  return outputs;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> CompiledModel::run(const std::vector<at::Tensor>& inputs) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return run_held(*state_, inputs);
+}
+
+std::vector<at::Tensor> CompiledModel::run_traced(const std::vector<at::Tensor>& inputs,
+                                                  std::vector<NodeSpan>& spans) const {
+  State& state = *state_;
+  if (!state.cpu) {
+    throw Error(
+        fmt::format("{}: run_traced traces the CPU's schedule; on {} the nodes run inside CUDA graphs (trace "
+                    "their kernels with CUPTI: opara-bench trace --device cuda)",
+                    state.graph.source_path, state.device.str()));
+  }
+  std::lock_guard<std::mutex> lock(state.mutex);
+  std::vector<NodeSpan> by_node(state.graph.size());
+  const std::vector<int>& stream_of = state.plan.stream_of;
+  // Each node is reported once a run, from one thread: its own slot needs no lock.
+  state.cpu->set_on_node_done([&by_node, &stream_of](NodeId id, std::chrono::steady_clock::time_point start,
+                                                     std::chrono::steady_clock::time_point end) {
+    by_node[static_cast<std::size_t>(id)] = {id, std::max(stream_of[static_cast<std::size_t>(id)], 0), start, end};
+  });
+  std::vector<at::Tensor> outputs;
+  try {
+    outputs = run_held(state, inputs);
+  } catch (...) {
+    state.cpu->set_on_node_done({});
+    throw;
+  }
+  state.cpu->set_on_node_done({});
+  spans.clear();
+  for (const NodeSpan& span : by_node) {
+    if (span.node != kNoNode) spans.push_back(span);
+  }
   return outputs;
 }
 

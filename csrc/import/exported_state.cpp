@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "opara/load.h"
+
 namespace opara {
 namespace {
 
@@ -67,16 +69,8 @@ AliasScan scan_aliases(const std::vector<std::string>& placeholders, const std::
 // Whether node `node` at `position` may become its in-place twin writing `placeholder`.
 bool may_write_in_place(const ep::Node& node, std::size_t position, const std::string& placeholder,
                         const AliasScan& scan) {
-  if (node.get_outputs().size() != 1) return false;
-  const auto op = dispatcher_operator(node.get_target());
-  const auto twin = dispatcher_operator(in_place_target(node.get_target()));
-  if (!op || !twin || op->schema().is_mutable()) return false;
-  const auto& arguments = op->schema().arguments();
-  const auto& twin_arguments = twin->schema().arguments();
-  if (arguments.size() != twin_arguments.size() || arguments.empty()) return false;
-  for (std::size_t i = 0; i < arguments.size(); ++i) {
-    if (arguments[i].name() != twin_arguments[i].name()) return false;
-  }
+  if (node.get_outputs().size() != 1 || !in_place_twin(node.get_target())) return false;
+  const auto& arguments = dispatcher_operator(node.get_target())->schema().arguments();
   const auto& inputs = node.get_inputs();
   const bool self_is_placeholder = !inputs.empty() && inputs.front().get_name() == arguments.front().name() &&
                                    inputs.front().get_arg().tag() == ep::Argument::Tag::AS_TENSOR &&
@@ -91,6 +85,20 @@ std::string in_place_target(const std::string& target) {
   const auto last = target.rfind('.');
   if (last == std::string::npos || last == 0) return target;
   return target.substr(0, last) + "_" + target.substr(last);
+}
+
+std::optional<std::string> in_place_twin(const std::string& target) {
+  const auto op = dispatcher_operator(target);
+  const std::string twin_target = in_place_target(target);
+  const auto twin = dispatcher_operator(twin_target);
+  if (!op || !twin || op->schema().is_mutable()) return std::nullopt;
+  const auto& arguments = op->schema().arguments();
+  const auto& twin_arguments = twin->schema().arguments();
+  if (arguments.size() != twin_arguments.size() || arguments.empty()) return std::nullopt;
+  for (std::size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].name() != twin_arguments[i].name()) return std::nullopt;
+  }
+  return twin_target;
 }
 
 ProgramState program_state(const ep::GraphSignature& signature, const std::vector<ep::Node>& nodes) {

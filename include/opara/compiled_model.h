@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,6 +31,18 @@ class OPARA_API CompiledModel {
   // Throws opara::Error naming the input and what was expected when the count, a shape, a dtype
   // or a device differs from the example inputs; nothing is reshaped or moved silently.
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+
+  // When one node of a traced run ran: on which stream of plan(), from when to when.
+  struct NodeSpan {
+    NodeId node = kNoNode;
+    int stream = 0;
+    std::chrono::steady_clock::time_point start;
+    std::chrono::steady_clock::time_point end;
+  };
+  // CPU: run() once, as it always runs (the schedule, streams and threads compile() chose), saying
+  // when each node ran, in `spans` (opara-bench trace). Throws opara::Error on CUDA, where the
+  // nodes run inside CUDA graphs: trace their kernels with CUPTI instead.
+  std::vector<at::Tensor> run_traced(const std::vector<at::Tensor>& inputs, std::vector<NodeSpan>& spans) const;
 
   // The schedule over the whole graph: with host steps, nodes in them have kNoStream and the
   // dependencies between segments are kept by the segment order rather than by events.

@@ -84,6 +84,9 @@ class OPARA_API GraphSet {
 // operators do not fix the batch (load(path)), one traced or exported at that size otherwise.
 using GraphForBatch = std::function<Graph(std::int64_t batch_size)>;
 
+// The buckets' rows: `sizes` ascending, each once, every one positive and at least one; else
+// opara::Error naming `source` (the model). compile_graph_set decides so.
+OPARA_API std::vector<std::int64_t> checked_batch_sizes(std::vector<std::int64_t> sizes, const std::string& source);
 // The inputs whose first dimension is the batch, ascending: `declared` (each index checked), or
 // unset, those whose first dimension equals the first input's. Each has the same number of rows,
 // at least one. Errors name `source` (the model) and the input. compile_graph_set decides so.

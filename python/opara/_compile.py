@@ -3,115 +3,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
-import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, overload
+from typing import Any, Callable, Sequence, overload
 
 import torch
 import torch.utils._pytree as pytree
 
-from ._frontend import _archive, _compile_device, _first_line, _options_text
+from ._frontend import _first_line, _is_path, _options_text, _tensor_list
+from ._inductor_compat import compile_lock
 from ._library import load_library
-
-
-def _tensor_list(example_inputs: torch.Tensor | Sequence[torch.Tensor], what: str) -> list[torch.Tensor]:
-    inputs = [example_inputs] if isinstance(example_inputs, torch.Tensor) else list(example_inputs)
-    for index, value in enumerate(inputs):
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(f"{what} {index} is a {type(value).__name__}; opara takes tensors only")
-    return inputs
-
-
-def _casts_written(exported: Any) -> Any:
-    """`exported` with its torch.autocast regions made plain code: autocast picks dtypes at run
-    time, which a graph opara runs does not; decomposing (no decomposition table: every op stays)
-    writes the casts into the graph. Other programs are returned as they are."""
-    autocast = torch.ops.higher_order.wrap_with_autocast
-    if any(node.target is autocast for node in exported.graph.nodes):
-        return exported.run_decompositions({})
-    return exported
-
-
-def _export_module(module: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, str, Any]:
-    """`module` as an archive in memory that opara loads (no file: errors name the module, not a
-    temporary path): torch.export first, TorchScript tracing when export fails. Returns the
-    archive, how it was made and the output tree spec (None: unknown)."""
-    if isinstance(module, torch.jit.ScriptModule):
-        return _archive(lambda buffer: torch.jit.save(module, buffer)), "torchscript", None
-    try:
-        exported = _casts_written(torch.export.export(module, tuple(inputs), strict=False))
-        return _archive(lambda buffer: torch.export.save(exported, buffer)), "torch.export", exported.call_spec.out_spec
-    except Exception as error:  # export fails in many ways; tracing is the documented fallback
-        warnings.warn(
-            f"opara: torch.export could not export {type(module).__name__} ({_first_line(error)}); "
-            "falling back to TorchScript tracing, which records the branches these inputs take",
-            stacklevel=3,
-        )
-    with torch.no_grad(), warnings.catch_warnings():
-        # torch.jit.trace's own deprecation notice; the TracerWarnings about the model still show.
-        warnings.filterwarnings("ignore", category=DeprecationWarning, message=r".*torch\.jit\.trace")
-        _, spec = pytree.tree_flatten(module(*inputs))
-        traced = torch.jit.trace(module, tuple(inputs), check_trace=False, strict=False)
-    return _archive(lambda buffer: torch.jit.save(traced, buffer)), "torchscript-trace", spec
-
-
-# How the kernels of the nodes are made (the option kernels): ATen's own, one per node, or
-# Inductor's fused ones, compiled per region of the plan (python/opara/_regions.py); "auto" picks
-# the one measured faster on the device.
-_KERNELS = ("auto", "aten", "inductor")
-
-
-def _kernels_option(options: dict[str, Any], caller: str) -> str:
-    """Takes the option kernels out of `options` (the C++ options do not know it), checked."""
-    kernels = options.pop("kernels", "auto")
-    if kernels not in _KERNELS:
-        raise ValueError(f"{caller} option kernels={kernels!r}: expected 'auto' (the default: Inductor's on the CPU, "
-                         "ATen's on a GPU), 'aten' (ATen's kernels, one per node) or 'inductor' (Inductor's fused "
-                         "kernels, compiled per region of the plan)")
-    return kernels
-
-
-def _kernels_on(kernels: str, options: dict[str, Any], inputs: list[torch.Tensor], name: str) -> str:
-    """"auto" made concrete for the device the model compiles for (the option device, else the
-    CUDA example inputs', else the CPU): Inductor's kernels on the CPU, where they ran 1.03x to 1.4x
-    Inductor's own against 0.6x to 1.04x for ATen's (docs/benchmarks.md); ATen's on a GPU, where
-    regions have not been measured yet."""
-    if kernels != "auto":
-        return kernels
-    return "inductor" if _compile_device(options, inputs, name).type == "cpu" else "aten"
-
-
-def _with_regions(exported: Any, inputs: list[torch.Tensor], text: dict[str, str], name: str,
-                  folded_inputs: Sequence[int] = (), asked: bool = True) -> tuple[Any, Any] | None:
-    """`exported` with its regions compiled by Inductor (its constants and the inputs at
-    `folded_inputs` folded in), and the regions; None when kernels="inductor" cannot take it (the
-    caller then compiles ATen's kernels), with a warning if the user `asked` for Inductor's. Other
-    failures raise: the caller falls back where the default chose Inductor's kernels."""
-    from ._regions import RegionsUnsupported, compile_regions
-
-    try:
-        return compile_regions(exported, inputs, text, name, folded_inputs)
-    except RegionsUnsupported as error:
-        if asked:
-            warnings.warn(f"opara: {error}; compiled with ATen's kernels instead", stacklevel=4)
-        return None
-
-
-@contextlib.contextmanager
-def _aten_if_inductor_fails(kernels: str, name: str) -> Iterator[None]:
-    """Around compiling Inductor's kernels for `name`: where kernels="auto" chose them, a failure is
-    said and swallowed (the caller then compiles ATen's); where the user asked for them, it raises."""
-    try:
-        yield
-    except Exception as error:
-        if kernels == "inductor":
-            raise
-        warnings.warn(f"opara: Inductor's kernels could not be compiled for {name} ({_first_line(error)}); compiled "
-                      "with ATen's kernels instead (kernels='aten' skips trying)", stacklevel=3)
+from ._lowering import Lowered, kernels_option, lower
 
 
 def _structured(outputs: list[torch.Tensor], out_spec: Any) -> Any:
@@ -124,13 +28,15 @@ def _structured(outputs: list[torch.Tensor], out_spec: Any) -> Any:
 class _Runs:
     """An extension handle called like the model: flat tensors in, the model's output structure out."""
 
-    def __init__(self, handle: Any, source: str, exported_with: str, out_spec: Any = None, regions: Any = None):
+    def __init__(self, handle: Any, source: str, lowerings: list[Lowered]):
         self._handle = handle
-        self._out_spec = out_spec
-        # kernels="inductor": the compiled regions the handle's opara::region nodes call (kept alive here).
-        self._regions = regions
+        # What the handle was lowered from, one per graph (a graph set's buckets, ascending): the
+        # output structure, the kernels, and the compiled regions its opara::region nodes call
+        # (kept alive here).
+        self._lowerings = lowerings
+        self._out_spec = lowerings[-1].out_spec
         self.source = source
-        self.exported_with = exported_with
+        self.exported_with = lowerings[-1].exported_with
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
         return _structured(self._handle.run(_tensor_list(inputs, "input")), self._out_spec)
@@ -151,14 +57,14 @@ class CompiledModel(_Runs):
     def save_plan(self, path: str | os.PathLike) -> None:
         self._handle.save_plan(str(path))
 
-    def stats(self) -> dict[str, float]:
-        """Streams, events, graph segments, host nodes, compile and capture times, memory, runs,
-        regions (kernels="inductor": the regions Inductor compiled; 0 otherwise) and
-        region_input_copies (the inputs of those regions that came in another layout than they
-        were compiled for, a channels_last or transposed tensor say, and were copied into it)."""
-        regions = self._regions
-        return {**dict(self._handle.stats()), "regions": float(len(regions or ())),
-                "region_input_copies": float(regions.input_copies() if regions else 0)}
+    def stats(self) -> dict[str, Any]:
+        """Streams, events, graph segments, host nodes, compile and capture times, memory, runs; the
+        kernels ("inductor" or "aten") and, for ATen's, why (aten_because: "asked", "gpu_default",
+        "torchscript", "export_failed", "regions_unsupported" or "inductor_failed"; None for
+        Inductor's); regions (the regions Inductor compiled; 0 for ATen's kernels) and
+        region_input_copies (the inputs of those regions that came in another layout than they were
+        compiled for, a channels_last or transposed tensor say, and were copied into it)."""
+        return {**dict(self._handle.stats()), **self._lowerings[0].stats()}
 
     def state(self) -> dict[str, torch.Tensor]:
         """The buffers the model keeps between calls and writes in place (a counter, a cache
@@ -175,24 +81,13 @@ class CompiledModel(_Runs):
         )
 
 
-def _is_path(model: Any, caller: str) -> bool:
-    """True for a model file's path, False for an nn.Module; anything else raises naming `caller`."""
-    if isinstance(model, (str, os.PathLike)):
-        return True
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"{caller} takes an nn.Module or a model file path, not a {type(model).__name__}")
-    return False
-
-
 def _one_lowering_at_a_time(function: Callable[..., Any]) -> Callable[..., Any]:
     """Runs `function` under Dynamo's compile lock, which the backend already holds under
     torch.compile (reentrant): torch.export and Inductor keep process-wide state (the dispatch mode
     stack, the patches of _regions._patched), and two threads exporting at once fail."""
     @functools.wraps(function)
     def serialised(*args: Any, **kwargs: Any) -> Any:
-        from torch._dynamo.convert_frame import compile_lock
-
-        with compile_lock:
+        with compile_lock():
             return function(*args, **kwargs)
 
     return serialised
@@ -290,54 +185,17 @@ def compile(
     load_library()
     inputs = _tensor_list(example_inputs, "example input")
     options = dict(options)
-    kernels = _kernels_option(options, "opara.compile")
+    kernels = kernels_option(options, "opara.compile")
     text = _options_text(options)
     is_path = _is_path(model, "opara.compile")
     name = str(model) if is_path else type(model).__name__
-    if _kernels_on(kernels, options, inputs, name) == "inductor":
-        torch.ops.opara.check_options(text)  # a bad option named before any Inductor compile
-        with _aten_if_inductor_fails(kernels, name):
-            with_regions = _archive_with_regions(model, name, inputs, text, is_path, asked=kernels == "inductor")
-            if with_regions is not None:
-                archive, out_spec, regions = with_regions
-                handle = torch.classes.opara.Model.from_archive(archive, name, inputs, text)
-                return CompiledModel(handle, name, "torch.export", out_spec, regions)
-    if is_path:
-        path = str(model)
-        return CompiledModel(torch.classes.opara.Model(path, inputs, text), path, "file")
-    name = type(model).__name__
-    archive, exported_with, out_spec = _export_module(model, inputs)
-    handle = torch.classes.opara.Model.from_archive(archive, name, inputs, text)
-    return CompiledModel(handle, name, exported_with, out_spec)
-
-
-def _archive_with_regions(model: Any, name: str, inputs: list[torch.Tensor], text: dict[str, str],
-                          is_path: bool, asked: bool = True) -> tuple[torch.Tensor, Any, Any] | None:
-    """kernels="inductor": a torch.export program (an nn.Module exported, or a .pt2 file) with its
-    regions compiled by Inductor, the weights frozen into them, as an archive, with its output
-    tree spec and the regions; None for what it cannot take (a TorchScript model, a module export
-    refuses), with a warning if the user `asked` for Inductor's kernels: the caller compiles
-    ATen's kernels. `name` stands for the model in messages."""
-    try:
-        if is_path:
-            # Asked first: torch.export.load logs a long traceback for a TorchScript file.
-            if torch.ops.opara.model_format(str(model)) != "torch.export":
-                raise ValueError("a TorchScript file")
-            exported = torch.export.load(str(model))
-        elif isinstance(model, torch.jit.ScriptModule):
-            raise ValueError("a TorchScript module")
-        else:
-            exported = _casts_written(torch.export.export(model, tuple(inputs), strict=False))
-    except Exception as error:  # not a .pt2, or export refuses the module
-        if asked:
-            warnings.warn(f"opara: kernels='inductor' needs a torch.export program, and {name} is not one "
-                          f"({_first_line(error)}); compiled with ATen's kernels instead", stacklevel=3)
-        return None
-    with_regions = _with_regions(exported, inputs, text, name, asked=asked)
-    if with_regions is None:
-        return None
-    program, regions = with_regions
-    return _archive(lambda buffer: torch.export.save(program, buffer)), exported.call_spec.out_spec, regions
+    torch.ops.opara.check_options(text)  # a bad option named before anything is exported or compiled
+    lowered = lower(model, inputs, text, kernels, name)
+    if lowered.archive is None:
+        handle = torch.classes.opara.Model(lowered.path, inputs, text)
+    else:
+        handle = torch.classes.opara.Model.from_archive(lowered.archive, name, inputs, text)
+    return CompiledModel(handle, name, [lowered])
 
 
 def plan(
@@ -370,11 +228,13 @@ class GraphSet(_Runs):
 
     def stats(self) -> dict[str, Any]:
         """Calls, rows, padded rows, calls split in pieces, runs per bucket, the memory pool and
-        each bucket's stats (as CompiledModel.stats()); regions and region_input_copies:
-        kernels="inductor"'s, all buckets."""
-        buckets = self._regions or []
-        return {**json.loads(self._handle.stats()), "regions": sum(len(bucket) for bucket in buckets),
-                "region_input_copies": sum(bucket.input_copies() for bucket in buckets)}
+        each bucket's stats (as CompiledModel.stats()); kernels and aten_because, one per bucket
+        (as CompiledModel.stats()'s); regions and region_input_copies, all buckets'."""
+        lowered = [lowering.stats() for lowering in self._lowerings]
+        return {**json.loads(self._handle.stats()), "kernels": [one["kernels"] for one in lowered],
+                "aten_because": [one["aten_because"] for one in lowered],
+                "regions": sum(one["regions"] for one in lowered),
+                "region_input_copies": sum(one["region_input_copies"] for one in lowered)}
 
     def __repr__(self) -> str:
         return f"opara.GraphSet({self.source!r}, batch_sizes={self.batch_sizes}, exported_with={self.exported_with!r})"
@@ -404,38 +264,22 @@ def compile_graph_set(
     load_library()
     inputs = _tensor_list(example_inputs, "example input")
     options = dict(options)
-    kernels = _kernels_option(options, "opara.compile_graph_set")
+    kernels = kernels_option(options, "opara.compile_graph_set")
     text = _options_text(options)
-    sizes = sorted({int(size) for size in batch_sizes})
     declared = None if batched_inputs is None else [int(index) for index in batched_inputs]
-    if _is_path(model, "opara.compile_graph_set"):
-        if kernels == "inductor":  # "auto" too, silently: a file's buckets are made by the library
-            warnings.warn(f"opara: kernels='inductor' compiles a graph set from an nn.Module (exported at each batch "
-                          f"size), not from a file; {model} is compiled with ATen's kernels", stacklevel=2)
-        handle = torch.classes.opara.GraphSet([str(model)], inputs, sizes, text, declared, share_pool)
-        return GraphSet(handle, str(model), "file")
-    # What the library would refuse, said before exporting at a size that cannot be.
-    if not sizes or sizes[0] < 1:
-        raise ValueError(f"opara.compile_graph_set: batch_sizes={list(batch_sizes)}: give positive numbers of rows")
-    try:
+    is_path = _is_path(model, "opara.compile_graph_set")
+    name = str(model) if is_path else type(model).__name__
+    try:  # what the library refuses, said before anything is exported at a size that cannot be
+        sizes = list(torch.ops.opara.batch_sizes(name, [int(size) for size in batch_sizes]))
         batched = list(torch.ops.opara.batched_inputs(inputs, declared))
-    except RuntimeError as error:  # the library's message names the input and the function
+    except RuntimeError as error:  # the library's message names the model or the input
         raise ValueError(_first_line(error)) from None
-    name = type(model).__name__
-    archives, out_spec, exported_with, regions = [], None, None, []
-    with_inductor = _kernels_on(kernels, options, inputs, name) == "inductor"
-    for size in sizes:
-        sized = torch.ops.opara.inputs_with_rows(inputs, batched, size)
-        with_regions = None
-        if with_inductor:
-            with _aten_if_inductor_fails(kernels, f"{name} at {size} rows"):
-                with_regions = _archive_with_regions(model, name, sized, text, False, asked=kernels == "inductor")
-        if with_regions is not None:
-            archive, out_spec, bucket_regions = with_regions
-            exported_with = "torch.export"
-            regions.append(bucket_regions)
-        else:
-            archive, exported_with, out_spec = _export_module(model, sized)
-        archives.append(archive)
-    handle = torch.classes.opara.GraphSet.from_archives(archives, name, inputs, sizes, text, batched, share_pool)
-    return GraphSet(handle, name, exported_with, out_spec, regions)
+    if is_path:  # the library makes a file's buckets
+        lowered = lower(model, inputs, text, kernels, name, graph_set=True)
+        handle = torch.classes.opara.GraphSet([lowered.path], inputs, sizes, text, declared, share_pool)
+        return GraphSet(handle, name, [lowered])
+    lowerings = [lower(model, torch.ops.opara.inputs_with_rows(inputs, batched, size), text, kernels,
+                       f"{name} at {size} rows") for size in sizes]
+    handle = torch.classes.opara.GraphSet.from_archives([lowered.archive for lowered in lowerings], name, inputs,
+                                                        sizes, text, batched, share_pool)
+    return GraphSet(handle, name, lowerings)

@@ -30,9 +30,10 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
-from ._compile import _aten_if_inductor_fails, _casts_written, _kernels_on, _kernels_option, _with_regions
-from ._frontend import _archive, _first_line, _options_text
+from ._frontend import _first_line, _options_text, exported
+from ._inductor_compat import is_dynamo_static
 from ._library import load_library
+from ._lowering import Lowered, kernels_option, lower
 
 # What the backend did since the process started (or since counters.clear()): graphs Dynamo
 # handed over, opara compiles (one per graph and shape), graphs that run eagerly instead, and
@@ -62,7 +63,7 @@ def _checked_options(options: Any) -> tuple[dict[str, str], str, str, bool]:
     if not isinstance(options, dict):
         raise TypeError(f"torch.compile(backend='opara') options must be a dict, not {type(options).__name__}")
     options = dict(options)
-    kernels = _kernels_option(options, "torch.compile(backend='opara')")
+    kernels = kernels_option(options, "torch.compile(backend='opara')")
     fallback = options.pop("fallback", "eager")
     if fallback not in _FALLBACKS:
         raise ValueError(f"torch.compile(backend='opara') option fallback={fallback!r}: expected 'eager' or 'error'")
@@ -128,20 +129,16 @@ def _foldable(weight: torch.Tensor) -> bool:
     return not weight.is_inference() and (weight.device.type == "cpu" or isinstance(weight, torch.nn.Parameter))
 
 
-def _is_static(value: Any) -> bool:
-    # Dynamo marks the parameters and buffers it lifts into graph inputs.
-    return isinstance(value, torch.nn.Parameter) or getattr(value, "_dynamo_static_input_type", None) is not None
-
-
 class _Compiled:
     """One shape's compiled graph: the extension's handle, how to rebuild the outputs, and the
     static inputs it reads where they are."""
 
     def __init__(self, handle: Any, graph: _Specialized, tensors: list[torch.Tensor], weights: list[int],
-                 regions: Any = None):
+                 lowered: Lowered):
         self.handle = handle
         self.graph = graph
-        self.regions = regions  # kernels="inductor": what the handle's opara::region nodes call
+        self.lowered = lowered  # with the regions the handle's opara::region nodes call (kept alive here)
+        regions = lowered.regions
         # Where each input read in place had its memory: a weight (`weights`, Dynamo's static
         # inputs) may be given new memory (`param.data = ...`, module.to(...)), and then it is
         # another input; a KV cache the graph writes (the handle's other static inputs, on CUDA)
@@ -167,11 +164,13 @@ class _Compiled:
         return same(self.weights) and (same(self.state) or self.handle.adopt_state(tensors))
 
 
-def _described(name: str, handle: Any, kernels: str, regions: int) -> dict[str, Any]:
+def _described(name: str, handle: Any, lowered: Lowered) -> dict[str, Any]:
     """One compile as opara.dynamo_compiles lists it."""
     stats, plan = handle.stats(), json.loads(handle.plan())
-    return {"graph": name, "device": handle.device(), "kernels": kernels, "regions": regions,
-            "nodes": plan["nodes"], "plan_streams": plan["streams"], "streams": int(stats["streams"]),
+    lowering = lowered.stats()
+    return {"graph": name, "device": handle.device(), "kernels": lowering["kernels"],
+            "aten_because": lowering["aten_because"], "regions": int(lowering["regions"]), "nodes": plan["nodes"],
+            "plan_streams": plan["streams"], "streams": int(stats["streams"]),
             "threads": int(stats["intra_op_threads"]), "host_nodes": int(stats["host_nodes"]),
             "segments": int(stats["segments"]), "compile_ms": stats["compile_ms"]}
 
@@ -179,7 +178,7 @@ def _described(name: str, handle: Any, kernels: str, regions: int) -> dict[str, 
 def describe(entry: dict[str, Any]) -> str:
     """One line for an entry of opara.dynamo_compiles: what ran where."""
     kernels = (f"{entry['regions']} Inductor region(s)" if entry["kernels"] == "inductor"
-               else "ATen's kernels, one per node")
+               else f"ATen's kernels, one per node: {entry['aten_because']}")
     on = (f"{entry['streams']} of {entry['plan_streams']} planned stream(s), {entry['threads']} thread(s) each"
           if entry["device"].startswith("cpu")
           else f"{entry['streams']} stream(s) in {entry['segments']} segment(s), {entry['host_nodes']} host node(s)")
@@ -201,7 +200,7 @@ class OparaGraph:
         self.fallback = fallback
         self.kernels = kernels
         self.name = f"torch.compile graph {graph.meta.get('dynamo_compile_id', '')}".rstrip()
-        self.static = [i for i, value in enumerate(example_inputs) if _is_static(value)]
+        self.static = [i for i, value in enumerate(example_inputs) if is_dynamo_static(value)]
         self.fold_weights = fold_weights  # kernels="inductor": until a folded weight is written in place
         self.by_shape: dict[tuple, _Compiled | _EagerGraph] = {}
         counters["graphs"] += 1
@@ -241,14 +240,9 @@ class OparaGraph:
 
     def _compile(self, args: list[Any]) -> _Compiled | _EagerGraph:
         key = self._key(args)
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        compiled: _Compiled | _EagerGraph | None = None
+        compiled: _Compiled | _EagerGraph
         try:
-            if _kernels_on(self.kernels, self.options, tensors, self.name) == "inductor":
-                with _aten_if_inductor_fails(self.kernels, self.name):
-                    compiled = self._compiled_with("inductor", args, tensors)
-            if compiled is None:
-                compiled = self._compiled_with("aten", args, tensors)
+            compiled = self._compiled(args)
         except Exception as error:  # export and opara fail in many ways; eager is always right
             if self.fallback == "error":
                 raise OparaBackendError(f"opara could not compile {self.name}: {_first_line(error)}") from error
@@ -258,30 +252,26 @@ class OparaGraph:
         self.by_shape[key] = compiled
         return compiled
 
-    def _compiled_with(self, kernels: str, args: list[Any], tensors: list[torch.Tensor]) -> _Compiled:
+    def _compiled(self, args: list[Any]) -> _Compiled:
+        """The graph for these arguments, lowered (opara._lowering chooses the kernels) and compiled.
+        The weights (Dynamo's static inputs) are folded into Inductor's regions, prepacked once,
+        until one is written in place (load_state_dict): then read at each call."""
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
         static_positions = self._static_positions(args)
         with torch.no_grad():
             specialized = _Specialized(self.graph_module, args)
-            exported = _casts_written(torch.export.export(specialized, tuple(tensors), strict=False))
+            program = exported(specialized, tensors)
         options = dict(self.options)
         if static_positions:
             options["static_inputs"] = ",".join(map(str, static_positions))
         options["state_in_place"] = "true"  # a KV cache Dynamo passes in is written where it lives
-        regions = None
-        if kernels == "inductor":
-            # The weights (Dynamo's static inputs) are folded into the regions, prepacked once,
-            # until one is written in place (load_state_dict): then read at each call.
-            folded = [p for p in static_positions if self.fold_weights and _foldable(tensors[p])]
-            with_regions = _with_regions(exported, tensors, options, self.name, folded,
-                                         asked=self.kernels == "inductor")
-            if with_regions is not None:
-                exported, regions = with_regions
-        archive = _archive(lambda buffer: torch.export.save(exported, buffer))
-        handle = torch.classes.opara.Model.from_archive(archive, self.name, tensors, options)
-        compiled = _Compiled(handle, specialized, tensors, static_positions, regions)
+        folded = [p for p in static_positions if self.fold_weights and _foldable(tensors[p])]
+        lowered = lower(program, tensors, options, self.kernels, self.name, folded_inputs=folded)
+        handle = torch.classes.opara.Model.from_archive(lowered.archive, self.name, tensors, options)
+        compiled = _Compiled(handle, specialized, tensors, static_positions, lowered)
         counters["compiles"] += 1
-        counters["regions"] += len(regions or ())
-        compiles.append(_described(self.name, handle, kernels, len(regions or ())))
+        counters["regions"] += len(lowered.regions or ())
+        compiles.append(_described(self.name, handle, lowered))
         return compiled
 
     def __call__(self, *args: Any) -> Any:

@@ -123,10 +123,11 @@ def test_each_compile_says_what_it_runs_and_where(kernels):
     assert entry["graph"].startswith("torch.compile graph") and entry["device"] == "cpu"
     assert entry["kernels"] == kernels and entry["streams"] >= 1 and entry["threads"] >= 1
     if kernels == "aten":
-        assert entry["regions"] == 0 and entry["nodes"] > 1, entry
-        assert "ATen's kernels" in opara.describe_compile(entry)
+        assert entry["regions"] == 0 and entry["nodes"] > 1 and entry["aten_because"] == "asked", entry
+        assert "ATen's kernels, one per node: asked" in opara.describe_compile(entry)
     else:
         assert entry["regions"] >= 1 and opara.dynamo_counters["regions"] >= entry["regions"], entry
+        assert entry["aten_because"] is None, entry
         assert f"{entry['regions']} Inductor region(s)" in opara.describe_compile(entry)
     assert opara.describe_compile(entry).startswith(entry["graph"] + ":")
 

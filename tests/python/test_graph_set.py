@@ -105,8 +105,10 @@ def test_a_model_whose_outputs_mix_rows_is_refused(library):
 
 
 def test_bad_batch_sizes_and_batched_inputs_are_refused(library):
-    with pytest.raises(ValueError, match="batch_sizes"):
+    with pytest.raises(ValueError, match="MixesRows: batch size 0 is not a positive number of rows"):
         opara.compile_graph_set(MixesRows(), [torch.randn(2, 8)], [0, 2], **cpu_options())
+    with pytest.raises(ValueError, match="MixesRows: a graph set needs at least one batch size"):
+        opara.compile_graph_set(MixesRows(), [torch.randn(2, 8)], [], **cpu_options())
     with pytest.raises(ValueError, match=r"opara.compile_graph_set: batched input 3 does not exist"):
         opara.compile_graph_set(MixesRows(), [torch.randn(2, 8)], [2], batched_inputs=[3], **cpu_options())
     with pytest.raises(ValueError, match=r"batched input 1 has shape \[3\]; every batched example needs the same"):

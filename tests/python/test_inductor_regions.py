@@ -103,7 +103,7 @@ def test_opara_compile_runs_each_region_compiled_by_inductor(library, model_and_
         close_to(actual, expected)
         close_to(actual, inductor)
     # The weights are frozen into the regions, and the regions live as long as the model.
-    native = sorted(compiled._regions.native)
+    native = sorted(compiled._lowerings[0].regions.native)
     with pytest.raises(RuntimeError, match=r"the region compiled in .* takes \d+ inputs, not 0"):
         torch.ops.opara.native_region(native[0], [])
     del compiled
@@ -118,7 +118,7 @@ def test_opara_compile_runs_each_region_compiled_by_inductor(library, model_and_
 def test_a_region_whose_entry_is_not_found_keeps_the_python_call(library, model_and_input, monkeypatch):
     from opara import _regions
 
-    monkeypatch.setattr(_regions, "_native_entry", lambda *args: None)
+    monkeypatch.setattr(_regions, "native_entry", lambda *args: None)
     model, x = model_and_input
     compiled = opara.compile(model, [x], kernels="inductor", region_min_share=0.1, device="cpu", cpu_tuning_ms=0)
     kinds = compiled.plan()["kinds"]
@@ -164,11 +164,11 @@ def test_two_threads_compiling_regions_each_run_their_own_native_entries(library
 
 
 def test_another_threads_entry_calls_are_not_recorded(library):
-    from opara._regions import _entry_inputs_recorded
+    from opara._inductor_compat import entry_inputs_recorded
 
     original = torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors
     mine, theirs = torch.ones(2), torch.ones(3)
-    with _entry_inputs_recorded() as recorded:
+    with entry_inputs_recorded() as recorded:
         other = threading.Thread(target=lambda: torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors([theirs]))
         other.start()
         other.join()
@@ -223,7 +223,7 @@ def test_when_inductor_fails_the_default_takes_atens_kernels_and_says_so(library
     with torch.no_grad():
         with pytest.warns(UserWarning, match="Inductor's kernels could not be compiled .*Inductor broke"):
             compiled = opara.compile(model, [x], device="cpu", cpu_tuning_ms=0)
-        assert compiled.stats()["regions"] == 0
+        assert compiled.stats()["regions"] == 0 and compiled.stats()["aten_because"] == "inductor_failed"
         close_to(compiled(x), model(x))
         with pytest.warns(UserWarning, match="Inductor's kernels could not be compiled .*Inductor broke"):
             backend = torch.compile(model, backend="opara", options={"device": "cpu", "fallback": "error"})
@@ -239,7 +239,7 @@ def test_atens_kernels_are_the_default_on_the_gpu(library, model_and_input, no_t
     model, x = model_and_input
     try:
         compiled = opara.compile(model.cuda(), [x.cuda()])
-        assert compiled.stats()["regions"] == 0
+        assert compiled.stats()["regions"] == 0 and compiled.stats()["aten_because"] == "gpu_default"
         with torch.no_grad():
             close_to(compiled(x.cuda()), model(x.cuda()))
     finally:
@@ -303,6 +303,7 @@ def test_a_program_that_writes_a_buffer_reads_and_writes_it_at_each_call(library
     x = torch.ones(3)
     compiled = opara.compile(Counter(), [x], kernels="inductor", device="cpu", cpu_tuning_ms=0)
     assert compiled.stats()["regions"] == 1
+    assert compiled.plan()["kinds"] == ["aten::add_", "opara::native_region"]  # add_, the library's twin of add
     assert torch.equal(compiled(x), torch.full((3,), 1.0)) and torch.equal(compiled(x), torch.full((3,), 2.0))
 
 

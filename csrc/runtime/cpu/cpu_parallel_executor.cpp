@@ -391,6 +391,17 @@ void CpuParallelExecutor::record_node_times(bool record) {
   state_->record_times.store(record);
 }
 
+void CpuParallelExecutor::set_on_node_done(
+    std::function<void(NodeId, std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point)>
+        on_node_done) {
+  State& state = *state_;
+  if (state.in_run.load()) {
+    throw Error(fmt::format("{}: set_on_node_done called during a run; call it between runs", state.graph.source_path));
+  }
+  std::lock_guard<std::mutex> lock(state.mutex);  // a run hands its nodes to the workers under it
+  state.options.on_node_done = std::move(on_node_done);
+}
+
 void CpuParallelExecutor::set_priorities(std::vector<double> priorities) {
   State& state = *state_;
   require_priorities_fit(state.graph, priorities);

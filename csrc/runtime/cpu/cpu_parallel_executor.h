@@ -88,6 +88,11 @@ class CpuParallelExecutor {
   // nodes reported to CpuExecutorOptions::on_node_done always. Read between runs.
   void record_node_times(bool record);
   [[nodiscard]] std::vector<double> node_times() const;
+  // Replaces CpuExecutorOptions::on_node_done (empty: none) for the runs that follow. Throws
+  // opara::Error when called during a run.
+  void set_on_node_done(
+      std::function<void(NodeId, std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point)>
+          on_node_done);
   // Replaces CpuExecutorOptions::priorities (by NodeId, or empty: first ready, first run) for the
   // runs that follow. Throws opara::Error for a wrong count, or when called during a run.
   void set_priorities(std::vector<double> priorities);

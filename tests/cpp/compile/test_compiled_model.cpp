@@ -23,6 +23,7 @@
 #include <chrono>
 #include <future>
 #include <random>
+#include <set>
 
 #include "exec/eager_executor.h"
 #include "exec/outputs.h"
@@ -99,6 +100,35 @@ TEST(CompiledModelCpu, StatsDescribeThePlan) {
   EXPECT_EQ(stats.runs, 1u);
   EXPECT_GT(stats.compile_ms, 0);
   EXPECT_EQ(compiled.plan().cost_source, "shapes");
+}
+
+// run_traced (opara-bench trace): the run run() makes, outputs and all, with when each node ran on
+// which of the plan's streams; the next traced run says its own, and a plain run is not traced.
+TEST(CompiledModelCpu, ATracedRunSaysWhenEachNodeRanOnThePlansStreams) {
+  OPARA_REQUIRE_MODEL("branchy");
+  const Loaded loaded = reference_of("branchy", "pt");
+  const CompiledModel compiled = compile(loaded.path, loaded.inputs, cpu_options());
+  ASSERT_GT(compiled.plan().stream_count, 1);
+  for (int traced_run = 0; traced_run < 2; ++traced_run) {
+    std::vector<CompiledModel::NodeSpan> spans;
+    EXPECT_TRUE(bitwise_equal(compiled.run_traced(loaded.inputs, spans), loaded.expected));
+    std::set<NodeId> seen;
+    std::set<int> streams;
+    for (const CompiledModel::NodeSpan& span : spans) {
+      EXPECT_TRUE(seen.insert(span.node).second) << "node " << span.node << " reported twice";
+      EXPECT_EQ(span.stream, std::max(compiled.plan().stream_of.at(span.node), 0))
+          << compiled.graph().describe(span.node);
+      EXPECT_LE(span.start, span.end);
+      streams.insert(span.stream);
+    }
+    for (NodeId id = 0; id < static_cast<NodeId>(compiled.graph().size()); ++id) {
+      if (compiled.plan().stream_of[id] < 0) continue;
+      EXPECT_TRUE(seen.count(id)) << compiled.graph().describe(id) << " not traced";
+    }
+    EXPECT_EQ(static_cast<int>(streams.size()), compiled.plan().stream_count);
+  }
+  EXPECT_TRUE(bitwise_equal(compiled.run(loaded.inputs), loaded.expected));  // untraced: nothing left to report to
+  EXPECT_EQ(compiled.stats().runs, 3u);
 }
 
 // Left to itself (no cap, no thread count), compile() on the CPU times the candidate schedules
@@ -399,6 +429,18 @@ TEST(CompiledModelCuda, BadInputsAreNamed) {
   EXPECT_THAT([&] { compiled.run({x.to(at::kHalf)}); }, ::testing::ThrowsMessage<Error>(HasSubstr("dtype Half")));
   // Still usable after the errors.
   expect_close(compiled.run({x}), eager_cuda(compiled.graph(), {x}), "after bad inputs");
+}
+
+// On a GPU the nodes run inside CUDA graphs: run_traced says to trace the kernels with CUPTI.
+TEST(CompiledModelCuda, ATracedRunIsRefusedNamingCupti) {
+  OPARA_REQUIRE_GPU();
+  OPARA_REQUIRE_MODEL("branchy");
+  const Loaded loaded = reference_of("branchy", "pt");
+  const CompiledModel compiled = compile(loaded.path, to_cuda(loaded.inputs));
+  std::vector<CompiledModel::NodeSpan> spans;
+  EXPECT_THAT([&] { compiled.run_traced(to_cuda(loaded.inputs), spans); },
+              ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("branchy_b1.pt"), HasSubstr("CUPTI"))));
+  EXPECT_THAT(spans, IsEmpty());
 }
 
 // Options::Outputs::kView: run() returns the static output buffers themselves, equal to eager's

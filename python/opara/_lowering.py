@@ -1,0 +1,180 @@
+"""The one lowering stage of the Python package: a module, a torch.export program or a model file,
+its example inputs and the options in; what the library loads out (Lowered): the archive or the
+file, the output structure, Inductor's compiled regions, and the kernels they run, with why
+(AtenBecause) where those are not Inductor's. It alone chooses the kernels and owns every fallback
+to ATen's; opara.compile, opara.compile_graph_set and the Dynamo backend call it and decide
+nothing of the kind. (The backend's own fallback, a graph run eagerly, stays the backend's.)"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import warnings
+from typing import Any, Sequence
+
+import torch
+
+from . import _regions
+from ._frontend import _compile_device, _first_line, exported, loaded, program_archive, script_archive, traced_archive
+from ._partition import RegionsUnsupported
+from ._regions import CompiledRegions
+
+# How the kernels of the nodes are made (the option kernels): ATen's own, one per node, or
+# Inductor's fused ones, compiled per region of the plan (python/opara/_regions.py); "auto" picks
+# the one measured faster on the device.
+KERNEL_CHOICES = ("auto", "aten", "inductor")
+
+
+class Kernels(str, enum.Enum):
+    """The kernels a lowered model runs."""
+    INDUCTOR = "inductor"  # Inductor's fused kernels, one opara::region node per region
+    ATEN = "aten"  # ATen's kernels, one per node
+
+
+class AtenBecause(str, enum.Enum):
+    """Why a lowered model runs ATen's kernels (stats()["aten_because"])."""
+    ASKED = "asked"  # kernels="aten"
+    GPU_DEFAULT = "gpu_default"  # kernels="auto" on a GPU, where regions are not measured yet
+    TORCHSCRIPT = "torchscript"  # a TorchScript module or file: no torch.export program to cut
+    EXPORT_FAILED = "export_failed"  # torch.export refused the module (traced with TorchScript)
+    GRAPH_SET_FILE = "graph_set_file"  # a graph set from a file: the library makes its buckets
+    REGIONS_UNSUPPORTED = "regions_unsupported"  # the plan's regions cannot be ordered
+    INDUCTOR_FAILED = "inductor_failed"  # kernels="auto" and Inductor raised
+
+
+@dataclasses.dataclass
+class Lowered:
+    """What the library loads for one model: `archive` (in memory), or `path`, a file it reads
+    itself; how it was made (`exported_with`: "torch.export", "torchscript", "torchscript-trace" or
+    "file"); the output tree spec (None: unknown); the compiled regions its opara::region nodes
+    call (kept alive with the model); the kernels, and why ATen's (`aten_because`, with `detail`,
+    the error's first line where one was the reason)."""
+    archive: torch.Tensor | None
+    path: str | None
+    exported_with: str
+    out_spec: Any
+    regions: CompiledRegions | None
+    kernels: Kernels
+    aten_because: AtenBecause | None = None
+    detail: str = ""
+
+    def stats(self) -> dict[str, Any]:
+        """The lowering's keys of a compiled model's stats()."""
+        regions = self.regions
+        return {"kernels": self.kernels.value, "aten_because": self.aten_because.value if self.aten_because else None,
+                "regions": float(len(regions or ())),
+                "region_input_copies": float(regions.input_copies() if regions else 0)}
+
+
+def kernels_option(options: dict[str, Any], caller: str) -> str:
+    """Takes the option kernels out of `options` (the C++ options do not know it), checked."""
+    kernels = options.pop("kernels", "auto")
+    if kernels not in KERNEL_CHOICES:
+        raise ValueError(f"{caller} option kernels={kernels!r}: expected 'auto' (the default: Inductor's on the CPU, "
+                         "ATen's on a GPU), 'aten' (ATen's kernels, one per node) or 'inductor' (Inductor's fused "
+                         "kernels, compiled per region of the plan)")
+    return kernels
+
+
+def _asked_aten(kernels: str, options: dict[str, str], inputs: list[torch.Tensor], name: str) -> AtenBecause | None:
+    """Why the option kernels means ATen's kernels, or None where it means Inductor's: "auto" takes
+    Inductor's on the CPU, where they ran faster than Inductor's own (docs/benchmarks.md), and
+    ATen's on a GPU, where regions have not been measured yet."""
+    if kernels == "aten":
+        return AtenBecause.ASKED
+    if kernels == "auto" and _compile_device(options, inputs, name).type != "cpu":
+        return AtenBecause.GPU_DEFAULT
+    return None
+
+
+def _program(model: Any, inputs: list[torch.Tensor],
+             graph_set: bool) -> tuple[torch.export.ExportedProgram | None, AtenBecause | None, str]:
+    """The torch.export program Inductor's regions are cut from, or None, why not and the detail."""
+    if isinstance(model, torch.export.ExportedProgram):
+        return model, None, ""
+    if isinstance(model, (str, os.PathLike)):
+        if graph_set:
+            return None, AtenBecause.GRAPH_SET_FILE, ""
+        program = loaded(str(model))
+        return (program, None, "") if program is not None else (None, AtenBecause.TORCHSCRIPT, "a TorchScript file")
+    if isinstance(model, torch.jit.ScriptModule):
+        return None, AtenBecause.TORCHSCRIPT, "a TorchScript module"
+    try:
+        return exported(model, inputs), None, ""
+    except Exception as error:  # export fails in many ways; tracing is the documented fallback
+        return None, AtenBecause.EXPORT_FAILED, _first_line(error)
+
+
+def _say(because: AtenBecause, detail: str, name: str, asked: bool) -> None:
+    """The warning for ATen's kernels where Inductor's were asked for, or where "auto" chose them
+    and Inductor failed; nothing where "auto" found a model they cannot take."""
+    if because is AtenBecause.INDUCTOR_FAILED:
+        message = (f"Inductor's kernels could not be compiled for {name} ({detail}); compiled with ATen's kernels "
+                   "instead (kernels='aten' skips trying)")
+    elif not asked:
+        return
+    elif because is AtenBecause.GRAPH_SET_FILE:
+        message = (f"kernels='inductor' compiles a graph set from an nn.Module (exported at each batch size), not "
+                   f"from a file; {name} is compiled with ATen's kernels")
+    elif because is AtenBecause.REGIONS_UNSUPPORTED:
+        message = f"{detail}; compiled with ATen's kernels instead"
+    else:
+        message = (f"kernels='inductor' needs a torch.export program, and {name} is not one ({detail}); compiled "
+                   "with ATen's kernels instead")
+    warnings.warn(f"opara: {message}", stacklevel=5)
+
+
+def _with_atens_kernels(model: Any, inputs: list[torch.Tensor], program: torch.export.ExportedProgram | None,
+                        because: AtenBecause, detail: str) -> Lowered:
+    """`model` for ATen's kernels: a file as it is, else an archive of its program (exported here
+    if no program was made yet), of its TorchScript, or of its trace where export failed."""
+    aten = dict(kernels=Kernels.ATEN, aten_because=because, detail=detail, regions=None)
+    if isinstance(model, (str, os.PathLike)):
+        return Lowered(archive=None, path=str(model), exported_with="file", out_spec=None, **aten)
+    if isinstance(model, torch.jit.ScriptModule):
+        return Lowered(archive=script_archive(model), path=None, exported_with="torchscript", out_spec=None, **aten)
+    if isinstance(model, torch.export.ExportedProgram):
+        program = model
+    why_not_exported = detail if because is AtenBecause.EXPORT_FAILED else None
+    if program is None and why_not_exported is None:
+        try:
+            program = exported(model, inputs)
+        except Exception as error:  # export fails in many ways; tracing is the documented fallback
+            why_not_exported = _first_line(error)
+    if program is None:
+        archive, out_spec = traced_archive(model, inputs, why_not_exported)
+        return Lowered(archive=archive, path=None, exported_with="torchscript-trace", out_spec=out_spec, **aten)
+    return Lowered(archive=program_archive(program), path=None, exported_with="torch.export",
+                   out_spec=program.call_spec.out_spec, **aten)
+
+
+def lower(model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathLike, inputs: list[torch.Tensor],
+          options: dict[str, str], kernels: str, name: str, *, folded_inputs: Sequence[int] = (),
+          graph_set: bool = False) -> Lowered:
+    """`model` lowered for `inputs` and the option text `options` (without kernels, which is
+    `kernels`, checked by kernels_option). `name` stands for the model in messages. Inductor's
+    kernels where `kernels` asks or "auto" chooses them and the model is a torch.export program
+    (a module export takes, a .pt2 file, a program), else ATen's, with a warning where the user
+    asked for Inductor's; where "auto" chose Inductor's and Inductor fails, ATen's with a warning,
+    where the user asked, the error. `folded_inputs`: user inputs folded into the regions (the
+    weights the backend passes in). `graph_set`: a graph set's bucket, which for a file the
+    library makes itself."""
+    because = _asked_aten(kernels, options, inputs, name)
+    program, detail = None, ""
+    if because is None:
+        program, because, detail = _program(model, inputs, graph_set)
+    if program is not None and because is None:
+        try:
+            regional, regions = _regions.compile_regions(program, inputs, options, name, folded_inputs)
+        except RegionsUnsupported as error:
+            because, detail = AtenBecause.REGIONS_UNSUPPORTED, str(error)
+        except Exception as error:
+            if kernels == "inductor":
+                raise
+            because, detail = AtenBecause.INDUCTOR_FAILED, _first_line(error)
+        else:
+            return Lowered(archive=program_archive(regional), path=None, exported_with="torch.export",
+                           out_spec=program.call_spec.out_spec, regions=regions, kernels=Kernels.INDUCTOR)
+    _say(because, detail, name, asked=kernels == "inductor")
+    return _with_atens_kernels(model, inputs, program, because, detail)

@@ -1,0 +1,163 @@
+"""The one lowering stage (python/opara/_lowering.py): every route says which kernels its model
+runs and, for ATen's, why (stats()["kernels"], stats()["aten_because"]), with a warning exactly
+where the user asked for Inductor's; a module torch.export refuses is exported once, then traced;
+the library decides which writes of state run in place (torch.ops.opara.in_place_twin)."""
+
+import warnings
+
+import pytest
+import torch
+
+import opara
+from conftest import model_file
+from test_inductor_regions import ThreeBranches, close_to
+from test_python_package import DataDependent
+
+CPU = {"device": "cpu", "cpu_tuning_ms": 0}
+
+
+def branchy_input():
+    return torch.load(str(model_file("branchy", "pt")).replace(".pt", ".ref.pt"))["inputs"]
+
+
+def opara_warnings(caught):
+    return [str(w.message) for w in caught if str(w.message).startswith("opara:")]
+
+
+@pytest.mark.parametrize("kernels", ["auto", "inductor", "aten"])
+@pytest.mark.parametrize("route", ["module", "pt2", "pt", "script_module"])
+def test_each_route_says_its_kernels_and_why(library, route, kernels):
+    torch.manual_seed(0)
+    if route == "module":
+        model, inputs = ThreeBranches().eval(), [torch.randn(1, 8, 16, 16)]
+        expected = model(*inputs)
+    else:
+        inputs = branchy_input()
+        model = {"pt2": model_file("branchy", "pt2"), "pt": model_file("branchy", "pt"),
+                 "script_module": torch.jit.load(str(model_file("branchy", "pt")))}[route]
+        expected = torch.jit.load(str(model_file("branchy", "pt")))(*inputs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = opara.compile(model, inputs, kernels=kernels, **CPU)
+    stats = compiled.stats()
+    program = route in ("module", "pt2")
+    if kernels == "aten":
+        assert (stats["kernels"], stats["aten_because"]) == ("aten", "asked")
+    elif program:
+        assert (stats["kernels"], stats["aten_because"], stats["regions"]) == ("inductor", None, 1)
+    else:
+        assert (stats["kernels"], stats["aten_because"], stats["regions"]) == ("aten", "torchscript", 0)
+    # Said where Inductor's kernels were asked for and cannot be had; never otherwise.
+    said = opara_warnings(caught)
+    if kernels == "inductor" and not program:
+        assert len(said) == 1 and "kernels='inductor' needs a torch.export program" in said[0], said
+    else:
+        assert said == [], said
+    with torch.no_grad():
+        close_to([compiled(*inputs)], [expected])
+
+
+@pytest.mark.parametrize("kernels", ["auto", "inductor"])
+def test_a_module_export_refuses_is_exported_once_then_traced(library, monkeypatch, kernels):
+    exports = []
+    export = torch.export.export
+
+    def counted(*args, **kwargs):
+        exports.append(type(args[0]).__name__)
+        return export(*args, **kwargs)
+
+    monkeypatch.setattr(torch.export, "export", counted)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = opara.compile(DataDependent(), [torch.ones(3)], kernels=kernels, **CPU)
+    assert exports == ["DataDependent"]
+    stats = compiled.stats()
+    assert (stats["kernels"], stats["aten_because"], compiled.exported_with) == (
+        "aten", "export_failed", "torchscript-trace")
+    said = opara_warnings(caught)
+    assert any("falling back to TorchScript tracing" in message for message in said), said
+    assert any("needs a torch.export program" in message for message in said) == (kernels == "inductor"), said
+    assert torch.equal(compiled(torch.full((3,), 2.0)), torch.full((3,), 4.0))
+
+
+@pytest.mark.parametrize("kernels", ["auto", "inductor"])
+def test_regions_that_cannot_be_ordered_fall_back_to_atens_kernels(library, monkeypatch, kernels):
+    import opara._regions
+    from opara._partition import RegionsUnsupported
+
+    def unordered(*args, **kwargs):
+        raise RegionsUnsupported("the regions of ThreeBranches read each other through nodes outside them, in a ring")
+
+    monkeypatch.setattr(opara._regions, "compile_regions", unordered)
+    model, x = ThreeBranches().eval(), torch.randn(1, 8, 16, 16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = opara.compile(model, [x], kernels=kernels, **CPU)
+    assert (compiled.stats()["kernels"], compiled.stats()["aten_because"]) == ("aten", "regions_unsupported")
+    said = opara_warnings(caught)
+    assert said == ([] if kernels == "auto" else
+                    ["opara: the regions of ThreeBranches read each other through nodes outside them, in a ring; "
+                     "compiled with ATen's kernels instead"]), said
+    with torch.no_grad():
+        assert torch.equal(compiled(x)[0], model(x)[0])
+
+
+def test_a_graph_set_says_each_buckets_kernels(library):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval()
+    graph_set = opara.compile_graph_set(model, [torch.randn(2, 3, 8, 8)], [1, 2], **CPU)
+    assert graph_set.stats()["kernels"] == ["inductor", "inductor"]
+    assert graph_set.stats()["aten_because"] == [None, None]
+    with pytest.warns(UserWarning, match="compiles a graph set from an nn.Module .* not from a file"):
+        from_file = opara.compile_graph_set(model_file("branchy", "pt2"), branchy_input(), [1], kernels="inductor",
+                                            **CPU)
+    assert from_file.stats()["kernels"] == ["aten"] and from_file.stats()["aten_because"] == ["graph_set_file"]
+
+
+def test_the_library_names_the_in_place_twin_of_a_write(library):
+    twin = torch.ops.opara.in_place_twin
+    assert twin("torch.ops.aten.index_copy.default") == "torch.ops.aten.index_copy_.default"
+    assert twin("torch.ops.aten.index_put.default") == "torch.ops.aten.index_put_.default"
+    assert twin("torch.ops.aten.add.Tensor") == "torch.ops.aten.add_.Tensor"
+    assert twin("torch.ops.aten.mm.default") is None  # no mm_
+    assert twin("torch.ops.aten.add_.Tensor") is None  # writes already
+    assert twin("torch.ops.aten.no_such_op.default") is None
+    assert twin("not an op") is None
+
+
+class Accumulates(torch.nn.Module):
+    """total += x: the new state is add(total, x), whose in-place twin is add_."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(4))
+
+    def forward(self, x):
+        self.total.add_(x)
+        return torch.tanh(self.total) * 2
+
+
+class Decays(torch.nn.Module):
+    """average = average * 0.5 + x: the new state is add(mul(average), x), not made from the state
+    itself by one op, so a region makes it and the program copies it back."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(4))
+
+    def forward(self, x):
+        self.total.mul_(0.5).add_(x)
+        return torch.tanh(self.total) * 2
+
+
+@pytest.mark.parametrize("model_class,in_place", [(Accumulates, True), (Decays, False)])
+def test_a_write_of_state_with_an_in_place_twin_runs_in_place_outside_the_regions(library, model_class, in_place):
+    model, reference = model_class(), model_class()
+    compiled = opara.compile(model, [torch.zeros(4)], kernels="inductor", **CPU)
+    kinds = compiled.plan()["kinds"]
+    assert ("aten::add_" in kinds, "aten::copy_" in kinds) == (in_place, not in_place), kinds
+    for step in range(3):
+        x = torch.full((4,), float(step))
+        close_to([compiled(x)], [reference(x)])
+    close_to([compiled.state()["total"]], [reference.total])
+    assert torch.equal(model.total, torch.zeros(4))  # the module's own buffer is not written
