@@ -12,6 +12,7 @@
 #include "opara/placement.h"
 #include "opara/profile.h"
 #include "overflow/cpu_steps.h"
+#include "overflow/placements.h"
 #include "overflow/segments.h"
 #include "planning.h"
 #include "support/internal_assert.h"

@@ -16,6 +16,7 @@
 #include "exec/state_buffers.h"
 #include "graph/graph_analysis.h"
 #include "json_output.h"
+#include "mode_result.h"
 #include "mode_runner.h"
 #include "model_flags.h"
 #include "model_loading.h"
@@ -25,8 +26,10 @@
 #include "opara/error.h"
 #include "opara/model_profiler.h"
 #include "planning.h"
+#include "profile/kernel_attribution.h"
 #include "profiler/cupti_profiler.h"
 #include "progress.h"
+#include "runtime/cpu/cpu_parallel_executor.h"
 
 namespace opara::bench {
 namespace {
@@ -64,6 +67,8 @@ struct TracedMode {
   // workers: the longer of the critical path through them and their sum over the workers. How far run_us is
   // above it is what the schedule (order, stream merging, hand-offs) lost. GPU: not known.
   std::optional<double> bound_us;
+  // CPU, planned modes: the schedule compile() chose, as `run` reports it (planned_figures).
+  nlohmann::json figures;
 };
 
 // The bound of TracedMode::bound_us for nodes of these durations (by node; 0: did not run).
@@ -110,11 +115,14 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
     const Clock::time_point started = Clock::now();
     compiled.run_traced(inputs, spans);
     const Clock::time_point finished = Clock::now();
-    const CompiledStats stats = compiled.stats();
-    TracedMode traced{
-        std::string(mode.name), std::max(stats.streams, 1), microseconds(started, finished), {}, std::nullopt};
+    const int streams = std::max(compiled.stats().streams, 1);
+    TracedMode traced{std::string(mode.name), streams, microseconds(started, finished), {}, std::nullopt, nullptr};
+    PlanOptions uncapped = mode.plan;
+    uncapped.max_streams = 0;
+    traced.figures = planned_figures(compiled, make_plan(graph, uncapped));
     add_spans(traced, compiled.graph(), spans, started, durations_us);
-    traced.bound_us = schedule_bound_us(compiled.graph(), durations_us, std::max(stats.streams, 1));
+    // The executor's workers: one per stream, at most the usable cores.
+    traced.bound_us = schedule_bound_us(compiled.graph(), durations_us, std::min(streams, usable_cores()));
     return traced;
   }
   // Eager: one node at a time, on every core's intra-op threads.
@@ -133,7 +141,7 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
   last = started;
   eager.run(arguments);
   const Clock::time_point finished = Clock::now();
-  TracedMode traced{std::string(mode.name), 1, microseconds(started, finished), {}, std::nullopt};
+  TracedMode traced{std::string(mode.name), 1, microseconds(started, finished), {}, std::nullopt, nullptr};
   add_spans(traced, graph, spans, started, durations_us);
   traced.bound_us = schedule_bound_us(graph, durations_us, 1);
   return traced;
@@ -198,7 +206,7 @@ TracedMode trace_on_gpu(const Graph& graph, const ModeSpec& mode, const std::vec
   for (const CopyRecord& copy : records.copies) {
     boxes.push_back({copy.kind, copy.start_ns, copy.end_ns, {{"bytes", copy.bytes}, {"cupti_stream", copy.stream}}});
   }
-  TracedMode traced{std::string(mode.name), 0, 0, {}, std::nullopt};
+  TracedMode traced{std::string(mode.name), 0, 0, {}, std::nullopt, nullptr};
   if (boxes.empty()) return traced;
   std::sort(boxes.begin(), boxes.end(), [](const Box& a, const Box& b) { return a.start_ns < b.start_ns; });
   const std::uint64_t first = boxes.front().start_ns;
@@ -318,7 +326,8 @@ nlohmann::json print_summary(std::FILE* table, const LoadedModel& model, const s
                                 {"lanes", mode.lanes},
                                 {"busy_ms", busy_us / 1000},
                                 {"concurrency", concurrency},
-                                {"bound_ms", mode.bound_us ? nlohmann::json(*mode.bound_us / 1000) : nullptr}});
+                                {"bound_ms", mode.bound_us ? nlohmann::json(*mode.bound_us / 1000) : nullptr},
+                                {"figures", mode.figures}});
   }
   return summary;
 }

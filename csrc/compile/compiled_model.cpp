@@ -24,6 +24,7 @@
 #include "opara/model_profiler.h"
 #include "opara/options.h"
 #include "overflow/cpu_steps.h"
+#include "overflow/placements.h"
 #include "profiler/device_limits.h"
 #include "runtime/cpu/cpu_parallel_executor.h"
 #include "runtime/cuda/capture_pool.h"

@@ -9,6 +9,7 @@
 #include "exec/record_shapes.h"
 #include "opara/error.h"
 #include "opara/profile.h"
+#include "overflow/placements.h"
 
 namespace opara {
 namespace {

@@ -11,6 +11,7 @@
 
 #include "opara/options.h"
 #include "opara/placement.h"
+#include "overflow/placements.h"
 
 namespace opara {
 

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "graph/written_aliases.h"
+#include "overflow/placements.h"
 
 namespace opara {
 namespace {

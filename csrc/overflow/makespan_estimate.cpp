@@ -18,6 +18,7 @@
 
 #include "opara/error.h"
 #include "opara/placement.h"
+#include "overflow/placements.h"
 #include "overflow/sides.h"
 
 namespace opara {

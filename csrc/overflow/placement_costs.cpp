@@ -6,6 +6,7 @@
 
 #include "opara/error.h"
 #include "opara/placement.h"
+#include "overflow/placements.h"
 
 namespace opara {
 namespace {

@@ -8,6 +8,7 @@
 #include "graph/graph_analysis.h"  // model_output_mask: a returned value must end on the GPU
 #include "opara/graph.h"
 #include "opara/placement.h"
+#include "overflow/placements.h"
 
 namespace opara::overflow {
 

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "opara/profile.h"
+#include "profile/kernel_attribution.h"
 #include "support/internal_assert.h"
 
 namespace opara {

@@ -15,6 +15,7 @@
 
 #include "opara/error.h"
 #include "opara/profile.h"
+#include "profile/kernel_demand.h"
 
 namespace opara {
 namespace {

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "opara/profile.h"
+#include "profile/op_class_refinement.h"
 
 namespace opara {
 namespace {

@@ -13,6 +13,7 @@
 
 #include "opara/error.h"
 #include "opara/model_profiler.h"
+#include "profile/kernel_attribution.h"
 #include "profiler/torch_profiler_state.h"
 #include "support/internal_assert.h"
 

@@ -4,6 +4,7 @@
 
 #include "opara/graph.h"
 #include "opara/profile.h"
+#include "profile/kernel_attribution.h"
 
 namespace opara {
 

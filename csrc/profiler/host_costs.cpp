@@ -11,6 +11,7 @@
 #include "exec/outputs.h"
 #include "graph/op_table.h"
 #include "opara/model_profiler.h"
+#include "profiler/host_costs.h"
 
 namespace opara {
 namespace {

@@ -28,9 +28,13 @@
 #include "exec/input_signature.h"
 #include "exec/outputs.h"
 #include "graph/op_table.h"
+#include "profile/kernel_attribution.h"
+#include "profile/kernel_demand.h"
+#include "profile/op_class_refinement.h"
 #include "profiler/copy_bandwidth.h"
 #include "profiler/cupti_profiler.h"
 #include "profiler/device_limits.h"
+#include "profiler/host_costs.h"
 #include "support/elapsed.h"
 
 namespace opara {

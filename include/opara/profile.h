@@ -64,38 +64,6 @@ struct OPARA_API CopyRecord {
   bool operator==(const CopyRecord& other) const;
 };
 
-// CUPTI's EXTERNAL_CORRELATION record: the API call `correlation_id` was made while the profiler
-// had pushed `external_id` (a node id) on the calling thread.
-struct ExternalCorrelation {
-  std::uint32_t correlation_id = 0;
-  std::uint64_t external_id = 0;
-};
-
-// What one flush of the activity buffers holds.
-struct ActivityRecords {
-  std::vector<KernelRecord> kernels;
-  std::vector<CopyRecord> copies;
-  std::vector<ExternalCorrelation> correlations;
-};
-
-// Each node's device work, joined through the external correlation: a kernel's correlation id
-// names the launching API call, whose external correlation record names the node.
-struct Attribution {
-  std::vector<std::vector<KernelRecord>> kernels;  // by node id
-  std::vector<std::vector<CopyRecord>> copies;     // by node id
-  std::vector<KernelRecord> unattributed_kernels;  // launched outside every node, or by an unknown id
-  std::vector<CopyRecord> unattributed_copies;
-  // Nodes expected to do device work (see `expects_device_work`) with no kernel and no copy.
-  std::vector<NodeId> silent_nodes;
-};
-
-// Joins `records` to the nodes 0 .. node_count-1. `expects_device_work` (by node id, empty: none
-// expected) says which nodes must show some kernel or copy. Throws opara::InternalError (a bug in
-// opara) when one API call is correlated with two nodes, since the profiler pushes exactly one id
-// around each node, or when `expects_device_work` is neither empty nor one flag per node.
-OPARA_API Attribution attribute_activities(const ActivityRecords& records, std::size_t node_count,
-                                           const std::vector<bool>& expects_device_work = {});
-
 // What the occupancy calculator needs to know of a GPU (cudaDeviceProp's fields of the same
 // meaning). The allocation granularities of registers and shared memory are not stored: CUDA's
 // calculator (cuda_occupancy.h) derives them from the compute capability, as the hardware does.
@@ -124,33 +92,6 @@ struct ResourceDemand {
   double register_fraction = 0;  // of all SMs' registers (allocated, rounded to the granularity)
   double smem_fraction = 0;      // of all SMs' shared memory (allocated, reserved bytes included)
 };
-
-struct KernelDemand : ResourceDemand {
-  int resident_blocks_per_sm = 0;  // the occupancy calculator's answer
-};
-
-// The occupancy of one kernel on `device` from its block size, registers and shared memory (CUDA's
-// occupancy calculator, cuda_occupancy.h, host-side), and the demand and fractions that follow.
-// Throws opara::Error naming the kernel when the calculator does not know the device or the kernel
-// cannot fit one block on an SM of it (the record is of another device).
-OPARA_API KernelDemand kernel_demand(const KernelRecord& kernel, const DeviceLimits& device);
-
-// A node's demand: each kernel's weighted by its duration (equal weights when no kernel has a
-// duration); all zero without kernels.
-OPARA_API ResourceDemand node_demand(const std::vector<KernelRecord>& kernels, const DeviceLimits& device);
-
-// What the class of one node rests on.
-struct ClassEvidence {
-  OpClass table_class = OpClass::kMemory;  // the op table's (or the static estimate's) class
-  std::optional<double> flops;             // known for convolutions, matrix products, attention
-  double bytes = 0;                        // read and written
-  double gpu_ns = 0;                       // measured; 0 when it ran no kernel
-};
-
-// The op table's classes, refined by measurement: a compute-class node whose FLOPs are known is
-// kept compute-bound when it used a larger share of the model's best measured FLOP rate than of
-// its best measured byte rate, and demoted to memory-bound otherwise. Memory-class nodes stay.
-OPARA_API std::vector<OpClass> refine_op_classes(const std::vector<ClassEvidence>& evidence);
 
 // One node of a profile.
 struct NodeProfile {

@@ -61,7 +61,7 @@ class CompiledModel(_Runs):
         """Streams, events, graph segments, host nodes, compile and capture times, memory, runs; the
         kernels ("inductor" or "aten") and, for ATen's, why (aten_because: "asked", "gpu_default",
         "torchscript", "export_failed", "regions_unsupported" or "inductor_failed"; None for
-        Inductor's); regions (the regions Inductor compiled; 0 for ATen's kernels) and
+        Inductor's: python/opara/_lowering.py's AtenBecause); regions (the regions Inductor compiled; 0 for ATen's kernels) and
         region_input_copies (the inputs of those regions that came in another layout than they were
         compiled for, a channels_last or transposed tensor say, and were copied into it)."""
         return {**dict(self._handle.stats()), **self._lowerings[0].stats()}
@@ -141,6 +141,7 @@ def compile(
         given, the whole program is one region. TorchScript models and graphs torch.export
         refuses keep ATen's kernels (with a warning where "inductor" was asked for); under
         "auto" a failure inside Inductor falls back to ATen's kernels with a warning.
+        stats()["kernels"] says which kernels run, stats()["aten_because"] why ATen's.
     profile: a recorded profile (opara-bench profile) for the demands; default: estimated from
         the shapes of one eager run of the examples on the model's device.
     allow_profile_mismatch: True: use a profile made for another model file, input shapes or GPU,

@@ -88,7 +88,7 @@ def compile_region(module: torch.fx.GraphModule, examples: list[Any], native: bo
     wrapper modules the compile loaded. `native`: with Inductor's C++ wrapper, whose entry opara
     calls from C++ (CPU regions); else the Python wrapper. cpp.dynamic_threads: the C++ kernels take
     the running thread's OpenMP team size, not the one at compile time, so that a region follows
-    the intra-op threads opara gives each worker (docs/architecture.md)."""
+    the intra-op threads opara gives each worker (docs/benchmarks.md, "Regions compiled by Inductor")."""
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
 

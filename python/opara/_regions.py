@@ -14,7 +14,7 @@ regions are compiled with Inductor's C++ wrapper, which releases the GIL while a
 Python wrapper holds it through each fused kernel, and two streams were no faster than one), and
 called from C++ through its entry function (opara::native_region). On a GPU the regions run only
 while opara warms up and captures; replays are one CUDA graph.
-docs/architecture.md ("Regions compiled by Inductor") has the measurements behind these choices.
+docs/benchmarks.md ("Regions compiled by Inductor") has the measurements behind these choices.
 """
 
 from __future__ import annotations
@@ -164,15 +164,10 @@ def _compile_region(region: Region, values: dict[str, Any], device: torch.device
     # A call's input in another layout is copied into the example's before the region runs
     # (csrc/ext/region_inputs.h): examples in a layout a copy can take.
     examples = [_example(values[name]) for name in region.inputs]
-    # `native` (CPU): the C++ wrapper, which releases the GIL while the region runs and whose entry
-    # opara::native_region calls from C++ (about 1 us against 28): no Python runs with the model.
-    # It compiles a program's kernels in one compiler call, faster than the Python wrapper's one
-    # per kernel where they are many (googlenet as one region: 24 s against 35) and slower where
-    # they are large (bert_base: about 15 s against 10). Freezing folds the constants the region
-    # holds as attributes (prepacked convolution weights), and with the weights as inputs too its
-    # passes made googlenet 1.11x Inductor's against 1.0x without (bert_base: the same speed, 1.5 s
-    # more compile). Dynamic threads: baked in, two workers ran two full teams each on the cores,
-    # and their spinning threads slowed the whole process (Inductor itself, run after, 3x).
+    # `native` (CPU): Inductor's C++ wrapper, which releases the GIL while the region runs and whose
+    # entry opara::native_region calls from C++, so no Python runs with the model; freezing folds the
+    # constants the region holds (prepacked convolution weights). The measurements behind both:
+    # docs/benchmarks.md, "Regions compiled by Inductor".
     native = device.type == "cpu"
     compiled, modules = compile_region(region.module(examples), examples, native)
     with torch.no_grad():
@@ -185,7 +180,7 @@ def _parts(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], o
     whole program is one region unless the user gives region_min_share (cut only where state is
     written in place): with calls at 1 us the plan's regions ran level with Inductor, and one
     region faster, since two cores' overlap of small kernels does not beat Inductor's intra-op
-    threads over the same kernels fused across the region edges (docs/architecture.md, "Regions
+    threads over the same kernels fused across the region edges (docs/benchmarks.md, "Regions
     compiled by Inductor"). On a GPU the calls happen only while opara captures, and the plan's
     regions stay: the plan is made as compile() will make it, with regions."""
     if device.type == "cpu" and "region_min_share" not in options:

@@ -118,7 +118,8 @@ def test_trace_has_a_process_per_mode_and_a_thread_per_stream(bench, tmp_path):
     path = model_file("googlenet", "pt")
     out = tmp_path / "trace.json"
     plan = json.loads(bench("plan", "--model", path, "--json", "-").stdout)
-    bench("trace", "--model", path, "--modes", "sequential,opara", "--out", out, "-w", "1")
+    # --max-streams 0: every stream the plan opens, untuned, as `run --max-streams 0` times it.
+    bench("trace", "--model", path, "--modes", "sequential,opara", "--out", out, "-w", "1", "--max-streams", "0")
     events = json.loads(out.read_text())["traceEvents"]
     processes = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
     assert sorted(processes.values()) == ["opara", "sequential"]
@@ -133,6 +134,24 @@ def test_trace_has_a_process_per_mode_and_a_thread_per_stream(bench, tmp_path):
     for e in by_mode["opara"]:
         stream = plan["stream_of"][e["args"]["node"]]
         assert e["tid"] == max(stream, 0)
+
+
+def test_trace_traces_the_schedule_compile_chose_as_run_does(bench):
+    """trace compiles a planned mode as run does (streams and threads tuned unless --max-streams
+    fixes them), so it traces the schedule run times, and reports it as run does (figures)."""
+    path = model_file("branchy", "pt")
+    plan = json.loads(bench("plan", "--model", path, "--json", "-").stdout)
+    tunes = len(os.sched_getaffinity(0)) > 1
+    for cap, streams in (([], None), (["--max-streams", "2"], 2), (["--max-streams", "0"], plan["streams"])):
+        summary = json.loads(bench("trace", "--model", path, "--modes", "eager,opara", "--out", os.devnull, "--json",
+                                   "-", *cap).stdout)
+        eager, planned = summary["modes"]
+        assert eager["figures"] is None and eager["lanes"] == 1
+        figures = planned["figures"]
+        assert planned["lanes"] == figures["streams"] and figures["streams_uncapped"] == plan["streams"], figures
+        assert figures["tuned"] == (tunes and not cap), figures
+        if streams is not None:
+            assert figures["streams"] == streams, figures
 
 
 def test_trace_csv_rows_and_bad_uses(bench, tmp_path):

@@ -15,6 +15,7 @@
 #include "graph/graph_analysis.h"
 #include "opara/error.h"
 #include "overflow/cpu_steps.h"
+#include "overflow/placements.h"
 #include "runtime/cuda/host_results.h"
 
 namespace opara {

@@ -12,6 +12,7 @@
 #include "model_files.h"
 #include "opara/error.h"
 #include "opara/profile.h"
+#include "overflow/placements.h"
 
 namespace opara {
 namespace {

@@ -10,6 +10,7 @@
 
 #include "opara/graph.h"
 #include "opara/placement.h"
+#include "overflow/placements.h"
 
 namespace opara::testing {
 

@@ -12,6 +12,7 @@
 #include "graph_builders.h"
 #include "opara/error.h"
 #include "opara/placement.h"
+#include "overflow/placements.h"
 #include "placement_fixtures.h"
 
 namespace opara {

@@ -21,6 +21,7 @@
 #include "opara/load.h"
 #include "opara/plan.h"
 #include "overflow/cpu_steps.h"
+#include "overflow/placements.h"
 #include "overflow/segments.h"
 #include "runtime/cpu/cpu_parallel_executor.h"
 #include "tools/run_segments.h"

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "opara/placement.h"
+#include "overflow/placements.h"
 #include "overflow/segments.h"
 #include "placement_fixtures.h"
 

@@ -4,6 +4,7 @@
 
 #include "opara/error.h"
 #include "opara/profile.h"
+#include "profile/kernel_demand.h"
 #include "profile_fixtures.h"
 
 namespace opara {

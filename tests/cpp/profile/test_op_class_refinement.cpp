@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "opara/profile.h"
+#include "profile/op_class_refinement.h"
 
 namespace opara {
 namespace {

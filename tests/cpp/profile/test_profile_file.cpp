@@ -20,6 +20,7 @@
 #include "opara/model_profiler.h"
 #include "opara/plan.h"
 #include "opara/profile.h"
+#include "profile/kernel_demand.h"
 #include "profile_fixtures.h"
 #include "schedule/stages.h"
 

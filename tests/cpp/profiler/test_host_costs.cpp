@@ -9,6 +9,7 @@
 #include "opara/error.h"
 #include "opara/load.h"
 #include "opara/model_profiler.h"
+#include "profiler/host_costs.h"
 
 namespace opara {
 namespace {

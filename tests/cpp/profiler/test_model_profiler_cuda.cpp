@@ -14,8 +14,10 @@
 #include "opara/error.h"
 #include "opara/load.h"
 #include "opara/model_profiler.h"
+#include "profile/kernel_attribution.h"
 #include "profiler/cupti_profiler.h"
 #include "profiler/device_limits.h"
+#include "profiler/host_costs.h"
 #include "schedule/stages.h"
 
 namespace opara {
