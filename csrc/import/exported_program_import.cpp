@@ -47,7 +47,7 @@ class ExportedProgramImporter {
       reading = "the graph's wrapped regions";
       InlinedNodes inlined = inline_wrappers(module.get_graph(), path_);
       reading = "the program's state";
-      state_ = program_state(module.get_signature(), inlined.nodes);
+      state_ = program_state(module.get_signature(), inlined.nodes, module.get_graph().get_tensor_values(), path_);
       aliases_ = std::move(inlined.aliases);
       reading = "the graph signature's inputs";
       add_inputs(module.get_signature());

@@ -1,7 +1,12 @@
 #include "import/exported_state.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <map>
 
+#include "import/exported_arguments.h"
+#include "opara/error.h"
 #include "opara/load.h"
 
 namespace opara {
@@ -66,6 +71,36 @@ AliasScan scan_aliases(const std::vector<std::string>& placeholders, const std::
   return scan;
 }
 
+// "Long [4, 8]" (a symbolic size by its expression).
+std::string describe_meta(const ep::TensorMeta& meta) {
+  const auto dtype = to_scalar_type(meta.get_dtype());
+  std::vector<std::string> sizes;
+  for (const ep::SymInt& size : meta.get_sizes()) {
+    sizes.push_back(size.tag() == ep::SymInt::Tag::AS_INT ? std::to_string(size.get_as_int())
+                                                          : size.get_as_expr().get_expr_str());
+  }
+  return fmt::format("{} [{}]", dtype ? std::string(c10::toString(*dtype)) : "an unknown dtype",
+                     fmt::join(sizes, ", "));
+}
+
+// A written value must keep its state's dtype and shape: opara keeps each buffer (and writes each
+// input) as the program received it, where eager would have given the attribute a new tensor (a
+// reassigned buffer) and every later call would see that one.
+void require_same_dtype_and_shape(const std::string& value, const std::string& placeholder,
+                                  const TensorValues& tensor_values, const std::string& source) {
+  const auto written = tensor_values.find(value);
+  const auto state = tensor_values.find(placeholder);
+  if (written == tensor_values.end() || state == tensor_values.end()) return;
+  const std::string was = describe_meta(state->second);
+  const std::string becomes = describe_meta(written->second);
+  if (was == becomes) return;
+  throw Error(fmt::format(
+      "{}: the model gives '{}' a new value of {} where it holds {} (a buffer assigned a new tensor, say): opara "
+      "keeps each buffer's and input's dtype and shape across calls. Register the buffer with its final dtype and "
+      "shape and write it in place (copy_, index_copy_), or return the new value instead",
+      source, placeholder, becomes, was));
+}
+
 // Whether node `node` at `position` may become its in-place twin writing `placeholder`.
 bool may_write_in_place(const ep::Node& node, std::size_t position, const std::string& placeholder,
                         const AliasScan& scan) {
@@ -92,6 +127,10 @@ std::optional<std::string> in_place_twin(const std::string& target) {
   const std::string twin_target = in_place_target(target);
   const auto twin = dispatcher_operator(twin_target);
   if (!op || !twin || op->schema().is_mutable()) return std::nullopt;
+  // A view's twin (t_, squeeze_) changes the tensor's metadata, not its data.
+  for (const c10::Argument& result : op->schema().returns()) {
+    if (result.alias_info()) return std::nullopt;
+  }
   const auto& arguments = op->schema().arguments();
   const auto& twin_arguments = twin->schema().arguments();
   if (arguments.size() != twin_arguments.size() || arguments.empty()) return std::nullopt;
@@ -101,7 +140,8 @@ std::optional<std::string> in_place_twin(const std::string& target) {
   return twin_target;
 }
 
-ProgramState program_state(const ep::GraphSignature& signature, const std::vector<ep::Node>& nodes) {
+ProgramState program_state(const ep::GraphSignature& signature, const std::vector<ep::Node>& nodes,
+                           const TensorValues& tensor_values, const std::string& source) {
   ProgramState state;
   std::unordered_map<std::string, std::string> buffer_placeholders;  // by state-dict name
   std::vector<std::string> placeholders;
@@ -130,6 +170,9 @@ ProgramState program_state(const ep::GraphSignature& signature, const std::vecto
       const auto& mutation = spec.get_user_input_mutation();
       state.written_back[mutation.get_arg().get_name()] = mutation.get_user_input_name();
     }
+  }
+  for (const auto& [value, placeholder] : state.written_back) {
+    require_same_dtype_and_shape(value, placeholder, tensor_values, source);
   }
   for (std::size_t position = 0; position < nodes.size(); ++position) {
     const ep::Node& node = nodes[position];

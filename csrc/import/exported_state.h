@@ -26,7 +26,13 @@ struct ProgramState {
   std::set<std::string> in_place;
 };
 
-ProgramState program_state(const ep::GraphSignature& signature, const std::vector<ep::Node>& nodes);
+// The top-level graph's tensor metadata, by value name.
+using TensorValues = std::unordered_map<std::string, ep::TensorMeta>;
+
+// Throws opara::Error naming `source` and the buffer or input when the program gives one a value of
+// another dtype or shape (`tensor_values`: a buffer assigned a new tensor), which opara cannot keep.
+ProgramState program_state(const ep::GraphSignature& signature, const std::vector<ep::Node>& nodes,
+                           const TensorValues& tensor_values, const std::string& source);
 
 // "torch.ops.aten.index_copy.default" -> "torch.ops.aten.index_copy_.default".
 std::string in_place_target(const std::string& target);

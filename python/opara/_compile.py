@@ -15,7 +15,7 @@ import torch.utils._pytree as pytree
 from ._frontend import _first_line, _is_path, _options_text, _tensor_list
 from ._inductor_compat import compile_lock
 from ._library import load_library
-from ._lowering import Lowered, kernels_option, lower
+from ._lowering import Lowered, kernels_option, lower, lower_and_load
 
 
 def _structured(outputs: list[torch.Tensor], out_spec: Any) -> Any:
@@ -191,12 +191,14 @@ def compile(
     is_path = _is_path(model, "opara.compile")
     name = str(model) if is_path else type(model).__name__
     torch.ops.opara.check_options(text)  # a bad option named before anything is exported or compiled
-    lowered = lower(model, inputs, text, kernels, name)
-    if lowered.archive is None:
-        handle = torch.classes.opara.Model(lowered.path, inputs, text)
-    else:
-        handle = torch.classes.opara.Model.from_archive(lowered.archive, name, inputs, text)
-    return CompiledModel(handle, name, [lowered])
+
+    def load(lowered: list[Lowered]) -> Any:
+        if lowered[0].archive is None:
+            return torch.classes.opara.Model(lowered[0].path, inputs, text)
+        return torch.classes.opara.Model.from_archive(lowered[0].archive, name, inputs, text)
+
+    lowered, handle = lower_and_load(lambda chosen: [lower(model, inputs, text, chosen, name)], load, kernels, name)
+    return CompiledModel(handle, name, lowered)
 
 
 def plan(
@@ -279,8 +281,14 @@ def compile_graph_set(
         lowered = lower(model, inputs, text, kernels, name, graph_set=True)
         handle = torch.classes.opara.GraphSet([lowered.path], inputs, sizes, text, declared, share_pool)
         return GraphSet(handle, name, [lowered])
-    lowerings = [lower(model, torch.ops.opara.inputs_with_rows(inputs, batched, size), text, kernels,
-                       f"{name} at {size} rows") for size in sizes]
-    handle = torch.classes.opara.GraphSet.from_archives([lowered.archive for lowered in lowerings], name, inputs,
-                                                        sizes, text, batched, share_pool)
-    return GraphSet(handle, name, lowerings)
+
+    def lowerings(chosen: str) -> list[Lowered]:
+        return [lower(model, torch.ops.opara.inputs_with_rows(inputs, batched, size), text, chosen,
+                      f"{name} at {size} rows") for size in sizes]
+
+    def load(lowered: list[Lowered]) -> Any:
+        return torch.classes.opara.GraphSet.from_archives([one.archive for one in lowered], name, inputs, sizes, text,
+                                                          batched, share_pool)
+
+    lowered, handle = lower_and_load(lowerings, load, kernels, name)
+    return GraphSet(handle, name, lowered)

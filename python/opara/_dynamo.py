@@ -33,7 +33,7 @@ import torch.utils._pytree as pytree
 from ._frontend import _first_line, _options_text, exported
 from ._inductor_compat import is_dynamo_static
 from ._library import load_library
-from ._lowering import Lowered, kernels_option, lower
+from ._lowering import Lowered, kernels_option, lower, lower_and_load
 
 # What the backend did since the process started (or since counters.clear()): graphs Dynamo
 # handed over, opara compiles (one per graph and shape), graphs that run eagerly instead, and
@@ -266,8 +266,11 @@ class OparaGraph:
             options["static_inputs"] = ",".join(map(str, static_positions))
         options["state_in_place"] = "true"  # a KV cache Dynamo passes in is written where it lives
         folded = [p for p in static_positions if self.fold_weights and _foldable(tensors[p])]
-        lowered = lower(program, tensors, options, self.kernels, self.name, folded_inputs=folded)
-        handle = torch.classes.opara.Model.from_archive(lowered.archive, self.name, tensors, options)
+        lowered, handle = lower_and_load(
+            lambda chosen: [lower(program, tensors, options, chosen, self.name, folded_inputs=folded)],
+            lambda one: torch.classes.opara.Model.from_archive(one[0].archive, self.name, tensors, options),
+            self.kernels, self.name)
+        lowered = lowered[0]
         compiled = _Compiled(handle, specialized, tensors, static_positions, lowered)
         counters["compiles"] += 1
         counters["regions"] += len(lowered.regions or ())

@@ -47,11 +47,10 @@ def _tensor_list(example_inputs: torch.Tensor | Sequence[torch.Tensor], what: st
 
 
 def _is_path(model: Any, caller: str) -> bool:
-    """True for a model file's path, False for an nn.Module or a torch.export program; anything
-    else raises naming `caller`."""
+    """True for a model file's path, False for an nn.Module; anything else raises naming `caller`."""
     if isinstance(model, (str, os.PathLike)):
         return True
-    if not isinstance(model, (torch.nn.Module, torch.export.ExportedProgram)):
+    if not isinstance(model, torch.nn.Module):
         raise TypeError(f"{caller} takes an nn.Module or a model file path, not a {type(model).__name__}")
     return False
 

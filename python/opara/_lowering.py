@@ -11,7 +11,7 @@ import dataclasses
 import enum
 import os
 import warnings
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -38,6 +38,7 @@ class AtenBecause(str, enum.Enum):
     GPU_DEFAULT = "gpu_default"  # kernels="auto" on a GPU, where regions are not measured yet
     TORCHSCRIPT = "torchscript"  # a TorchScript module or file: no torch.export program to cut
     EXPORT_FAILED = "export_failed"  # torch.export refused the module (traced with TorchScript)
+    LOAD_FAILED = "load_failed"  # torch.export.load could not read the .pt2 file (the library reads it itself)
     GRAPH_SET_FILE = "graph_set_file"  # a graph set from a file: the library makes its buckets
     REGIONS_UNSUPPORTED = "regions_unsupported"  # the plan's regions cannot be ordered
     INDUCTOR_FAILED = "inductor_failed"  # kernels="auto" and Inductor raised
@@ -96,7 +97,10 @@ def _program(model: Any, inputs: list[torch.Tensor],
     if isinstance(model, (str, os.PathLike)):
         if graph_set:
             return None, AtenBecause.GRAPH_SET_FILE, ""
-        program = loaded(str(model))
+        try:
+            program = loaded(str(model))
+        except Exception as error:  # another torch's file, ops Python has not registered: the library may read it
+            return None, AtenBecause.LOAD_FAILED, _first_line(error)
         return (program, None, "") if program is not None else (None, AtenBecause.TORCHSCRIPT, "a TorchScript file")
     if isinstance(model, torch.jit.ScriptModule):
         return None, AtenBecause.TORCHSCRIPT, "a TorchScript module"
@@ -119,6 +123,9 @@ def _say(because: AtenBecause, detail: str, name: str, asked: bool) -> None:
                    f"from a file; {name} is compiled with ATen's kernels")
     elif because is AtenBecause.REGIONS_UNSUPPORTED:
         message = f"{detail}; compiled with ATen's kernels instead"
+    elif because is AtenBecause.LOAD_FAILED:
+        message = (f"kernels='inductor' needs the torch.export program of {name}, which torch.export.load could not "
+                   f"read ({detail}); compiled with ATen's kernels instead")
     else:
         message = (f"kernels='inductor' needs a torch.export program, and {name} is not one ({detail}); compiled "
                    "with ATen's kernels instead")
@@ -167,6 +174,7 @@ def lower(model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathL
     if program is not None and because is None:
         try:
             regional, regions = _regions.compile_regions(program, inputs, options, name, folded_inputs)
+            archive = program_archive(regional)
         except RegionsUnsupported as error:
             because, detail = AtenBecause.REGIONS_UNSUPPORTED, str(error)
         except Exception as error:
@@ -174,7 +182,27 @@ def lower(model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathL
                 raise
             because, detail = AtenBecause.INDUCTOR_FAILED, _first_line(error)
         else:
-            return Lowered(archive=program_archive(regional), path=None, exported_with="torch.export",
+            return Lowered(archive=archive, path=None, exported_with="torch.export",
                            out_spec=program.call_spec.out_spec, regions=regions, kernels=Kernels.INDUCTOR)
     _say(because, detail, name, asked=kernels == "inductor")
     return _with_atens_kernels(model, inputs, program, because, detail)
+
+
+def lower_and_load(lowerings: Callable[[str], list[Lowered]], load: Callable[[list[Lowered]], Any], kernels: str,
+                   name: str) -> tuple[list[Lowered], Any]:
+    """Lowers a model's graphs (`lowerings(kernels)`: one, or a graph set's buckets) and loads them
+    (`load`: the library compiles them into a handle). Where "auto" chose Inductor's kernels and the
+    library fails on their program (a region's first runs, say), says so and lowers and loads again
+    with ATen's (aten_because "inductor_failed"); where the user asked for them, the error."""
+    lowered = lowerings(kernels)
+    if kernels != "auto" or all(one.kernels is Kernels.ATEN for one in lowered):
+        return lowered, load(lowered)
+    try:
+        return lowered, load(lowered)
+    except Exception as error:  # the library fails in many ways on a program; ATen's kernels remain
+        detail = _first_line(error)
+    _say(AtenBecause.INDUCTOR_FAILED, detail, name, asked=False)
+    lowered = lowerings("aten")
+    for one in lowered:
+        one.aten_because, one.detail = AtenBecause.INDUCTOR_FAILED, detail
+    return lowered, load(lowered)

@@ -323,11 +323,19 @@ def _op(target: str) -> Any:
     return getattr(getattr(getattr(torch.ops, namespace), name), overload)
 
 
+def _same_shape_and_dtype(value: fx.Node, placeholder: fx.Node) -> bool:
+    """Whether the new value has the state's shape and dtype, so that writing it in place is what
+    copying it back would do (a reassigned buffer may change either)."""
+    new, old = value.meta.get("val"), placeholder.meta.get("val")
+    return (isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor) and new.dtype == old.dtype
+            and tuple(new.shape) == tuple(old.shape))
+
+
 def in_place_writes(graph: fx.Graph, state: "ProgramState") -> dict[str, Any]:
     """The nodes that write state in place, by name, with the in-place twin each is written as: a
     written buffer's or input's new value made from the placeholder itself (as `self`) by an op the
     library writes in place (torch.ops.opara.in_place_twin: index_copy as index_copy_, add as add_),
-    where nothing else reads the placeholder. The program opara runs writes such a one in place (a
+    of the state's shape and dtype, where nothing else reads the placeholder. The program opara runs writes such a one in place (a
     KV cache's new row), outside the regions, where a region would make the whole new cache and the
     program copy it back."""
     output = next(node for node in graph.nodes if node.op == "output")
@@ -336,7 +344,8 @@ def in_place_writes(graph: fx.Graph, state: "ProgramState") -> dict[str, Any]:
     for placeholder, index in state.written:
         value = output.args[0][index]
         if not (isinstance(value, fx.Node) and isinstance(value.target, torch._ops.OpOverload) and value.args
-                and value.args[0] is placeholders[placeholder] and set(placeholders[placeholder].users) == {value}):
+                and value.args[0] is placeholders[placeholder] and set(placeholders[placeholder].users) == {value}
+                and _same_shape_and_dtype(value, placeholders[placeholder])):
             continue
         twin = torch.ops.opara.in_place_twin(f"torch.ops.{value.target}")
         if twin is not None:

@@ -216,8 +216,10 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     program whose regions cannot be ordered; a region Inductor refuses stays ATen nodes."""
     device = _compile_device(options, inputs, name)
     inputs = [placed(tensor, device) for tensor in inputs]
+    # Functional, so that a region never writes what it reads; a new program, so that the caller's
+    # is left as it was (the lowering compiles it with ATen's kernels where Inductor fails).
+    exported = exported.run_decompositions({})
     place_device_arguments(exported.graph_module.graph, device)
-    exported = exported.run_decompositions({})  # functional: a region never writes what it reads
     state = ProgramState(exported)
     parts, in_place = _parts(exported, inputs, options, name, state, device)
     constants = constants_of(exported)

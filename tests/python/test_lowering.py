@@ -161,3 +161,77 @@ def test_a_write_of_state_with_an_in_place_twin_runs_in_place_outside_the_region
         close_to([compiled(x)], [reference(x)])
     close_to([compiled.state()["total"]], [reference.total])
     assert torch.equal(model.total, torch.zeros(4))  # the module's own buffer is not written
+
+
+@pytest.mark.parametrize("kernels", ["auto", "inductor"])
+def test_where_the_library_fails_on_inductors_program_auto_takes_atens(library, monkeypatch, kernels):
+    """The library compiles the program Inductor's regions make (their first runs, the tuner's):
+    where that fails, "auto" says so and compiles ATen's kernels; asked for, the error."""
+    import opara._lowering
+
+    archives = []
+    real = opara._lowering.program_archive
+
+    def first_damaged(program):
+        archives.append(program)
+        return torch.zeros(16, dtype=torch.uint8) if len(archives) == 1 else real(program)
+
+    monkeypatch.setattr(opara._lowering, "program_archive", first_damaged)
+    model, x = ThreeBranches().eval(), torch.randn(1, 8, 16, 16)
+    if kernels == "inductor":
+        with pytest.raises(RuntimeError, match="ThreeBranches"):
+            opara.compile(model, [x], kernels=kernels, **CPU)
+        return
+    with pytest.warns(UserWarning, match="Inductor's kernels could not be compiled for ThreeBranches"):
+        compiled = opara.compile(model, [x], **CPU)
+    assert (compiled.stats()["kernels"], compiled.stats()["aten_because"]) == ("aten", "inductor_failed")
+    with torch.no_grad():
+        assert torch.equal(compiled(x)[0], model(x)[0])
+
+
+def test_a_program_file_python_cannot_read_is_read_by_the_library(library, monkeypatch):
+    import opara._lowering
+
+    def unreadable(path):
+        raise RuntimeError("this torch cannot read it")
+
+    monkeypatch.setattr(opara._lowering, "loaded", unreadable)
+    inputs = branchy_input()
+    with pytest.warns(UserWarning, match="torch.export.load could not read .*this torch cannot read it"):
+        compiled = opara.compile(model_file("branchy", "pt2"), inputs, kernels="inductor", **CPU)
+    assert (compiled.stats()["kernels"], compiled.stats()["aten_because"]) == ("aten", "load_failed")
+    expected = torch.jit.load(str(model_file("branchy", "pt")))(*inputs)
+    close_to([compiled(*inputs)], [expected])
+
+
+def test_a_program_is_not_a_model_opara_compile_takes(library):
+    program = torch.export.export(ThreeBranches().eval(), (torch.randn(1, 8, 16, 16),))
+    with pytest.raises(TypeError, match="opara.compile takes an nn.Module or a model file path, not a ExportedProgram"):
+        opara.compile(program, [torch.randn(1, 8, 16, 16)], **CPU)
+
+
+def test_a_view_has_no_in_place_twin(library):
+    for view in ("torch.ops.aten.t.default", "torch.ops.aten.squeeze.dim", "torch.ops.aten.transpose.int"):
+        assert torch.ops.opara.in_place_twin(view) is None, view
+
+
+class Reassigns(torch.nn.Module):
+    """Gives its long buffer a float tensor: eager's attribute becomes a float tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(4, dtype=torch.long))
+
+    def forward(self, x):
+        self.total = self.total.add(x)
+        return self.total * 2
+
+
+def test_a_state_write_of_another_dtype_is_refused_naming_the_buffer(library, tmp_path):
+    # A functional program (decomposed) says what the buffer becomes: a Float where it holds a Long.
+    program = torch.export.export(Reassigns(), (torch.ones(4),), strict=False).run_decompositions({})
+    path = tmp_path / "reassigns.pt2"
+    torch.export.save(program, str(path))
+    with pytest.raises(RuntimeError, match=r"reassigns\.pt2: the model gives 'b_total' a new value of Float \[4\] "
+                                           r"where it holds Long \[4\]"):
+        opara.compile(path, [torch.ones(4)], kernels="aten", **CPU)
