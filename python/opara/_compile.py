@@ -60,7 +60,7 @@ class CompiledModel(_Runs):
     def stats(self) -> dict[str, Any]:
         """Streams, events, graph segments, host nodes, compile and capture times, memory, runs; the
         kernels ("inductor" or "aten") and, for ATen's, why (aten_because: "asked", "gpu_default",
-        "torchscript", "export_failed", "regions_unsupported" or "inductor_failed"; None for
+        "torchscript", "export_failed", "load_failed", "regions_unsupported" or "inductor_failed"; None for
         Inductor's: python/opara/_lowering.py's AtenBecause); regions (the regions Inductor compiled; 0 for ATen's kernels) and
         region_input_copies (the inputs of those regions that came in another layout than they were
         compiled for, a channels_last or transposed tensor say, and were copied into it)."""

@@ -192,17 +192,23 @@ def lower_and_load(lowerings: Callable[[str], list[Lowered]], load: Callable[[li
                    name: str) -> tuple[list[Lowered], Any]:
     """Lowers a model's graphs (`lowerings(kernels)`: one, or a graph set's buckets) and loads them
     (`load`: the library compiles them into a handle). Where "auto" chose Inductor's kernels and the
-    library fails on their program (a region's first runs, say), says so and lowers and loads again
-    with ATen's (aten_because "inductor_failed"); where the user asked for them, the error."""
+    library fails on their program (a region's first runs, say), ATen's are lowered and loaded,
+    with a warning (aten_because "inductor_failed"); where those fail too, the model's own problem,
+    the first error is raised. Where the user asked for Inductor's, the error."""
     lowered = lowerings(kernels)
     if kernels != "auto" or all(one.kernels is Kernels.ATEN for one in lowered):
         return lowered, load(lowered)
     try:
         return lowered, load(lowered)
     except Exception as error:  # the library fails in many ways on a program; ATen's kernels remain
-        detail = _first_line(error)
-    _say(AtenBecause.INDUCTOR_FAILED, detail, name, asked=False)
+        failure = error
     lowered = lowerings("aten")
+    try:
+        handle = load(lowered)
+    except Exception:
+        raise failure from None
+    detail = _first_line(failure)
+    _say(AtenBecause.INDUCTOR_FAILED, detail, name, asked=False)
     for one in lowered:
         one.aten_because, one.detail = AtenBecause.INDUCTOR_FAILED, detail
-    return lowered, load(lowered)
+    return lowered, handle

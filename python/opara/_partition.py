@@ -8,10 +8,11 @@ of state writes (torch.ops.opara.in_place_twin). It imports nothing of the packa
 
 from __future__ import annotations
 
+import contextlib
 import graphlib
 import heapq
 import operator
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 import torch.fx as fx
@@ -302,7 +303,7 @@ def placed(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     return tensor.to(device)
 
 
-def place_device_arguments(graph: fx.Graph, device: torch.device) -> None:
+def _place_device_arguments(graph: fx.Graph, device: torch.device) -> None:
     """Every device argument (factory calls and checks, which export records as the example's
     device: cuda:0 for a program exported from CUDA tensors) made `device` in place, as the C++
     runtime does for its nodes (csrc/exec/node_op.cpp), so that the regions create tensors where
@@ -315,6 +316,20 @@ def place_device_arguments(graph: fx.Graph, device: torch.device) -> None:
             node.args = fx.node.map_aggregate(node.args, placed)
             node.kwargs = fx.node.map_aggregate(node.kwargs, placed)
     graph.owning_module.recompile()
+
+
+@contextlib.contextmanager
+def devices_placed(graph: fx.Graph, device: torch.device) -> Iterator[None]:
+    """Every device argument of `graph` made `device` while this is open (_place_device_arguments),
+    then put back: the caller's program is left as it was."""
+    saved = {node: (node.args, node.kwargs) for node in graph.nodes if node.op == "call_function"}
+    _place_device_arguments(graph, device)
+    try:
+        yield
+    finally:
+        for node, (args, kwargs) in saved.items():
+            node.args, node.kwargs = args, kwargs
+        graph.owning_module.recompile()
 
 
 def _op(target: str) -> Any:

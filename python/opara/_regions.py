@@ -28,8 +28,8 @@ import torch
 
 from ._frontend import _compile_device, _first_line, program_archive
 from ._inductor_compat import compile_region, entry_inputs_recorded, native_entry
-from ._partition import (Parts, ProgramState, Region, constants_of, in_place_writes, linear_weights, node_values,
-                         outer_module, place_device_arguments, placed, set_outputs)
+from ._partition import (Parts, ProgramState, Region, constants_of, devices_placed, in_place_writes, linear_weights,
+                         node_values, outer_module, placed, set_outputs)
 
 # The compiled regions by key, and their outputs' (shape, stride, dtype): what the op's kernel
 # runs and what its fake kernel (torch.export's tracing) makes. A CompiledRegions removes its own.
@@ -216,10 +216,11 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     program whose regions cannot be ordered; a region Inductor refuses stays ATen nodes."""
     device = _compile_device(options, inputs, name)
     inputs = [placed(tensor, device) for tensor in inputs]
-    # Functional, so that a region never writes what it reads; a new program, so that the caller's
-    # is left as it was (the lowering compiles it with ATen's kernels where Inductor fails).
-    exported = exported.run_decompositions({})
-    place_device_arguments(exported.graph_module.graph, device)
+    # Functional, so that a region never writes what it reads; decomposed (traced again) with the
+    # devices placed, into a new program, so that the caller's is left as it was (the lowering
+    # compiles it with ATen's kernels where Inductor fails).
+    with devices_placed(exported.graph_module.graph, device):
+        exported = exported.run_decompositions({})
     state = ProgramState(exported)
     parts, in_place = _parts(exported, inputs, options, name, state, device)
     constants = constants_of(exported)

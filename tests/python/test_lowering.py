@@ -235,3 +235,13 @@ def test_a_state_write_of_another_dtype_is_refused_naming_the_buffer(library, tm
     with pytest.raises(RuntimeError, match=r"reassigns\.pt2: the model gives 'b_total' a new value of Float \[4\] "
                                            r"where it holds Long \[4\]"):
         opara.compile(path, [torch.ones(4)], kernels="aten", **CPU)
+
+
+def test_a_models_own_error_is_raised_without_blaming_inductor(library, recwarn):
+    """A graph set refuses a model whose outputs mix rows, whatever its kernels: the library's error,
+    not a fallback to ATen's kernels said to be Inductor's fault."""
+    from test_graph_set import MixesRows
+
+    with pytest.raises(RuntimeError, match="the outputs mix rows"):
+        opara.compile_graph_set(MixesRows(), [torch.randn(2, 8)], [1, 4], **CPU)
+    assert not [w for w in recwarn if "Inductor's kernels could not be compiled" in str(w.message)]
