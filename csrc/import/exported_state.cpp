@@ -86,7 +86,7 @@ std::string describe_meta(const ep::TensorMeta& meta) {
 // A written value must keep its state's dtype and shape: opara keeps each buffer (and writes each
 // input) as the program received it, where eager would have given the attribute a new tensor (a
 // reassigned buffer) and every later call would see that one.
-void require_same_dtype_and_shape(const std::string& value, const std::string& placeholder,
+void require_same_dtype_and_shape(const std::string& value, const std::string& placeholder, const std::string& name,
                                   const TensorValues& tensor_values, const std::string& source) {
   const auto written = tensor_values.find(value);
   const auto state = tensor_values.find(placeholder);
@@ -98,7 +98,7 @@ void require_same_dtype_and_shape(const std::string& value, const std::string& p
       "{}: the model gives '{}' a new value of {} where it holds {} (a buffer assigned a new tensor, say): opara "
       "keeps each buffer's and input's dtype and shape across calls. Register the buffer with its final dtype and "
       "shape and write it in place (copy_, index_copy_), or return the new value instead",
-      source, placeholder, becomes, was));
+      source, name, becomes, was));
 }
 
 // Whether node `node` at `position` may become its in-place twin writing `placeholder`.
@@ -171,8 +171,12 @@ ProgramState program_state(const ep::GraphSignature& signature, const std::vecto
       state.written_back[mutation.get_arg().get_name()] = mutation.get_user_input_name();
     }
   }
+  std::unordered_map<std::string, std::string> buffer_of;  // placeholder -> the module's name for it
+  for (const auto& [buffer, placeholder] : buffer_placeholders) buffer_of[placeholder] = buffer;
   for (const auto& [value, placeholder] : state.written_back) {
-    require_same_dtype_and_shape(value, placeholder, tensor_values, source);
+    const auto buffer = buffer_of.find(placeholder);
+    require_same_dtype_and_shape(value, placeholder, buffer == buffer_of.end() ? placeholder : buffer->second,
+                                 tensor_values, source);
   }
   for (std::size_t position = 0; position < nodes.size(); ++position) {
     const ep::Node& node = nodes[position];

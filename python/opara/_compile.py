@@ -60,10 +60,11 @@ class CompiledModel(_Runs):
     def stats(self) -> dict[str, Any]:
         """Streams, events, graph segments, host nodes, compile and capture times, memory, runs; the
         kernels ("inductor" or "aten") and, for ATen's, why (aten_because: "asked", "gpu_default",
-        "torchscript", "export_failed", "load_failed", "regions_unsupported" or "inductor_failed"; None for
-        Inductor's: python/opara/_lowering.py's AtenBecause); regions (the regions Inductor compiled; 0 for ATen's kernels) and
-        region_input_copies (the inputs of those regions that came in another layout than they were
-        compiled for, a channels_last or transposed tensor say, and were copied into it)."""
+        "torchscript", "export_failed", "load_failed", "regions_unsupported" or "inductor_failed",
+        python/opara/_lowering.py's AtenBecause; None for Inductor's); regions (the regions
+        Inductor compiled; 0 for ATen's kernels) and region_input_copies (the inputs of those
+        regions that came in another layout than they were compiled for, a channels_last or
+        transposed tensor say, and were copied into it)."""
         return {**dict(self._handle.stats()), **self._lowerings[0].stats()}
 
     def state(self) -> dict[str, torch.Tensor]:
@@ -84,7 +85,7 @@ class CompiledModel(_Runs):
 def _one_lowering_at_a_time(function: Callable[..., Any]) -> Callable[..., Any]:
     """Runs `function` under Dynamo's compile lock, which the backend already holds under
     torch.compile (reentrant): torch.export and Inductor keep process-wide state (the dispatch mode
-    stack, the patches of _regions._patched), and two threads exporting at once fail."""
+    stack, _inductor_compat's patches), and two threads exporting at once fail."""
     @functools.wraps(function)
     def serialised(*args: Any, **kwargs: Any) -> Any:
         with compile_lock():

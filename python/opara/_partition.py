@@ -350,9 +350,9 @@ def in_place_writes(graph: fx.Graph, state: "ProgramState") -> dict[str, Any]:
     """The nodes that write state in place, by name, with the in-place twin each is written as: a
     written buffer's or input's new value made from the placeholder itself (as `self`) by an op the
     library writes in place (torch.ops.opara.in_place_twin: index_copy as index_copy_, add as add_),
-    of the state's shape and dtype, where nothing else reads the placeholder. The program opara runs writes such a one in place (a
-    KV cache's new row), outside the regions, where a region would make the whole new cache and the
-    program copy it back."""
+    of the state's shape and dtype, where nothing else reads the placeholder. The program opara
+    runs writes such a one in place (a KV cache's new row), outside the regions, where a region
+    would make the whole new cache and the program copy it back."""
     output = next(node for node in graph.nodes if node.op == "output")
     placeholders = {node.name: node for node in graph.nodes if node.op == "placeholder"}
     found = {}
