@@ -17,6 +17,18 @@
 #include "tuning/round_timing.h"
 
 namespace opara::bench {
+
+Options planned_cpu_options(const ModeSpec& spec, Options options, std::optional<int> max_streams) {
+  options.device = c10::Device(c10::kCPU);
+  options.plan = spec.plan;
+  options.overflow = {};  // opara+overflow is the GPU's
+  if (max_streams) {
+    options.plan.max_streams = *max_streams;
+    options.cpu.tuning_ms = 0;
+  }
+  return options;
+}
+
 namespace {
 
 // Long enough for the previous mode's OpenMP threads to stop spinning (round_timing.h): the
@@ -57,23 +69,14 @@ std::string cpu_schedule(const nlohmann::json& figures) {
 CpuMode planned_mode(const std::string& name, const LoadedModel& model, const RunInputs& inputs,
                      const CpuRunRequest& request) {
   const ModeSpec& spec = mode_spec(name);
-  Options options = request.options;
-  options.device = c10::Device(c10::kCPU);
-  options.plan = spec.plan;
-  options.overflow = {};  // opara+overflow is the GPU's
-  if (request.max_streams) {
-    options.plan.max_streams = *request.max_streams;
-    options.cpu.tuning_ms = 0;
-  }
+  const Options options = planned_cpu_options(spec, request.options, request.max_streams);
   CpuMode mode;
   mode.result.mode = name;
   {
     const Progress compiling(fmt::format("compiling {}", name), 1);
     mode.compiled = compile(model.graph, inputs.inputs, options);
   }
-  PlanOptions uncapped = spec.plan;
-  uncapped.max_streams = 0;
-  mode.result.figures = planned_figures(*mode.compiled, make_plan(model.graph, uncapped));  // no costs needed
+  mode.result.figures = planned_figures(*mode.compiled, model.graph, spec.plan);
   mode.result.schedule = cpu_schedule(mode.result.figures);
   mode.runner = compiled_runner(*mode.compiled);
   return mode;

@@ -6,6 +6,7 @@
 
 #include "mode_result.h"
 #include "model_loading.h"
+#include "modes.h"
 #include "opara/options.h"
 
 namespace opara::bench {
@@ -19,6 +20,11 @@ struct CpuRunRequest {
   // What every planned mode compiles with; each mode sets its streams and order.
   Options options;
 };
+
+// What planned mode `spec` compiles with on the CPU, from `options` (the flags'): its streams and
+// order, no overflow, and the cap and threads tuned by compile() unless `max_streams` fixes the cap.
+// `run` and `trace` compile so.
+Options planned_cpu_options(const ModeSpec& spec, Options options, std::optional<int> max_streams);
 
 // Sets every mode up and warms it up (round-robin, so that the first mode timed does not also pay
 // for warming the process up), times the modes in interleaved rounds, then checks each mode's

@@ -106,9 +106,7 @@ CompiledModel compile_mode(const std::string& mode, const LoadedModel& model, co
 // planned_figures(), and opara+overflow's policy and host time per run; the schedule in words.
 void describe_graph_mode(ModeResult& result, const CompiledModel& compiled, const LoadedModel& model,
                          const CudaRunRequest& request) {
-  PlanOptions uncapped = plan_of(result.mode, request);
-  uncapped.max_streams = 0;
-  result.figures = planned_figures(compiled, make_plan(model.graph, uncapped));
+  result.figures = planned_figures(compiled, model.graph, plan_of(result.mode, request));
   const CompiledStats stats = compiled.stats();
   if (result.mode == kOverflowMode) {
     result.figures["overflow"] = to_string(request.options.overflow.policy);

@@ -31,9 +31,11 @@ double speedup(const ModeResult& mode, const ModeResult& baseline) {
   return percentile(speedups_by_round(mode, baseline), 0.5);
 }
 
-nlohmann::json planned_figures(const CompiledModel& compiled, const Plan& uncapped) {
+nlohmann::json planned_figures(const CompiledModel& compiled, const Graph& graph, PlanOptions plan) {
+  plan.max_streams = 0;  // no costs needed: the count of streams is the policy's
+  const Plan uncapped = make_plan(graph, plan);
   const CompiledStats stats = compiled.stats();
-  const Plan& plan = compiled.plan();
+  const Plan& chosen = compiled.plan();
   nlohmann::json figures = stats_json(stats);
   figures.erase("device");
   figures.erase("peak_bytes");
@@ -41,9 +43,9 @@ nlohmann::json planned_figures(const CompiledModel& compiled, const Plan& uncapp
   if (!tuned) figures.erase("tuning");
   const bool searched = tuned && stats.tuning[stats.tuning_chosen].searched_priorities;
   const bool on_gpu = stats.device.rfind("cuda", 0) == 0;
-  figures["stream_policy"] = to_string(plan.stream_policy);
-  figures["order_policy"] = to_string(plan.order_policy);
-  figures["cost_source"] = plan.cost_source;
+  figures["stream_policy"] = to_string(chosen.stream_policy);
+  figures["order_policy"] = to_string(chosen.order_policy);
+  figures["cost_source"] = chosen.cost_source;
   figures["streams_uncapped"] = uncapped.stream_count;
   figures["tuned"] = tuned;
   figures["priorities"] = on_gpu ? nlohmann::json(nullptr) : nlohmann::json(searched ? "searched" : "critical-path");

@@ -66,9 +66,9 @@ double speedup(const ModeResult& mode, const ModeResult& baseline);
 
 // A planned mode's figures: every key of to_json(CompiledStats) but `device` (the report's) and
 // `peak_bytes` (the bench measures the mode's own), `tuning` only when the CPU tuner ran; and the
-// plan's `stream_policy`, `order_policy`, `cost_source`, `streams_uncapped` (the streams of
-// `uncapped`, the same plan without a cap), `tuned`, and `priorities` (the CPU's: "searched" or
+// plan's `stream_policy`, `order_policy`, `cost_source`, `streams_uncapped` (the streams `plan`
+// opens on `graph` without a cap), `tuned`, and `priorities` (the CPU's: "searched" or
 // "critical-path"; null on the GPU).
-nlohmann::json planned_figures(const CompiledModel& compiled, const Plan& uncapped);
+nlohmann::json planned_figures(const CompiledModel& compiled, const Graph& graph, PlanOptions plan);
 
 }  // namespace opara::bench

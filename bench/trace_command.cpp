@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cpu_modes.h"
 #include "csv_output.h"
 #include "exec/eager_executor.h"
 #include "exec/state_buffers.h"
@@ -102,14 +103,7 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
                         const std::vector<c10::IValue>& arguments, const TraceOptions& options) {
   std::vector<double> durations_us(graph.size(), 0.0);
   if (mode.planned) {
-    Options compile_options;
-    compile_options.device = c10::Device(c10::kCPU);
-    compile_options.plan = mode.plan;
-    if (options.max_streams) {
-      compile_options.plan.max_streams = *options.max_streams;
-      compile_options.cpu.tuning_ms = 0;
-    }
-    const CompiledModel compiled = compile(graph, inputs, compile_options);
+    const CompiledModel compiled = compile(graph, inputs, planned_cpu_options(mode, {}, options.max_streams));
     for (int i = 0; i < options.warmup; ++i) compiled.run(inputs);
     std::vector<CompiledModel::NodeSpan> spans;
     const Clock::time_point started = Clock::now();
@@ -117,9 +111,7 @@ TracedMode trace_on_cpu(const Graph& graph, const ModeSpec& mode, const std::vec
     const Clock::time_point finished = Clock::now();
     const int streams = std::max(compiled.stats().streams, 1);
     TracedMode traced{std::string(mode.name), streams, microseconds(started, finished), {}, std::nullopt, nullptr};
-    PlanOptions uncapped = mode.plan;
-    uncapped.max_streams = 0;
-    traced.figures = planned_figures(compiled, make_plan(graph, uncapped));
+    traced.figures = planned_figures(compiled, graph, mode.plan);
     add_spans(traced, compiled.graph(), spans, started, durations_us);
     // The executor's workers: one per stream, at most the usable cores.
     traced.bound_us = schedule_bound_us(compiled.graph(), durations_us, std::min(streams, usable_cores()));

@@ -104,10 +104,16 @@ def _program(model: Any, inputs: list[torch.Tensor],
         return (program, None, "") if program is not None else (None, AtenBecause.TORCHSCRIPT, "a TorchScript file")
     if isinstance(model, torch.jit.ScriptModule):
         return None, AtenBecause.TORCHSCRIPT, "a TorchScript module"
+    program, why_not = _exported_or_why_not(model, inputs)
+    return (program, None, "") if program is not None else (None, AtenBecause.EXPORT_FAILED, why_not)
+
+
+def _exported_or_why_not(module: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[Any, str]:
+    """`module`'s torch.export program, or None and the first line of why torch.export refused it."""
     try:
-        return exported(model, inputs), None, ""
+        return exported(module, inputs), ""
     except Exception as error:  # export fails in many ways; tracing is the documented fallback
-        return None, AtenBecause.EXPORT_FAILED, _first_line(error)
+        return None, _first_line(error)
 
 
 def _say(because: AtenBecause, detail: str, name: str, asked: bool) -> None:
@@ -143,12 +149,9 @@ def _with_atens_kernels(model: Any, inputs: list[torch.Tensor], program: torch.e
         return Lowered(archive=script_archive(model), path=None, exported_with="torchscript", out_spec=None, **aten)
     if isinstance(model, torch.export.ExportedProgram):
         program = model
-    why_not_exported = detail if because is AtenBecause.EXPORT_FAILED else None
-    if program is None and why_not_exported is None:
-        try:
-            program = exported(model, inputs)
-        except Exception as error:  # export fails in many ways; tracing is the documented fallback
-            why_not_exported = _first_line(error)
+    why_not_exported = detail if because is AtenBecause.EXPORT_FAILED else ""
+    if program is None and not why_not_exported:
+        program, why_not_exported = _exported_or_why_not(model, inputs)
     if program is None:
         archive, out_spec = traced_archive(model, inputs, why_not_exported)
         return Lowered(archive=archive, path=None, exported_with="torchscript-trace", out_spec=out_spec, **aten)
