@@ -5,8 +5,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "opara/compiled_regions.h"
 #include "opara/error.h"
+#include "opara/load.h"
 
 namespace opara::ext {
 
@@ -19,6 +22,14 @@ inline std::string archive_bytes(const at::Tensor& archive, const std::string& n
   }
   const at::Tensor bytes = archive.contiguous();
   return {reinterpret_cast<const char*>(bytes.data_ptr<std::uint8_t>()), static_cast<std::size_t>(bytes.numel())};
+}
+
+// The graph of an archive held in memory, with its regions compiled by Inductor as nodes where
+// `regions` (the lowering's description; empty: none) says so (with_compiled_regions).
+inline Graph archive_graph(const at::Tensor& archive, const std::string& name, const std::string& regions,
+                           const std::vector<at::Tensor>& region_constants) {
+  Graph graph = load_archive(archive_bytes(archive, name), name);
+  return regions.empty() ? graph : with_compiled_regions(graph, regions, region_constants);
 }
 
 }  // namespace opara::ext

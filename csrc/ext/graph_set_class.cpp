@@ -34,10 +34,15 @@ class GraphSetHolder : public torch::CustomClassHolder {
   static c10::intrusive_ptr<GraphSetHolder> from_archives(
       const std::vector<at::Tensor>& archives, const std::string& name, const std::vector<at::Tensor>& example_inputs,
       const std::vector<std::int64_t>& batch_sizes, const std::optional<c10::Dict<std::string, std::string>>& options,
-      const std::optional<std::vector<std::int64_t>>& batched_inputs, bool share_pool) {
+      const std::optional<std::vector<std::int64_t>>& batched_inputs, bool share_pool,
+      const std::vector<std::string>& regions, const std::vector<std::vector<at::Tensor>>& region_constants) {
+    if (regions.size() != archives.size() || region_constants.size() != archives.size()) {
+      throw Error(fmt::format("{}: {} archives, but {} region descriptions and {} lists of region constants", name,
+                              archives.size(), regions.size(), region_constants.size()));
+    }
     const auto load_archive_for = [&](std::size_t k) {
       const std::string named = archives.size() == 1 ? name : fmt::format("{} (batch {})", name, batch_sizes.at(k));
-      return load_archive(archive_bytes(archives[k], named), named);
+      return archive_graph(archives[k], named, regions[k], region_constants[k]);
     };
     return c10::make_intrusive<GraphSetHolder>(compile_set(archives.size(), load_archive_for, example_inputs,
                                                            batch_sizes, options, batched_inputs, share_pool));

@@ -24,12 +24,15 @@ class Model : public torch::CustomClassHolder {
 
   // A model archive of either format held in memory, as a 1-d uint8 CPU tensor of its bytes (from
   // Python: torch.frombuffer over what torch.export.save or torch.jit.save wrote to a buffer);
-  // `name` stands for the file in errors.
+  // `name` stands for the file in errors. `regions` (empty: none) describes the program's regions
+  // compiled by Inductor, which `region_constants` read (with_compiled_regions).
   static c10::intrusive_ptr<Model> from_archive(const at::Tensor& archive, const std::string& name,
                                                 const std::vector<at::Tensor>& example_inputs,
-                                                const std::optional<c10::Dict<std::string, std::string>>& options) {
+                                                const std::optional<c10::Dict<std::string, std::string>>& options,
+                                                const std::string& regions,
+                                                const std::vector<at::Tensor>& region_constants) {
     return c10::make_intrusive<Model>(
-        compile(load_archive(archive_bytes(archive, name), name), example_inputs, options_from_dict(options)));
+        compile(archive_graph(archive, name, regions, region_constants), example_inputs, options_from_dict(options)));
   }
 
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const { return model_.run(inputs); }
@@ -73,7 +76,8 @@ TORCH_LIBRARY_FRAGMENT(opara, m) {
            })
       .def_static("from_archive", &Model::from_archive,
                   "Loads a model archive held in memory (a uint8 tensor of the bytes torch.export.save or "
-                  "torch.jit.save wrote), plans it and compiles it for the example inputs' signature")
+                  "torch.jit.save wrote), with its regions compiled by Inductor as nodes where `regions` describes "
+                  "them, plans it and compiles it for the example inputs' signature")
       .def("run", &Model::run, "Runs the compiled model; inputs must match the examples' shapes, dtypes and device")
       .def("plan", &Model::plan, "The schedule as JSON (streams, launch order, events; each node's kind and source)")
       .def("save_plan", &Model::save_plan, "Writes plan() to a file")

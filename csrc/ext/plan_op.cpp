@@ -1,5 +1,5 @@
 // torch.ops.opara.plan and plan_archive: a model's schedule as JSON, without compiling it, from a
-// file or from an archive in memory.
+// file or from an archive in memory; region_plan: the plan that cuts Inductor's regions.
 #include <torch/library.h>
 
 #include "ext/archive_bytes.h"
@@ -14,8 +14,7 @@ namespace {
 
 // Costs from `profile`, else from shapes recorded on the examples, else from the op table.
 std::string plan_graph(const Graph& graph, const std::optional<std::vector<at::Tensor>>& example_inputs,
-                       const std::optional<c10::Dict<std::string, std::string>>& options_dict) {
-  const Options options = options_from_dict(options_dict);
+                       const Options& options) {
   const std::vector<at::Tensor> examples = example_inputs.value_or(std::vector<at::Tensor>{});
   // Shapes are recorded where the model runs: a copy of every weight to the host would cost more
   // than the run, and a CUDA model's decomposition may hold CUDA-only ops. Without examples nothing
@@ -30,7 +29,7 @@ std::string plan_graph(const Graph& graph, const std::optional<std::vector<at::T
 
 std::string plan_model(const std::string& path, const std::optional<std::vector<at::Tensor>>& example_inputs,
                        const std::optional<c10::Dict<std::string, std::string>>& options) {
-  return plan_graph(load(path), example_inputs, options);
+  return plan_graph(load(path), example_inputs, options_from_dict(options));
 }
 
 // An archive held in memory (as torch.classes.opara.Model.from_archive takes it); `name` stands
@@ -38,7 +37,27 @@ std::string plan_model(const std::string& path, const std::optional<std::vector<
 std::string plan_archive(const at::Tensor& archive, const std::string& name,
                          const std::optional<std::vector<at::Tensor>>& example_inputs,
                          const std::optional<c10::Dict<std::string, std::string>>& options) {
-  return plan_graph(load_archive(archive_bytes(archive, name), name), example_inputs, options);
+  return plan_graph(load_archive(archive_bytes(archive, name), name), example_inputs, options_from_dict(options));
+}
+
+// The plan that cuts Inductor's regions (kernels="inductor", python/opara/_regions.py), which
+// with_compiled_regions then runs. On the CPU, unless the user gives region_min_share, one stream,
+// so that the whole program is one region, cut only where state is written in place: with calls
+// at 1 us the plan's regions ran level with Inductor, and one region faster, since two cores'
+// overlap of small kernels does not beat Inductor's intra-op threads over the same kernels fused
+// across the region edges (docs/benchmarks.md, "Regions compiled by Inductor"). On a GPU the
+// plan's streams and regions.
+std::string region_plan(const at::Tensor& archive, const std::string& name,
+                        const std::vector<at::Tensor>& example_inputs,
+                        const std::optional<c10::Dict<std::string, std::string>>& options_dict) {
+  const Graph graph = load_archive(archive_bytes(archive, name), name);
+  Options options = options_from_dict(options_dict);
+  options.plan.regions = true;
+  const bool share_given = options_dict && options_dict->contains("region_min_share");
+  if (model_device(options, example_inputs, graph.source_path).is_cpu() && !share_given) {
+    options.plan.streams = StreamPolicy::kSingle;
+  }
+  return plan_graph(graph, example_inputs, options);
 }
 
 }  // namespace
@@ -47,6 +66,8 @@ TORCH_LIBRARY_FRAGMENT(opara, m) {
   m.def("plan(str path, Tensor[]? example_inputs=None, Dict(str, str)? options=None) -> str", &plan_model);
   m.def("plan_archive(Tensor archive, str name, Tensor[]? example_inputs=None, Dict(str, str)? options=None) -> str",
         &plan_archive);
+  m.def("region_plan(Tensor archive, str name, Tensor[] example_inputs, Dict(str, str)? options=None) -> str",
+        &region_plan);
 }
 
 }  // namespace opara::ext

@@ -102,6 +102,11 @@ void Graph::set_source(NodeId node, std::string source, std::string constants) {
   nodes_[node].constants = std::move(constants);
 }
 
+void Graph::set_planned_stream(NodeId node, int stream) {
+  check_node_id(node, nodes_.size());
+  nodes_[node].planned_stream = stream;
+}
+
 const Node& Graph::node(NodeId id) const {
   check_node_id(id, nodes_.size());
   return nodes_[id];

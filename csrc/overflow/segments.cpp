@@ -149,6 +149,7 @@ Graph segment_graph(const Graph& graph, const Segment& segment, const std::vecto
     for (ValueId output : node.outputs) types.push_back(graph.value(output).type);
     const NodeId copy = part.add_node(node.kind, std::move(inputs), std::move(types), node.flags, node.op);
     part.set_source(copy, node.source, node.constants);
+    part.set_planned_stream(copy, node.planned_stream);
     local_node[id] = copy;
     for (std::size_t k = 0; k < node.outputs.size(); ++k) {
       local[node.outputs[k]] = part.node(copy).outputs[k];

@@ -100,7 +100,9 @@ Plan make_plan(const Graph& graph, const PlanOptions& options, const std::vector
   plan.max_streams = options.max_streams;
   plan.cost_source = costs.empty() ? "none" : "given";
   plan.launch_order = launch_order(graph, options.order, costs);
-  StreamAssignment streams = allocate_streams(dag, options.streams, plan.launch_order);
+  // A graph whose nodes carry a plan's streams (Inductor's regions as nodes) keeps them: one plan.
+  std::optional<StreamAssignment> planned = planned_streams(graph, dag, plan.launch_order);
+  StreamAssignment streams = planned ? *std::move(planned) : allocate_streams(dag, options.streams, plan.launch_order);
   cap_streams(graph, dag, streams, options.max_streams, plan.launch_order, costs);
   plan.stream_count = streams.stream_count;
   plan.stream_of = std::move(streams.stream_of);

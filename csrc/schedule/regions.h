@@ -17,7 +17,8 @@
 // first node's old launch position.
 //
 // Kernel-free nodes (views, size queries, lists) belong to no region (kNoRegion): whoever
-// compiles regions recomputes them where they are used.
+// compiles regions recomputes them where they are used. Kernel nodes that write an input (state
+// written in place) belong to none either, and keep their stream: they run between regions.
 
 #include <vector>
 

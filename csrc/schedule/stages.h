@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "opara/graph.h"
@@ -41,6 +42,11 @@ struct EventPlan {
 // One wait per cross-stream dependency between kernel nodes, then only those that same-stream
 // order and the other waits do not already imply.
 EventPlan plan_events(const Graph& graph, const std::vector<int>& stream_of, const std::vector<NodeId>& order);
+
+// The streams the graph's nodes were given already (Node::planned_stream), numbered by first
+// launch in `order`; nullopt unless every kernel node has one.
+std::optional<StreamAssignment> planned_streams(const Graph& graph, const KernelDag& dag,
+                                                const std::vector<NodeId>& order);
 
 StreamAssignment opara_streams(const KernelDag& dag, const std::vector<NodeId>& order, bool unhanded_rule);
 // Nimble's first step alone (a minimum path cover of the transitive reduction, one chain a

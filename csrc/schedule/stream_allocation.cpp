@@ -22,6 +22,23 @@ StreamAssignment allocate_streams(const KernelDag& dag, StreamPolicy policy, con
   OPARA_UNREACHABLE("unknown stream policy {}", static_cast<int>(policy));
 }
 
+std::optional<StreamAssignment> planned_streams(const Graph& graph, const KernelDag& dag,
+                                                const std::vector<NodeId>& order) {
+  StreamAssignment result;
+  result.stream_of.assign(graph.size(), kNoStream);
+  std::vector<int> renamed;
+  for (NodeId id : order) {
+    if (!dag.is_kernel(id)) continue;
+    const int planned = graph.node(id).planned_stream;
+    if (planned < 0) return std::nullopt;
+    if (static_cast<std::size_t>(planned) >= renamed.size()) renamed.resize(planned + 1, kNoStream);
+    if (renamed[planned] == kNoStream) renamed[planned] = result.stream_count++;
+    result.stream_of[id] = renamed[planned];
+  }
+  if (result.stream_count == 0) return std::nullopt;
+  return result;
+}
+
 StreamAssignment allocate_streams(const Graph& graph, StreamPolicy policy, const std::vector<NodeId>& order) {
   return allocate_streams(kernel_dag(graph), policy, order);
 }

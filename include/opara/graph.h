@@ -50,6 +50,10 @@ struct Node {
   std::vector<NodeId> predecessors;
   std::vector<NodeId> successors;
   std::shared_ptr<const NodeOp> op;  // null for graphs written by hand in tests
+  // The stream a plan gave this node already (a graph rewritten so that each of Inductor's regions
+  // is one node keeps the streams of the plan that cut the regions); -1: none. make_plan keeps
+  // these where every kernel node has one.
+  int planned_stream = -1;
 
   [[nodiscard]] bool has(NodeFlag flag) const { return (flags & flag) != 0; }
 };
@@ -90,6 +94,7 @@ class OPARA_API Graph {
   void add_output(ValueId value);
   void set_value_name(ValueId value, std::string name);
   void set_source(NodeId node, std::string source, std::string constants);
+  void set_planned_stream(NodeId node, int stream);
 
   [[nodiscard]] const std::vector<Node>& nodes() const { return nodes_; }
   [[nodiscard]] const Node& node(NodeId id) const;

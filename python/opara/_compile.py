@@ -60,7 +60,7 @@ class CompiledModel(_Runs):
     def stats(self) -> dict[str, Any]:
         """Streams, events, graph segments, host nodes, compile and capture times, memory, runs; the
         kernels ("inductor" or "aten") and, for ATen's, why (aten_because: "asked", "gpu_default",
-        "torchscript", "export_failed", "load_failed", "regions_unsupported" or "inductor_failed",
+        "torchscript", "export_failed", "load_failed" or "inductor_failed",
         python/opara/_lowering.py's AtenBecause; None for Inductor's); regions (the regions
         Inductor compiled; 0 for ATen's kernels) and region_input_copies (the inputs of those
         regions that came in another layout than they were compiled for, a channels_last or
@@ -194,9 +194,7 @@ def compile(
     torch.ops.opara.check_options(text)  # a bad option named before anything is exported or compiled
 
     def load(lowered: list[Lowered]) -> Any:
-        if lowered[0].archive is None:
-            return torch.classes.opara.Model(lowered[0].path, inputs, text)
-        return torch.classes.opara.Model.from_archive(lowered[0].archive, name, inputs, text)
+        return lowered[0].model(name, inputs, text)
 
     lowered, handle = lower_and_load(lambda chosen: [lower(model, inputs, text, chosen, name)], load, kernels, name)
     return CompiledModel(handle, name, lowered)
@@ -288,8 +286,9 @@ def compile_graph_set(
                       f"{name} at {size} rows") for size in sizes]
 
     def load(lowered: list[Lowered]) -> Any:
+        descriptions, constants = zip(*(one.region_arguments() for one in lowered))
         return torch.classes.opara.GraphSet.from_archives([one.archive for one in lowered], name, inputs, sizes, text,
-                                                          batched, share_pool)
+                                                          batched, share_pool, list(descriptions), list(constants))
 
     lowered, handle = lower_and_load(lowerings, load, kernels, name)
     return GraphSet(handle, name, lowered)

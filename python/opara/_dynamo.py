@@ -268,7 +268,7 @@ class OparaGraph:
         folded = [p for p in static_positions if self.fold_weights and _foldable(tensors[p])]
         lowered, handle = lower_and_load(
             lambda chosen: [lower(program, tensors, options, chosen, self.name, folded_inputs=folded)],
-            lambda one: torch.classes.opara.Model.from_archive(one[0].archive, self.name, tensors, options),
+            lambda one: one[0].model(self.name, tensors, options),
             self.kernels, self.name)
         lowered = lowered[0]
         compiled = _Compiled(handle, specialized, tensors, static_positions, lowered)

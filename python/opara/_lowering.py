@@ -17,7 +17,6 @@ import torch
 
 from . import _regions
 from ._frontend import _compile_device, _first_line, exported, loaded, program_archive, script_archive, traced_archive
-from ._partition import RegionsUnsupported
 from ._regions import CompiledRegions
 
 # How the kernels of the nodes are made (the option kernels): ATen's own, one per node, or
@@ -40,7 +39,6 @@ class AtenBecause(str, enum.Enum):
     EXPORT_FAILED = "export_failed"  # torch.export refused the module (traced with TorchScript)
     LOAD_FAILED = "load_failed"  # torch.export.load could not read the .pt2 file (the library reads it itself)
     GRAPH_SET_FILE = "graph_set_file"  # a graph set from a file: the library makes its buckets
-    REGIONS_UNSUPPORTED = "regions_unsupported"  # the plan's regions cannot be ordered
     INDUCTOR_FAILED = "inductor_failed"  # kernels="auto" and Inductor raised
 
 
@@ -59,6 +57,17 @@ class Lowered:
     kernels: Kernels
     aten_because: AtenBecause | None = None
     detail: str = ""
+
+    def model(self, name: str, inputs: list[torch.Tensor], options: dict[str, str]) -> Any:
+        """The library's compiled model (torch.classes.opara.Model) of what was lowered."""
+        if self.archive is None:
+            return torch.classes.opara.Model(self.path, inputs, options)
+        return torch.classes.opara.Model.from_archive(self.archive, name, inputs, options, *self.region_arguments())
+
+    def region_arguments(self) -> tuple[str, list[torch.Tensor]]:
+        """What the library makes the compiled regions nodes of its graph from
+        (with_compiled_regions): their description ("": none) and the weights they read."""
+        return (self.regions.description, self.regions.constants) if self.regions else ("", [])
 
     def stats(self) -> dict[str, Any]:
         """The lowering's keys of a compiled model's stats()."""
@@ -127,8 +136,6 @@ def _say(because: AtenBecause, detail: str, name: str, asked: bool) -> None:
     elif because is AtenBecause.GRAPH_SET_FILE:
         message = (f"kernels='inductor' compiles a graph set from an nn.Module (exported at each batch size), not "
                    f"from a file; {name} is compiled with ATen's kernels")
-    elif because is AtenBecause.REGIONS_UNSUPPORTED:
-        message = f"{detail}; compiled with ATen's kernels instead"
     elif because is AtenBecause.LOAD_FAILED:
         message = (f"kernels='inductor' needs the torch.export program of {name}, which torch.export.load could not "
                    f"read ({detail}); compiled with ATen's kernels instead")
@@ -176,10 +183,7 @@ def lower(model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathL
         program, because, detail = _program(model, inputs, graph_set)
     if program is not None and because is None:
         try:
-            regional, regions = _regions.compile_regions(program, inputs, options, name, folded_inputs)
-            archive = program_archive(regional)
-        except RegionsUnsupported as error:
-            because, detail = AtenBecause.REGIONS_UNSUPPORTED, str(error)
+            archive, regions = _regions.compile_regions(program, inputs, options, name, folded_inputs)
         except Exception as error:
             if kernels == "inductor":
                 raise

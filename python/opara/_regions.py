@@ -1,13 +1,15 @@
 """kernels="inductor": opara plans the streams, Inductor compiles the kernels.
 
-opara plans streams over a program's ATen graph and groups each stream's nodes into regions: runs
-of one stream's nodes with cross-stream dependencies only at their edges, the small ones merged
-into a neighbour (Plan::region_of, csrc/schedule/regions.h). Each region becomes an FX subgraph
-that Inductor compiles (compile_fx: its fused kernels; its own CUDA graphs stay off, since opara
-captures the whole), and one node of the program opara then compiles: a call of the op
-opara::region(key, inputs), whose kernel runs the compiled region. Views and size queries are
-recomputed in each region that reads them (and stay ATen nodes where something outside the regions
-reads them); regions Inductor cannot compile stay ATen nodes.
+The library plans streams over a program's ATen graph and groups each stream's nodes into regions:
+runs of one stream's nodes with cross-stream dependencies only at their edges, the small ones
+merged into a neighbour, the writes of state in place left between them (Plan::region_of,
+csrc/schedule/regions.h; torch.ops.opara.region_plan). Each region becomes an FX subgraph that
+Inductor compiles (compile_fx: its fused kernels; its own CUDA graphs stay off, since opara
+captures the whole). The library then makes each region one node of the same graph, a call of
+the op opara::region(key, inputs) whose kernel runs the compiled region, and keeps the plan's
+streams (with_compiled_regions, include/opara/compiled_regions.h): one plan. Views and size
+queries are recomputed in each region that reads them (and stay nodes where something outside
+the regions reads them); regions Inductor cannot compile stay ATen nodes.
 
 On the CPU the whole program is one region by default (region_min_share given: the plan's). CPU
 regions are compiled with Inductor's C++ wrapper, which releases the GIL while a region runs (the
@@ -16,7 +18,6 @@ called from C++ through its entry function (opara::native_region). On a GPU the 
 while opara warms up and captures; replays are one CUDA graph.
 docs/benchmarks.md ("Regions compiled by Inductor") has the measurements behind these choices.
 """
-
 from __future__ import annotations
 
 import itertools
@@ -28,12 +29,11 @@ import torch
 
 from ._frontend import _compile_device, _first_line, program_archive
 from ._inductor_compat import compile_region, entry_inputs_recorded, native_entry
-from ._partition import (Parts, ProgramState, Region, constants_of, devices_placed, in_place_writes, linear_weights,
-                         node_values, outer_module, placed, set_outputs)
+from ._partition import (Parts, ProgramState, Region, constants_of, devices_placed, linear_weights, node_values, placed,
+                         set_outputs)
 
-# The compiled regions by key, and their outputs' (shape, stride, dtype): what the op's kernel
-# runs and what its fake kernel (torch.export's tracing) makes. A CompiledRegions removes its own.
-_REGIONS: dict[int, tuple[Callable[..., list[torch.Tensor]], list[tuple[Any, Any, torch.dtype]], torch.device]] = {}
+# The compiled regions by key: what the op's kernel runs. A CompiledRegions removes its own.
+_REGIONS: dict[int, Callable[..., list[torch.Tensor]]] = {}
 _KEYS = itertools.count()
 
 _LIBRARY = torch.library.Library("opara", "FRAGMENT")
@@ -43,39 +43,30 @@ _LIBRARY.define("region(int key, Tensor[] inputs) -> Tensor[]")
 def _run_region(key: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
     # Inputs laid out otherwise than the region's examples are copied into their layout first
     # (csrc/ext/region_inputs.h), as opara::native_region does.
-    return list(_REGIONS[key][0](*torch.ops.opara.region_inputs(key, inputs)))
-
-
-def _fake_region(key: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    _, outputs, device = _REGIONS[key]
-    return [torch.empty_strided(shape, stride, dtype=dtype, device=device) for shape, stride, dtype in outputs]
+    return list(_REGIONS[key](*torch.ops.opara.region_inputs(key, inputs)))
 
 
 _LIBRARY.impl("region", _run_region, "CompositeExplicitAutograd")
-torch.library.register_fake("opara::region", _fake_region, lib=_LIBRARY)
-_NATIVE_FAKE: list[Any] = []  # opara::native_region's fake kernel, once the extension defines the op
-
-
-def _native_region_op() -> Any:
-    """opara::native_region (csrc/ext/native_region_op.cpp), its fake kernel registered here."""
-    if not _NATIVE_FAKE:
-        _NATIVE_FAKE.append(torch.library.register_fake("opara::native_region", _fake_region, lib=_LIBRARY))
-    return torch.ops.opara.native_region.default
 
 
 class CompiledRegions:
     """The regions of one compiled program, registered while this object lives (the compiled model
-    holds it)."""
+    holds it), and what the library makes them nodes of its graph from (with_compiled_regions,
+    include/opara/compiled_regions.h): `description`, the plan that cut them and each one's op,
+    key, inputs and outputs (JSON; "" where none compiled: the program runs as it is), and
+    `constants`, the weights they read without folding them in."""
 
     def __init__(self) -> None:
         self.keys: list[int] = []
         self.native: set[int] = set()  # keys also registered with opara::native_region
         self.skipped: list[str] = []  # why regions Inductor could not take stayed ATen nodes
         self.folded_inputs: list[int] = []  # the user inputs folded into the regions (read once)
+        self.description = ""
+        self.constants: list[torch.Tensor] = []
 
-    def add(self, compiled: "_CompiledRegion", device: torch.device) -> int:
+    def add(self, compiled: "_CompiledRegion") -> int:
         key = next(_KEYS)
-        _REGIONS[key] = (compiled.run, [(tuple(o.shape), o.stride(), o.dtype) for o in compiled.outputs], device)
+        _REGIONS[key] = compiled.run
         torch.ops.opara.register_region_inputs(key, compiled.examples)
         self.keys.append(key)
         if compiled.native is not None:
@@ -174,25 +165,6 @@ def _compile_region(region: Region, values: dict[str, Any], device: torch.device
         return _CompiledRegion(compiled, examples, modules if native else [])
 
 
-def _parts(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], options: dict[str, str], name: str,
-           state: ProgramState, device: torch.device) -> tuple[Parts, dict[str, Any]]:
-    """The regions' nodes, and the writes of state kept outside them (in place). On the CPU the
-    whole program is one region unless the user gives region_min_share (cut only where state is
-    written in place): with calls at 1 us the plan's regions ran level with Inductor, and one
-    region faster, since two cores' overlap of small kernels does not beat Inductor's intra-op
-    threads over the same kernels fused across the region edges (docs/benchmarks.md, "Regions
-    compiled by Inductor"). On a GPU the calls happen only while opara captures, and the plan's
-    regions stay: the plan is made as compile() will make it, with regions."""
-    if device.type == "cpu" and "region_min_share" not in options:
-        in_place = in_place_writes(exported.graph_module.graph, state)
-        parts = Parts.whole(exported, in_place)
-        if parts is not None:
-            return parts, in_place
-    plan = json.loads(torch.ops.opara.plan_archive(program_archive(exported), name, inputs,
-                                                   {**options, "regions": "true"}))
-    return Parts.of_plan(exported, plan), {}
-
-
 def _frozen(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], constants: dict[str, torch.Tensor],
             state: ProgramState, folded_inputs: Sequence[int]) -> tuple[dict[str, torch.Tensor], set[str]]:
     """What the regions may read: the constants and the user inputs at `folded_inputs`, by
@@ -205,15 +177,38 @@ def _frozen(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], 
     return {**constants, **folded}, frozen
 
 
+def _library_names(exported: torch.export.ExportedProgram, state: ProgramState) -> dict[str, str]:
+    """The library's name of each placeholder that is a value of its graph where it differs from
+    the placeholder's: a buffer the program writes is state, named as the model names it."""
+    buffers = exported.graph_signature.inputs_to_buffers
+    return {placeholder: buffers[placeholder] for placeholder, _ in state.written if placeholder in buffers}
+
+
+def _call(region: Region, key: int, native: bool, constants: dict[str, torch.Tensor], names: dict[str, str],
+          bound: list[torch.Tensor], device: torch.device) -> dict[str, Any]:
+    """How the library's graph calls `region` (with_compiled_regions): its op and key, its inputs (a
+    value of the graph by name, or a weight it reads without folding it in, appended to `bound`) and
+    its outputs."""
+    inputs: list[dict[str, Any]] = []
+    for name in region.inputs:
+        if name in constants and name not in names:
+            inputs.append({"constant": len(bound)})
+            bound.append(placed(constants[name], device))
+        else:
+            inputs.append({"value": names.get(name, name)})
+    return {"region": region.index, "op": "opara::native_region" if native else "opara::region", "key": key,
+            "inputs": inputs, "outputs": region.outputs}
+
+
 def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], options: dict[str, str],
-                    name: str, folded_inputs: Sequence[int] = ()) -> tuple[torch.export.ExportedProgram,
-                                                                            CompiledRegions]:
-    """`exported` with its regions compiled by Inductor, as a program of opara::region calls, and
-    the regions (which must live as long as the program runs). `options` are the compile's. The
-    program's constants, and the user inputs at `folded_inputs` (the weights Dynamo passes in), are
-    folded into the regions (read once, prepacked by Inductor's freezing), except state the program
-    writes; `CompiledRegions.folded_inputs` says which inputs were. Raises RegionsUnsupported for a
-    program whose regions cannot be ordered; a region Inductor refuses stays ATen nodes."""
+                    name: str, folded_inputs: Sequence[int] = ()) -> tuple[torch.Tensor, CompiledRegions]:
+    """The archive of `exported` decomposed, and its regions compiled by Inductor (which must live as
+    long as the model runs): the library cuts them (torch.ops.opara.region_plan) and, given
+    `CompiledRegions.description`, makes each one node of its graph, planned once. `options` are the
+    compile's. The program's constants, and the user inputs at `folded_inputs` (the weights Dynamo
+    passes in), are folded into the regions (read once, prepacked by Inductor's freezing), except
+    state the program writes; `CompiledRegions.folded_inputs` says which inputs were. A region
+    Inductor refuses stays ATen nodes."""
     device = _compile_device(options, inputs, name)
     inputs = [placed(tensor, device) for tensor in inputs]
     # Functional, so that a region never writes what it reads; decomposed (traced again) with the
@@ -221,32 +216,32 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     # compiles it with ATen's kernels where Inductor fails).
     with devices_placed(exported.graph_module.graph, device):
         exported = exported.run_decompositions({})
+    archive = program_archive(exported)
+    plan = json.loads(torch.ops.opara.region_plan(archive, name, inputs, options))
     state = ProgramState(exported)
-    parts, in_place = _parts(exported, inputs, options, name, state, device)
     constants = constants_of(exported)
     readable, frozen = _frozen(exported, inputs, constants, state, folded_inputs)
     compiled = CompiledRegions()
     user_inputs = list(exported.graph_signature.user_inputs)
     compiled.folded_inputs = [index for index in folded_inputs if user_inputs[index] in frozen]
     graph = exported.graph_module.graph
-    candidates = [Region(graph, part, parts.kernel_free, readable, frozen) for part in parts.parts]
+    parts = Parts.of_plan(exported, plan)
+    candidates = [Region(graph, index, part, parts.kernel_free, readable, frozen) for index, part in parts.parts]
     set_outputs(graph, candidates)
     values = node_values(exported, inputs, constants)
-    regions: list[Region] = []
-    calls: list[tuple[Any, int]] = []
+    names = _library_names(exported, state)
+    calls = []
     for region in candidates:
         try:
             compiled_region = _compile_region(region, values, device)
         except Exception as error:  # Inductor refuses some graphs; their nodes stay ATen
             compiled.skipped.append(f"the region of {sorted(region.part)[0]}: {_first_line(error)}")
             continue
-        regions.append(region)
-        key = compiled.add(compiled_region, device)
-        calls.append((_native_region_op() if key in compiled.native else torch.ops.opara.region.default, key))
+        key = compiled.add(compiled_region)
+        calls.append(_call(region, key, key in compiled.native, constants, names, compiled.constants, device))
     if compiled.skipped:
         warnings.warn(f"opara: {len(compiled.skipped)} regions of {name} stay ATen nodes (Inductor could not "
                       f"compile them): {compiled.skipped[0]}", stacklevel=3)
-    outer = outer_module(exported, regions, calls, constants, state, in_place, name)
-    with torch.no_grad():
-        program = torch.export.export(outer, tuple(inputs), strict=False)
-    return program, compiled
+    if calls:
+        compiled.description = json.dumps({"plan": plan, "regions": calls})
+    return archive, compiled

@@ -80,28 +80,6 @@ def test_a_module_export_refuses_is_exported_once_then_traced(library, monkeypat
     assert torch.equal(compiled(torch.full((3,), 2.0)), torch.full((3,), 4.0))
 
 
-@pytest.mark.parametrize("kernels", ["auto", "inductor"])
-def test_regions_that_cannot_be_ordered_fall_back_to_atens_kernels(library, monkeypatch, kernels):
-    import opara._regions
-    from opara._partition import RegionsUnsupported
-
-    def unordered(*args, **kwargs):
-        raise RegionsUnsupported("the regions of ThreeBranches read each other through nodes outside them, in a ring")
-
-    monkeypatch.setattr(opara._regions, "compile_regions", unordered)
-    model, x = ThreeBranches().eval(), torch.randn(1, 8, 16, 16)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        compiled = opara.compile(model, [x], kernels=kernels, **CPU)
-    assert (compiled.stats()["kernels"], compiled.stats()["aten_because"]) == ("aten", "regions_unsupported")
-    said = opara_warnings(caught)
-    assert said == ([] if kernels == "auto" else
-                    ["opara: the regions of ThreeBranches read each other through nodes outside them, in a ring; "
-                     "compiled with ATen's kernels instead"]), said
-    with torch.no_grad():
-        assert torch.equal(compiled(x)[0], model(x)[0])
-
-
 def test_a_graph_set_says_each_buckets_kernels(library):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval()

@@ -55,6 +55,36 @@ TEST(Plans, SingleStreamNeedsNoEvents) {
   EXPECT_EQ(plan.events_unreduced, 0u);
 }
 
+// A graph whose kernel nodes carry a plan's streams (Inductor's regions made nodes, each keeping
+// the stream of the plan that cut it) is planned on those streams, whatever the policy.
+TEST(Plans, StreamsAPlanGaveAlreadyAreKept) {
+  for (std::uint64_t seed = 0; seed < 50; ++seed) {
+    Graph graph = random_dag(30, 0.1, seed, 0.2);
+    const Plan first = make_plan(graph, PlanOptions{StreamPolicy::kNimble});
+    for (NodeId node = 0; node < static_cast<NodeId>(graph.size()); ++node)
+      graph.set_planned_stream(node, first.stream_of[node]);
+    for (StreamPolicy streams : kStreamPolicies) {
+      const Plan again = make_plan(graph, PlanOptions{streams, OrderPolicy::kOpara}, random_costs(graph, seed));
+      ASSERT_THAT(validate(graph, again), IsEmpty()) << "seed " << seed;
+      EXPECT_EQ(again.stream_count, first.stream_count) << "seed " << seed << ", " << to_string(streams);
+      for (NodeId a = 0; a < static_cast<NodeId>(graph.size()); ++a) {
+        for (NodeId b = 0; b < static_cast<NodeId>(graph.size()); ++b) {
+          if (first.stream_of[a] == kNoStream || first.stream_of[b] == kNoStream) continue;
+          EXPECT_EQ(first.stream_of[a] == first.stream_of[b], again.stream_of[a] == again.stream_of[b])
+              << "seed " << seed << ": nodes " << a << " and " << b << " share a stream in one plan only";
+        }
+      }
+    }
+  }
+}
+
+TEST(Plans, StreamsGivenToSomeKernelNodesOnlyAreNotAPlan) {
+  Graph graph = random_dag(12, 0.2, 3);
+  graph.set_planned_stream(0, 5);
+  EXPECT_EQ(make_plan(graph, PlanOptions{StreamPolicy::kSingle}).stream_count, 1)
+      << "the policy plans a graph whose nodes were not all planned";
+}
+
 TEST(Plans, JsonRoundTrip) {
   const Graph graph = random_dag(30, 0.1, 4, 0.2);
   Plan plan =

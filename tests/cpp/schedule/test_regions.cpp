@@ -123,6 +123,57 @@ TEST(Regions, EveryPlanWithRegionsValidatesOnRandomGraphs) {
   }
 }
 
+TEST(Regions, AWriteOfStateStaysOutsideAndIsNeverMergedAcross) {
+  // 0 -> 1 (writes its input in place: a cache's new row) -> 2, on one stream, nothing beside:
+  // every region is small, and still none takes the write or joins across it.
+  const Graph graph = graph_from_edges(3, {{0, 1}, {1, 2}}, {}, /*writers=*/{1});
+  PlanOptions options = with_regions(1e9);
+  options.streams = StreamPolicy::kSingle;
+  const Plan plan = make_plan(graph, options);
+  require_valid(graph, plan);
+  EXPECT_THAT(plan.region_of, ElementsAre(0, kNoRegion, 1));
+  EXPECT_EQ(plan.stream_of[1], 0) << "a write outside the regions still runs on a stream";
+}
+
+TEST(Regions, NodesBesideAWriteShareARegionAcrossIt) {
+  // 0 -> 1 (writes) -> 3 and 0 -> 2, one stream: 2 does not depend on the write, yet the cut
+  // follows launch order, and the regions stay a DAG with the write between them.
+  const Graph graph = graph_from_edges(4, {{0, 1}, {1, 3}, {0, 2}}, {}, /*writers=*/{1});
+  PlanOptions options = with_regions(1e9);
+  options.streams = StreamPolicy::kSingle;
+  const Plan plan = make_plan(graph, options);
+  require_valid(graph, plan);
+  EXPECT_EQ(plan.region_of[1], kNoRegion);
+  EXPECT_NE(plan.region_of[0], plan.region_of[3]) << "a region on both sides of the write would wait for itself";
+}
+
+TEST(Regions, PlansWithWritesValidateOnRandomGraphs) {
+  for (std::uint64_t seed = 0; seed < 60; ++seed) {
+    const Graph graph = random_dag(40, 0.08, seed, /*kernel_free_share=*/0.1, /*writer_share=*/0.1);
+    for (double min_share : {0.0, 0.5, 1e9}) {
+      for (StreamPolicy streams : {StreamPolicy::kOpara, StreamPolicy::kSingle}) {
+        PlanOptions options = with_regions(min_share);
+        options.streams = streams;
+        const Plan plan = make_plan(graph, options);
+        EXPECT_TRUE(validate(graph, plan).empty()) << "seed " << seed << ", min share " << min_share;
+        for (NodeId node = 0; node < static_cast<NodeId>(graph.size()); ++node) {
+          if (graph.node(node).has(kWritesInput)) {
+            EXPECT_EQ(plan.region_of[node], kNoRegion) << "seed " << seed;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Regions, AWriteInARegionIsReported) {
+  const Graph graph = graph_from_edges(2, {{0, 1}}, {}, /*writers=*/{1});
+  Plan plan = make_plan(graph, PlanOptions{StreamPolicy::kSingle});
+  plan.region_of = {0, 0};
+  plan.region_count = 1;
+  EXPECT_THAT(validate(graph, plan), ::testing::Contains(HasSubstr("writes an input but is in region 0")));
+}
+
 TEST(Regions, MergingOnlyEverLowersTheRegionCount) {
   for (std::uint64_t seed = 0; seed < 30; ++seed) {
     const Graph graph = random_dag(30, 0.1, seed);

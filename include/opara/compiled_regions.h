@@ -1,0 +1,31 @@
+#pragma once
+
+// A program's graph with regions compiled by another compiler (Inductor) as nodes: the one plan
+// that cut the regions is the plan that runs them.
+
+#include <ATen/core/Tensor.h>
+
+#include <string_view>
+#include <vector>
+
+#include "opara/export.h"
+#include "opara/graph.h"
+
+namespace opara {
+
+// `graph` with each compiled region one node, from the description the Python package's lowering
+// writes (python/opara/_regions.py):
+//   {"plan": the plan that cut the regions (to_json(graph, plan), with region_of),
+//    "regions": [{"region": r, "op": "opara::native_region" or "opara::region", "key": k,
+//                 "inputs": [{"value": name} or {"constant": i}, ...], "outputs": [name, ...]}, ...]}
+// A listed region becomes one node calling op(key, inputs), whose outputs take the names given;
+// `constants[i]` is the tensor an input {"constant": i} names (a weight the region reads without
+// folding it in). The regions not listed, and the nodes outside regions, stay as they are; the
+// kernel-free nodes only the regions read go. Every kernel node keeps the plan's stream
+// (Node::planned_stream), so that compiling the result plans those streams, and the nodes come in
+// the plan's launch order. Throws opara::Error naming graph.source_path and the region where the
+// description does not fit the graph.
+OPARA_API Graph with_compiled_regions(const Graph& graph, std::string_view description,
+                                      const std::vector<at::Tensor>& constants);
+
+}  // namespace opara

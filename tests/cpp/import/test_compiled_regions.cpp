@@ -1,0 +1,220 @@
+// with_compiled_regions (include/opara/compiled_regions.h): a program's regions made one node
+// each, planned on the streams of the plan that cut them, give the program's outputs and write its
+// state; a description that does not fit the graph is refused naming the region. The regions here
+// are "compiled" by a kernel of this test that runs their nodes (Inductor's stand-in).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/library.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "exec/node_op.h"
+#include "model_files.h"
+#include "opara/compiled_model.h"
+#include "opara/compiled_regions.h"
+#include "opara/error.h"
+#include "opara/load.h"
+#include "opara/plan.h"
+#include "schedule/kernel_dag.h"
+
+namespace opara {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A region as this test's kernel runs it: the nodes of the original graph, recomputing the
+// kernel-free ones it reads, as the Python package recomputes views in a region.
+struct TestRegion {
+  const Graph* graph = nullptr;
+  std::vector<NodeId> nodes;  // in id order: topological
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> outputs;
+};
+
+std::map<std::int64_t, TestRegion>& test_regions() {
+  static std::map<std::int64_t, TestRegion> regions;
+  return regions;
+}
+
+std::vector<at::Tensor> run_test_region(std::int64_t key, const std::vector<at::Tensor>& inputs) {
+  const TestRegion& region = test_regions().at(key);
+  std::map<ValueId, c10::IValue> values;
+  for (std::size_t i = 0; i < inputs.size(); ++i) values[region.inputs[i]] = inputs[i];
+  for (NodeId id : region.nodes) {
+    const Node& node = region.graph->node(id);
+    std::vector<c10::IValue> stack;
+    for (ValueId input : node.inputs) stack.push_back(values.at(input));
+    node.op->run(stack);
+    for (std::size_t k = 0; k < node.outputs.size(); ++k) values[node.outputs[k]] = stack[k];
+  }
+  std::vector<at::Tensor> outputs;
+  for (ValueId output : region.outputs) outputs.push_back(values.at(output).toTensor().clone());
+  return outputs;
+}
+
+TORCH_LIBRARY_FRAGMENT(opara, m) {
+  m.def("region(int key, Tensor[] inputs) -> Tensor[]");
+}
+TORCH_LIBRARY_IMPL(opara, CompositeExplicitAutograd, m) {
+  m.impl("region", TORCH_FN(run_test_region));
+}
+
+// Region `region` of `plan` as a TestRegion under `key`, and its entry of the description.
+nlohmann::json described(const Graph& graph, const Plan& plan, int region, std::int64_t key) {
+  const KernelDag dag = kernel_dag(graph);
+  TestRegion test{&graph, {}, {}, {}};
+  std::set<NodeId> inside;
+  std::vector<NodeId> frontier;
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
+    if (plan.region_of[id] == region) frontier.push_back(id);
+  }
+  while (!frontier.empty()) {
+    const NodeId id = frontier.back();
+    frontier.pop_back();
+    if (!inside.insert(id).second) continue;
+    for (ValueId input : graph.node(id).inputs) {
+      const NodeId producer = graph.value(input).producer;
+      if (producer != kNoNode && !dag.is_kernel(producer)) frontier.push_back(producer);
+    }
+  }
+  test.nodes.assign(inside.begin(), inside.end());
+  nlohmann::json json{{"region", region}, {"op", "opara::region"}, {"key", key}};
+  json["inputs"] = nlohmann::json::array();
+  json["outputs"] = nlohmann::json::array();
+  for (NodeId id : test.nodes) {
+    for (ValueId input : graph.node(id).inputs) {
+      const NodeId producer = graph.value(input).producer;
+      if ((producer == kNoNode || !inside.count(producer)) &&
+          std::find(test.inputs.begin(), test.inputs.end(), input) == test.inputs.end()) {
+        test.inputs.push_back(input);
+        json["inputs"].push_back({{"value", graph.value(input).name}});
+      }
+    }
+  }
+  for (NodeId id : test.nodes) {
+    if (plan.region_of[id] != region) continue;
+    for (ValueId output : graph.node(id).outputs) {
+      const auto& users = graph.value(output).users;
+      const bool outside = std::any_of(users.begin(), users.end(), [&](NodeId u) { return !inside.count(u); }) ||
+                           std::find(graph.outputs().begin(), graph.outputs().end(), output) != graph.outputs().end();
+      if (!outside) continue;
+      test.outputs.push_back(output);
+      json["outputs"].push_back(graph.value(output).name);
+    }
+  }
+  test_regions()[key] = test;
+  return json;
+}
+
+Plan regions_plan(const Graph& graph, StreamPolicy streams, double min_share) {
+  PlanOptions options;
+  options.streams = streams;
+  options.regions = true;
+  options.region_min_share = min_share;
+  return make_plan(graph, options);
+}
+
+// Every region of `plan` compiled, as the description with_compiled_regions reads.
+std::string every_region(const Graph& graph, const Plan& plan) {
+  nlohmann::json regions = nlohmann::json::array();
+  for (int region = 0; region < plan.region_count; ++region) regions.push_back(described(graph, plan, region, region));
+  return nlohmann::json{{"plan", nlohmann::json::parse(to_json(graph, plan))}, {"regions", regions}}.dump();
+}
+
+int count_of(const Graph& graph, const std::string& kind) {
+  return static_cast<int>(
+      std::count_if(graph.nodes().begin(), graph.nodes().end(), [&](const Node& node) { return node.kind == kind; }));
+}
+
+std::vector<at::Tensor> kv_inputs(int position) {
+  return {at::arange(8, at::kFloat).reshape({1, 2, 4}), at::tensor({position, position + 1}, at::kLong)};
+}
+
+class CompiledRegions : public ::testing::TestWithParam<std::tuple<StreamPolicy, double>> {};
+
+// KvCaches (tests/data/make_fixtures.py): two caches, each written in place by its own
+// index_copy_, both read after. Two calls: what the first writes, the second reads.
+TEST_P(CompiledRegions, GiveTheProgramsOutputsAndWriteItsState) {
+  const auto [streams, min_share] = GetParam();
+  const Graph graph = load(testing::fixture_path("kv_caches_functional.pt2"));
+  const Plan plan = regions_plan(graph, streams, min_share);
+  ASSERT_GT(plan.region_count, 0);
+  const Graph regional = with_compiled_regions(graph, every_region(graph, plan), {});
+  EXPECT_EQ(count_of(regional, "opara::region"), plan.region_count);
+  EXPECT_EQ(count_of(regional, "aten::index_copy_"), 2) << "the writes of state stay outside the regions";
+  CompiledModel reference = compile(graph, kv_inputs(0));
+  CompiledModel compiled = compile(regional, kv_inputs(0));
+  for (int position : {0, 3}) {
+    const std::vector<at::Tensor> expected = reference.run(kv_inputs(position));
+    const std::vector<at::Tensor> got = compiled.run(kv_inputs(position));
+    ASSERT_EQ(got.size(), expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::equal(got[i], expected[i])) << "call " << position;
+  }
+  const auto state = compiled.state();
+  const auto expected_state = reference.state();
+  ASSERT_EQ(state.size(), 2U);
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    EXPECT_EQ(state[i].first, expected_state[i].first);
+    EXPECT_TRUE(at::equal(state[i].second, expected_state[i].second)) << state[i].first;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, CompiledRegions,
+                         ::testing::Values(std::make_tuple(StreamPolicy::kSingle, 1e9),
+                                           std::make_tuple(StreamPolicy::kOpara, 0.0),
+                                           std::make_tuple(StreamPolicy::kNimble, 0.0)));
+
+// One plan: the graph of region nodes is planned on the streams that cut the regions.
+TEST(CompiledRegionsPlan, KeepsTheStreamsThatCutTheRegions) {
+  const Graph graph = load(testing::fixture_path("kv_caches_functional.pt2"));
+  const Plan plan = regions_plan(graph, StreamPolicy::kOpara, 0.0);
+  ASSERT_GT(plan.stream_count, 1) << "the two caches' writes are independent";
+  const Graph regional = with_compiled_regions(graph, every_region(graph, plan), {});
+  const Plan again = make_plan(regional, PlanOptions{StreamPolicy::kSingle});
+  EXPECT_EQ(again.stream_count, plan.stream_count) << "a policy of one stream does not replan a planned graph";
+  EXPECT_TRUE(validate(regional, again).empty());
+}
+
+std::string refusal(const Graph& graph, const std::string& description) {
+  try {
+    (void)with_compiled_regions(graph, description, {});
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "accepted";
+}
+
+TEST(CompiledRegionsErrors, ADescriptionThatDoesNotFitIsRefusedNamingTheRegion) {
+  const Graph graph = load(testing::fixture_path("kv_caches_functional.pt2"));
+  const Plan plan = regions_plan(graph, StreamPolicy::kSingle, 1e9);
+  nlohmann::json good = nlohmann::json::parse(every_region(graph, plan));
+  const std::string source = graph.source_path;
+  EXPECT_THAT(refusal(graph, "{"), HasSubstr("the compiled regions' description is not valid"));
+
+  nlohmann::json twice = good;
+  twice["regions"].push_back(good["regions"][0]);
+  EXPECT_THAT(refusal(graph, twice.dump()), HasSubstr("compiled region 0: not one of the plan's"));
+
+  nlohmann::json unknown = good;
+  unknown["regions"][0]["inputs"][0] = {{"value", "no_such_value"}};
+  EXPECT_THAT(refusal(graph, unknown.dump()), HasSubstr("compiled region 0: the program has no value named no_such_value"));
+
+  nlohmann::json missing = good;
+  missing["regions"][0]["outputs"] = nlohmann::json::array();
+  EXPECT_THAT(refusal(graph, missing.dump()), HasSubstr("is read outside it but is not among its outputs"));
+
+  nlohmann::json other_op = good;
+  other_op["regions"][0]["op"] = "aten::relu";
+  EXPECT_THAT(refusal(graph, other_op.dump()), HasSubstr("unknown op aten::relu"));
+
+  nlohmann::json other_plan = good;
+  other_plan["plan"]["region_of"].push_back(0);
+  EXPECT_THAT(refusal(graph, other_plan.dump()), HasSubstr(source));
+}
+
+}  // namespace
+}  // namespace opara
