@@ -143,18 +143,14 @@ def test_a_write_of_state_with_an_in_place_twin_runs_in_place_outside_the_region
 
 @pytest.mark.parametrize("kernels", ["auto", "inductor"])
 def test_where_the_library_fails_on_inductors_program_auto_takes_atens(library, monkeypatch, kernels):
-    """The library compiles the program Inductor's regions make (their first runs, the tuner's):
-    where that fails, "auto" says so and compiles ATen's kernels; asked for, the error."""
+    """The library compiles the program with Inductor's regions as nodes (their first runs, the
+    tuner's): where that fails, "auto" says so and compiles ATen's kernels; asked for, the error."""
     import opara._lowering
 
-    archives = []
-    real = opara._lowering.program_archive
+    def damaged(lowered):  # a description of the regions the library refuses
+        return ("{", []) if lowered.regions else ("", [])
 
-    def first_damaged(program):
-        archives.append(program)
-        return torch.zeros(16, dtype=torch.uint8) if len(archives) == 1 else real(program)
-
-    monkeypatch.setattr(opara._lowering, "program_archive", first_damaged)
+    monkeypatch.setattr(opara._lowering.Lowered, "region_arguments", damaged)
     model, x = ThreeBranches().eval(), torch.randn(1, 8, 16, 16)
     if kernels == "inductor":
         with pytest.raises(RuntimeError, match="ThreeBranches"):

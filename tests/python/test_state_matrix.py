@@ -169,8 +169,9 @@ def test_state_in_buffers_matches_eager_through_the_backend(library, fresh_dynam
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kernels", ["aten", "inductor"])
 @pytest.mark.parametrize("route", ["module", "backend"])
-def test_state_compiles_and_runs_under_inference_mode(library, fresh_dynamo, route, device):
+def test_state_compiles_and_runs_under_inference_mode(library, fresh_dynamo, route, kernels, device):
     """generate() runs under torch.inference_mode(), so its caches are inference tensors, which only
     inference mode may write: compile and every call write them there, as eager does."""
     with torch.inference_mode():
@@ -178,11 +179,12 @@ def test_state_compiles_and_runs_under_inference_mode(library, fresh_dynamo, rou
         assert module.s0.is_inference()
         inputs = calls(device)
         if route == "module":
-            compiled = opara.compile(module, inputs[0], cpu_tuning_ms=0)
-            expect_eagers_state(compiled, compiled.state, twin, inputs, "aten")
+            compiled = opara.compile(module, inputs[0], cpu_tuning_ms=0, kernels=kernels)
+            expect_eagers_state(compiled, compiled.state, twin, inputs, kernels)
         else:
-            compiled = torch.compile(module, backend="opara", options={"cpu_tuning_ms": 0, "fallback": "error"})
-            expect_eagers_state(compiled, lambda: dict(module.named_buffers()), twin, inputs, "aten")
+            compiled = torch.compile(module, backend="opara",
+                                     options={"cpu_tuning_ms": 0, "fallback": "error", "kernels": kernels})
+            expect_eagers_state(compiled, lambda: dict(module.named_buffers()), twin, inputs, kernels)
             assert opara.dynamo_counters["fallbacks"] == 0
 
 
