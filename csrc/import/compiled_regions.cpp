@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -118,13 +118,15 @@ class RegionsAsNodes {
         continue;
       }
       const ValueId value = named(call.region, input.at("value").get<std::string>());
-      if (member(call, graph_.value(value).producer)) fail(call.region, fmt::format("it reads its own value {}", graph_.value(value).name));
+      if (member(call, graph_.value(value).producer))
+        fail(call.region, fmt::format("it reads its own value {}", graph_.value(value).name));
       call.inputs.push_back(value);
       call.constants.emplace_back();
     }
     for (const nlohmann::json& output : json.at("outputs")) {
       const ValueId value = named(call.region, output.get<std::string>());
-      if (!member(call, graph_.value(value).producer)) fail(call.region, fmt::format("it does not make {}", output.get<std::string>()));
+      if (!member(call, graph_.value(value).producer))
+        fail(call.region, fmt::format("it does not make {}", output.get<std::string>()));
       call.outputs.push_back(value);
     }
     call_of_region_[call.region] = static_cast<int>(calls_.size());
@@ -163,16 +165,24 @@ class RegionsAsNodes {
     return kept;
   }
 
-  // Every value of the region that a node left running or the caller reads is among its outputs.
+  // Every value of the region that a node left running, another region or the caller reads is
+  // among its outputs.
   void check_outputs(const RegionCall& call, const std::vector<std::uint8_t>& kept) const {
+    const auto read_by_a_region = [&](ValueId value) {
+      return std::any_of(calls_.begin(), calls_.end(), [&](const RegionCall& other) {
+        return std::find(other.inputs.begin(), other.inputs.end(), value) != other.inputs.end();
+      });
+    };
     for (NodeId id : call.members) {
       for (ValueId value : graph_.node(id).outputs) {
         const std::vector<NodeId>& users = graph_.value(value).users;
-        const bool read_outside = std::any_of(users.begin(), users.end(), [&](NodeId user) { return kept[user]; }) ||
-                                  std::find(graph_.outputs().begin(), graph_.outputs().end(), value) !=
-                                      graph_.outputs().end();
+        const bool read_outside =
+            std::any_of(users.begin(), users.end(), [&](NodeId user) { return kept[user]; }) ||
+            std::find(graph_.outputs().begin(), graph_.outputs().end(), value) != graph_.outputs().end() ||
+            read_by_a_region(value);
         if (read_outside && std::find(call.outputs.begin(), call.outputs.end(), value) == call.outputs.end()) {
-          fail(call.region, fmt::format("{} is read outside it but is not among its outputs", graph_.value(value).name));
+          fail(call.region,
+               fmt::format("{} is read outside it but is not among its outputs", graph_.value(value).name));
         }
       }
     }
@@ -199,10 +209,10 @@ class RegionsAsNodes {
       list.list_constants = call.constants;
     }
     const std::string kind = call.op->schema().operator_name().name;
-    const NodeId id = out.add_node(kind, std::move(inputs), std::vector<std::string>(call.outputs.size(), "Tensor"),
-                                   kLaunchesKernel,
-                                   std::make_shared<DispatcherNodeOp>(*call.op, std::vector<ArgumentSlot>{key, list},
-                                                                      std::vector<ResultUse>{ResultUse::kUnpackList}));
+    const NodeId id =
+        out.add_node(kind, std::move(inputs), std::vector<std::string>(call.outputs.size(), "Tensor"), kLaunchesKernel,
+                     std::make_shared<DispatcherNodeOp>(*call.op, std::vector<ArgumentSlot>{key, list},
+                                                        std::vector<ResultUse>{ResultUse::kUnpackList}));
     const Node& first = graph_.node(call.members.front());
     out.set_source(id, first.source,
                    fmt::format("key={}, region {} of {} nodes from {}", call.key, call.region, call.members.size(),
@@ -261,8 +271,9 @@ class RegionsAsNodes {
       for (NodeId a : from) {
         for (NodeId b : to) {
           if (a == b) continue;
-          if (a > b) fail_import(graph_.source_path, "the compiled regions' plan orders {} after {}, which must come first",
-                                 out.describe(a), out.describe(b));
+          if (a > b)
+            fail_import(graph_.source_path, "the compiled regions' plan orders {} after {}, which must come first",
+                        out.describe(a), out.describe(b));
           out.add_order_edge(a, b);
         }
       }
@@ -274,13 +285,14 @@ class RegionsAsNodes {
   std::unordered_map<std::string, std::size_t> by_name_;
   std::vector<RegionCall> calls_;
   std::vector<int> call_of_region_;
-  std::vector<ValueId> local_;   // by old value: the new graph's
-  std::vector<NodeId> new_of_;   // by old node: the new graph's node (kNoNode: gone)
+  std::vector<ValueId> local_;  // by old value: the new graph's
+  std::vector<NodeId> new_of_;  // by old node: the new graph's node (kNoNode: gone)
 };
 
 }  // namespace
 
-Graph with_compiled_regions(const Graph& graph, std::string_view description, const std::vector<at::Tensor>& constants) {
+Graph with_compiled_regions(const Graph& graph, std::string_view description,
+                            const std::vector<at::Tensor>& constants) {
   return RegionsAsNodes(graph, description, constants).rewritten();
 }
 

@@ -5,6 +5,7 @@
 // (`b_count.add_(1)`); a decomposed one (ep.run_decompositions()) is functional and lists each
 // write as an output (BUFFER_MUTATION, USER_INPUT_MUTATION) whose value must be written back.
 
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -36,5 +37,11 @@ ProgramState program_state(const ep::GraphSignature& signature, const std::vecto
 
 // "torch.ops.aten.index_copy.default" -> "torch.ops.aten.index_copy_.default".
 std::string in_place_target(const std::string& target);
+
+// The in-place twin a functional write of state is written as (in_place_target's op): the op named
+// with a trailing underscore whose arguments are named as this one's; nullopt for an op without
+// one, one that writes already, or one that returns an alias. Used where the written value is the
+// op's result on the state itself and nothing reads the old state after it.
+std::optional<std::string> in_place_twin(const std::string& target);
 
 }  // namespace opara

@@ -2,6 +2,8 @@
 // be worth running beside others, and lay each region out contiguously (regions.h).
 #include "schedule/regions.h"
 
+#include "graph/written_aliases.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -14,18 +16,12 @@
 namespace opara {
 namespace {
 
-// A kernel node that writes an input (state written in place: a KV cache's new row) stays outside
-// the regions: a compiled region is functional, and would make the whole new value to copy back.
-bool stays_outside(const Graph& graph, NodeId node) {
-  return graph.node(node).has(kWritesInput);
-}
-
 // Cut: a kernel node opens a region when it is its stream's first, when it depends on another
 // stream, when its stream's previous node has a dependant on another stream or stays outside. A
 // node that stays outside is a region of its own here, so that the merges below see the paths
 // through it; form_regions takes it out at the end. Regions are numbered by their first node's
 // launch, which is a topological order of the regions.
-std::vector<int> cut_regions(const Graph& graph, const KernelDag& dag, const Plan& plan) {
+std::vector<int> cut_regions(const std::vector<std::uint8_t>& outside, const KernelDag& dag, const Plan& plan) {
   const std::size_t count = plan.stream_of.size();
   auto crosses = [&](NodeId a, NodeId b) { return plan.stream_of[a] != plan.stream_of[b]; };
   std::vector<std::uint8_t> has_dependant_elsewhere(count, 0);
@@ -42,8 +38,8 @@ std::vector<int> cut_regions(const Graph& graph, const KernelDag& dag, const Pla
     const NodeId previous = last_on_stream[stream];
     const bool waits_elsewhere = std::any_of(dag.predecessors[node].begin(), dag.predecessors[node].end(),
                                              [&](NodeId predecessor) { return crosses(predecessor, node); });
-    if (previous == kNoNode || waits_elsewhere || has_dependant_elsewhere[previous] ||
-        stays_outside(graph, previous) || stays_outside(graph, node)) {
+    if (previous == kNoNode || waits_elsewhere || has_dependant_elsewhere[previous] || outside[previous] ||
+        outside[node]) {
       region_of[node] = regions++;
     } else {
       region_of[node] = region_of[previous];
@@ -56,8 +52,8 @@ std::vector<int> cut_regions(const Graph& graph, const KernelDag& dag, const Pla
 // The regions as a DAG, with what the merging decisions read: costs, streams, edges, reachability.
 class RegionGraph {
  public:
-  RegionGraph(const Graph& graph, const KernelDag& dag, const std::vector<int>& region_of, int count,
-              const std::vector<int>& stream_of, const std::vector<NodeCost>& costs)
+  RegionGraph(const std::vector<std::uint8_t>& outside, const KernelDag& dag, const std::vector<int>& region_of,
+              int count, const std::vector<int>& stream_of, const std::vector<NodeCost>& costs)
       : count_(count), words_((static_cast<std::size_t>(count) + 63) / 64) {
     cost_.assign(count, 0.0);
     stream_.assign(count, kNoStream);
@@ -69,7 +65,7 @@ class RegionGraph {
       if (region == kNoRegion) continue;
       cost_[region] += costs.empty() ? 1.0 : costs[node].demand;
       stream_[region] = stream_of[node];
-      outside_[region] |= stays_outside(graph, node) ? 1 : 0;
+      outside_[region] |= outside[node];
       for (NodeId successor : dag.successors[node]) {
         const int next = region_of[successor];
         if (next != region) link(region, next);
@@ -81,7 +77,7 @@ class RegionGraph {
   [[nodiscard]] int count() const { return count_; }
   [[nodiscard]] double cost(int region) const { return cost_[region]; }
   [[nodiscard]] int stream(int region) const { return stream_[region]; }
-  // A node that stays outside the regions (stays_outside): never merged.
+  // A node that stays outside the regions (nodes_outside_regions): never merged.
   [[nodiscard]] bool outside(int region) const { return outside_[region] != 0; }
   [[nodiscard]] const std::vector<int>& successors(int region) const { return successors_[region]; }
   [[nodiscard]] const std::vector<int>& predecessors(int region) const { return predecessors_[region]; }
@@ -277,12 +273,28 @@ bool merge_one(const RegionGraph& regions, double min_share, std::vector<int>& r
 
 }  // namespace
 
+std::vector<std::uint8_t> nodes_outside_regions(const Graph& graph) {
+  const WrittenAliases aliases = written_aliases(graph);
+  std::vector<std::uint8_t> of_an_input(graph.values().size(), 0);
+  for (ValueId input : graph.inputs()) of_an_input[aliases.group[input]] = 1;
+  std::vector<std::uint8_t> outside(graph.size(), 0);
+  for (const Node& node : graph.nodes()) {
+    if (!node.has(kLaunchesKernel) || !node.has(kWritesInput)) continue;
+    outside[node.id] = std::any_of(node.inputs.begin(), node.inputs.end(),
+                                   [&](ValueId input) { return of_an_input[aliases.group[input]] != 0; })
+                           ? 1
+                           : 0;
+  }
+  return outside;
+}
+
 void form_regions(const Graph& graph, const KernelDag& dag, const std::vector<NodeCost>& costs, double min_share,
                   Plan& plan) {
-  std::vector<int> region_of = cut_regions(graph, dag, plan);
+  const std::vector<std::uint8_t> outside = nodes_outside_regions(graph);
+  std::vector<int> region_of = cut_regions(outside, dag, plan);
   int count = renumber_topologically(dag, plan.launch_order, region_of);
   while (count > 1 && count <= kMergeLimit) {
-    const RegionGraph regions(graph, dag, region_of, count, plan.stream_of, costs);
+    const RegionGraph regions(outside, dag, region_of, count, plan.stream_of, costs);
     if (!merge_one(regions, min_share, region_of, plan.stream_of)) break;
     count = renumber_topologically(dag, plan.launch_order, region_of);
   }
@@ -291,7 +303,7 @@ void form_regions(const Graph& graph, const KernelDag& dag, const std::vector<No
   // The nodes that stay outside leave their regions of one, laid out where those were.
   bool any_outside = false;
   for (NodeId node = 0; node < static_cast<NodeId>(region_of.size()); ++node) {
-    if (region_of[node] == kNoRegion || !stays_outside(graph, node)) continue;
+    if (region_of[node] == kNoRegion || !outside[node]) continue;
     region_of[node] = kNoRegion;
     any_outside = true;
   }

@@ -17,9 +17,10 @@
 // first node's old launch position.
 //
 // Kernel-free nodes (views, size queries, lists) belong to no region (kNoRegion): whoever
-// compiles regions recomputes them where they are used. Kernel nodes that write an input (state
-// written in place) belong to none either, and keep their stream: they run between regions.
+// compiles regions recomputes them where they are used. Kernel nodes that write state in place
+// (nodes_outside_regions) belong to none either, and keep their stream: they run between regions.
 
+#include <cstdint>
 #include <vector>
 
 #include "opara/plan.h"
@@ -38,5 +39,11 @@ void form_regions(const Graph& graph, const KernelDag& dag, const std::vector<No
                   Plan& plan);
 
 inline constexpr int kMergeLimit = 2048;
+
+// By node id, 1 for the kernel nodes that stay outside every region: those that write in place and
+// read a graph input or an alias of one (state: a KV cache's new row, a counter). A compiled region
+// is functional, and would make the whole new value to copy back. (A program's in-place ops on its
+// own intermediates, relu_, stay in regions.)
+std::vector<std::uint8_t> nodes_outside_regions(const Graph& graph);
 
 }  // namespace opara

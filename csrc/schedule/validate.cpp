@@ -9,8 +9,8 @@
 //      satisfied by work launched before it: no deadlock);
 //   3. every dependency u -> v between kernel nodes (through kernel-free nodes too) is ordered by
 //      happens-before: same-stream order plus waits, transitively;
-//   4. with regions: every kernel node is in one, except those that write an input (state written
-//      in place), which are in none, as kernel-free nodes are; each region's nodes share a stream
+//   4. with regions: every kernel node is in one, except those that write state in place
+//      (nodes_outside_regions), which are in none, as kernel-free nodes are; each region's nodes share a stream
 //      and follow each other on it, and the regions with the writing nodes between them form a DAG
 //      (a region can run as one unit once what it depends on has).
 // (3) is checked with vector clocks over batches of streams: clock[v][t] is the last position on
@@ -23,6 +23,7 @@
 #include "opara/error.h"
 #include "opara/plan.h"
 #include "schedule/kernel_dag.h"
+#include "schedule/regions.h"
 
 namespace opara {
 namespace {
@@ -170,6 +171,7 @@ class Validator {
       return;
     }
     const int regions = plan_.region_count;
+    const std::vector<std::uint8_t> outside = nodes_outside_regions(graph_);
     std::vector<int> stream_of_region(regions, kNoStream);
     std::vector<NodeId> last_of_region(regions, kNoNode);
     std::vector<NodeId> last_on_stream(plan_.stream_count, kNoNode);
@@ -180,9 +182,9 @@ class Validator {
           report(fmt::format("{} launches no kernel but is in region {}", graph_.describe(node), region));
         continue;
       }
-      if (graph_.node(node).has(kWritesInput)) {
+      if (outside[node]) {
         if (region != kNoRegion)
-          report(fmt::format("{} writes an input but is in region {}", graph_.describe(node), region));
+          report(fmt::format("{} writes state in place but is in region {}", graph_.describe(node), region));
         last_on_stream[plan_.stream_of[node]] = node;
         continue;
       }
@@ -208,7 +210,8 @@ class Validator {
     std::vector<int> vertex_of(count, -1);
     int vertices = regions;
     for (NodeId node = 0; node < static_cast<NodeId>(count); ++node) {
-      if (dag_.is_kernel(node)) vertex_of[node] = plan_.region_of[node] != kNoRegion ? plan_.region_of[node] : vertices++;
+      if (dag_.is_kernel(node))
+        vertex_of[node] = plan_.region_of[node] != kNoRegion ? plan_.region_of[node] : vertices++;
     }
     std::vector<std::vector<int>> successors(vertices);
     std::vector<int> indegree(vertices, 0);

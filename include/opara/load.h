@@ -1,6 +1,5 @@
 #pragma once
 
-#include <optional>
 #include <string>
 
 #include "opara/export.h"
@@ -30,13 +29,5 @@ OPARA_API Graph load_exported_program(std::string archive, const std::string& na
 // needs no file. `name` (the module, say) stands for the file in errors and becomes
 // Graph::source_path.
 OPARA_API Graph load_archive(std::string archive, const std::string& name);
-
-// The in-place twin the importer writes a functional write of state as
-// ("torch.ops.aten.index_copy.default" -> "torch.ops.aten.index_copy_.default"): the op named with a
-// trailing underscore whose arguments are named as this one's; nullopt for an op without one, or
-// one that writes already. The importer uses it where the written value is the op's result on the
-// state itself and nothing reads the old state after it; the Python package asks it
-// (torch.ops.opara.in_place_twin) which writes to keep outside Inductor's regions.
-OPARA_API std::optional<std::string> in_place_twin(const std::string& target);
 
 }  // namespace opara

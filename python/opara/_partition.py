@@ -73,8 +73,11 @@ class Parts:
         for node, region in enumerate(plan.get("region_of", [])):
             names = plan["outputs"][node]
             if region < 0:
-                if plan["stream_of"][node] < 0:
-                    kernel_free.update(name for name in names if name in nodes and nodes[name].op == "call_function")
+                if plan["stream_of"][node] < 0:  # a multi-output node (split) is named by its getitems: both
+                    found = [nodes[name] for name in names if name in nodes and nodes[name].op == "call_function"]
+                    kernel_free.update(fx_node.name for value in found
+                                       for fx_node in ([value, value.args[0]] if value.target is operator.getitem
+                                                       else [value]))
                 continue
             # The serializer names an output nothing reads "<node>_unused_<i>": one found name is enough.
             found = [nodes[name] for name in names if name in nodes and nodes[name].op == "call_function"]

@@ -13,7 +13,7 @@ namespace opara::testing {
 // A graph with `count` nodes and the given edges (from < to), written inline: node i reads the
 // outputs of its predecessors, or the graph input when it has none.
 // Nodes listed in `kernel_free` launch no kernel (a view, say); nodes listed in `writers` launch
-// one that writes its input in place (state: a cache's new row).
+// one that writes the graph input in place (state: a cache's new row), which they read first.
 inline Graph graph_from_edges(int count, const std::vector<std::pair<int, int>>& edges,
                               const std::vector<int>& kernel_free = {}, const std::vector<int>& writers = {}) {
   Graph graph;
@@ -21,11 +21,12 @@ inline Graph graph_from_edges(int count, const std::vector<std::pair<int, int>>&
   std::vector<std::vector<ValueId>> reads(count);
   for (const auto& [from, to] : edges) reads[to].push_back(from);
   for (int id = 0; id < count; ++id) {
-    std::vector<ValueId> inputs;
-    for (int from : reads[id]) inputs.push_back(graph.node(from).outputs[0]);
-    if (inputs.empty()) inputs.push_back(input);
     const bool free = std::find(kernel_free.begin(), kernel_free.end(), id) != kernel_free.end();
     const bool writes = std::find(writers.begin(), writers.end(), id) != writers.end();
+    std::vector<ValueId> inputs;
+    if (writes) inputs.push_back(input);
+    for (int from : reads[id]) inputs.push_back(graph.node(from).outputs[0]);
+    if (inputs.empty()) inputs.push_back(input);
     graph.add_node(free ? "aten::view" : "op" + std::to_string(id), inputs, {"Tensor"},
                    free ? std::uint32_t{kView} : kLaunchesKernel | (writes ? std::uint32_t{kWritesInput} : 0U));
   }

@@ -4,6 +4,7 @@ regions as opara nodes, count them, and refuse or fall back clearly where they c
 Small models only: each region is an Inductor compile (seconds each on two cores)."""
 
 import gc
+import json
 import threading
 
 import pytest
@@ -113,6 +114,35 @@ def test_opara_compile_runs_each_region_compiled_by_inductor(library, model_and_
     assert not _regions._REGIONS, "a dropped model left its regions registered"
     with pytest.raises(RuntimeError, match=f"no native region {native[0]} is registered"):
         torch.ops.opara.native_region(native[0], [x])
+
+
+def canonical(streams):
+    """Streams renamed by first appearance: two plans that group nodes alike read the same."""
+    names = {}
+    return [names.setdefault(stream, len(names)) for stream in streams]
+
+
+@pytest.mark.parametrize("share", ["0", "0.1"])
+def test_the_streams_that_run_are_the_streams_that_cut_the_regions(library, model_and_input, share):
+    """One plan: the library cuts the regions, and the graph of region nodes it compiles runs each
+    on the stream that cut it (no second plan of its own)."""
+    from opara._frontend import program_archive
+
+    model, x = model_and_input
+    program = torch.export.export(model, (x,)).run_decompositions({})
+    cut = json.loads(torch.ops.opara.region_plan(program_archive(program), "ThreeBranches", [x],
+                                                 {"region_min_share": share}))
+    first_node_of = {}
+    for node in cut["launch_order"]:
+        first_node_of.setdefault(cut["region_of"][node], node)
+    cut_streams = [cut["stream_of"][first_node_of[region]] for region in range(cut["regions"])]
+    compiled = opara.compile(model, [x], kernels="inductor", region_min_share=float(share), device="cpu",
+                             cpu_tuning_ms=0)
+    plan = compiled.plan()
+    ran = [plan["stream_of"][node] for node in plan["launch_order"] if plan["kinds"][node] == "opara::native_region"]
+    assert len(ran) == cut["regions"] > 1
+    assert canonical(ran) == canonical(cut_streams), (ran, cut_streams)
+    assert plan["streams"] == cut["streams"] > 1
 
 
 def test_a_region_whose_entry_is_not_found_keeps_the_python_call(library, model_and_input, monkeypatch):

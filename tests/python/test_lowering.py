@@ -1,7 +1,7 @@
 """The one lowering stage (python/opara/_lowering.py): every route says which kernels its model
 runs and, for ATen's, why (stats()["kernels"], stats()["aten_because"]), with a warning exactly
 where the user asked for Inductor's; a module torch.export refuses is exported once, then traced;
-the library decides which writes of state run in place (torch.ops.opara.in_place_twin)."""
+the library decides which writes of state run in place (in_place_twin, csrc/import/exported_state.h)."""
 
 import warnings
 
@@ -92,17 +92,6 @@ def test_a_graph_set_says_each_buckets_kernels(library):
     assert from_file.stats()["kernels"] == ["aten"] and from_file.stats()["aten_because"] == ["graph_set_file"]
 
 
-def test_the_library_names_the_in_place_twin_of_a_write(library):
-    twin = torch.ops.opara.in_place_twin
-    assert twin("torch.ops.aten.index_copy.default") == "torch.ops.aten.index_copy_.default"
-    assert twin("torch.ops.aten.index_put.default") == "torch.ops.aten.index_put_.default"
-    assert twin("torch.ops.aten.add.Tensor") == "torch.ops.aten.add_.Tensor"
-    assert twin("torch.ops.aten.mm.default") is None  # no mm_
-    assert twin("torch.ops.aten.add_.Tensor") is None  # writes already
-    assert twin("torch.ops.aten.no_such_op.default") is None
-    assert twin("not an op") is None
-
-
 class Accumulates(torch.nn.Module):
     """total += x: the new state is add(total, x), whose in-place twin is add_."""
 
@@ -182,11 +171,6 @@ def test_a_program_is_not_a_model_opara_compile_takes(library):
     program = torch.export.export(ThreeBranches().eval(), (torch.randn(1, 8, 16, 16),))
     with pytest.raises(TypeError, match="opara.compile takes an nn.Module or a model file path, not a ExportedProgram"):
         opara.compile(program, [torch.randn(1, 8, 16, 16)], **CPU)
-
-
-def test_a_view_has_no_in_place_twin(library):
-    for view in ("torch.ops.aten.t.default", "torch.ops.aten.squeeze.dim", "torch.ops.aten.transpose.int"):
-        assert torch.ops.opara.in_place_twin(view) is None, view
 
 
 class Reassigns(torch.nn.Module):

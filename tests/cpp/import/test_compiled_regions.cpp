@@ -201,7 +201,8 @@ TEST(CompiledRegionsErrors, ADescriptionThatDoesNotFitIsRefusedNamingTheRegion) 
 
   nlohmann::json unknown = good;
   unknown["regions"][0]["inputs"][0] = {{"value", "no_such_value"}};
-  EXPECT_THAT(refusal(graph, unknown.dump()), HasSubstr("compiled region 0: the program has no value named no_such_value"));
+  EXPECT_THAT(refusal(graph, unknown.dump()),
+              HasSubstr("compiled region 0: the program has no value named no_such_value"));
 
   nlohmann::json missing = good;
   missing["regions"][0]["outputs"] = nlohmann::json::array();

@@ -171,7 +171,20 @@ TEST(Regions, AWriteInARegionIsReported) {
   Plan plan = make_plan(graph, PlanOptions{StreamPolicy::kSingle});
   plan.region_of = {0, 0};
   plan.region_count = 1;
-  EXPECT_THAT(validate(graph, plan), ::testing::Contains(HasSubstr("writes an input but is in region 0")));
+  EXPECT_THAT(validate(graph, plan), ::testing::Contains(HasSubstr("writes state in place but is in region 0")));
+}
+
+TEST(Regions, AnInPlaceOpOnAnIntermediateStaysInItsRegion) {
+  // relu_ on a convolution's output (googlenet's ReLU(inplace=True)) writes no state.
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const NodeId conv = graph.add_node("aten::conv2d", {x}, {"Tensor"});
+  const NodeId relu =
+      graph.add_node("aten::relu_", {graph.node(conv).outputs[0]}, {"Tensor"}, kLaunchesKernel | kWritesInput);
+  graph.add_node("aten::add", {graph.node(relu).outputs[0]}, {"Tensor"});
+  const Plan plan = make_plan(graph, with_regions());
+  require_valid(graph, plan);
+  EXPECT_THAT(plan.region_of, ElementsAre(0, 0, 0));
 }
 
 TEST(Regions, MergingOnlyEverLowersTheRegionCount) {
