@@ -2,6 +2,8 @@
 // file or from an archive in memory; region_plan: the plan that cuts Inductor's regions.
 #include <torch/library.h>
 
+#include <limits>
+
 #include "ext/archive_bytes.h"
 #include "ext/text_options.h"
 #include "opara/load.h"
@@ -41,8 +43,9 @@ std::string plan_archive(const at::Tensor& archive, const std::string& name,
 }
 
 // The plan that cuts Inductor's regions (kernels="inductor", python/opara/_regions.py), which
-// with_compiled_regions then runs. On the CPU, unless the user gives region_min_share, one stream,
-// so that the whole program is one region, cut only where state is written in place: with calls
+// with_compiled_regions then runs. On the CPU, unless the user gives region_min_share, one stream
+// and every region merged that can be, so that the whole program is one region, cut only where
+// state is written in place (the nodes that read k writes in a row, stage k): with calls
 // at 1 us the plan's regions ran level with Inductor, and one region faster, since two cores'
 // overlap of small kernels does not beat Inductor's intra-op threads over the same kernels fused
 // across the region edges (docs/benchmarks.md, "Regions compiled by Inductor"). On a GPU the
@@ -56,6 +59,8 @@ std::string region_plan(const at::Tensor& archive, const std::string& name,
   const bool share_given = options_dict && options_dict->contains("region_min_share");
   if (model_device(options, example_inputs, graph.source_path).is_cpu() && !share_given) {
     options.plan.streams = StreamPolicy::kSingle;
+    options.plan.region_min_share = std::numeric_limits<double>::infinity();
+    return plan_graph(graph, std::nullopt, options);  // every region merged: no costs to measure
   }
   return plan_graph(graph, example_inputs, options);
 }

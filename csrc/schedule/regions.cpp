@@ -83,11 +83,12 @@ class RegionGraph {
   [[nodiscard]] const std::vector<int>& predecessors(int region) const { return predecessors_[region]; }
   [[nodiscard]] bool reaches(int from, int to) const { return ((reach_[from][to / 64] >> (to % 64)) & 1U) != 0; }
 
-  // The cost of the largest region that neither reaches `region` nor is reached by it (0: none).
+  // The cost of the largest region that neither reaches `region` nor is reached by it (0: none); a
+  // write outside the regions is none.
   [[nodiscard]] double largest_beside(int region) const {
     double largest = 0;
     for (int other = 0; other < count_; ++other) {
-      if (other != region && !reaches(region, other) && !reaches(other, region))
+      if (other != region && !outside(other) && !reaches(region, other) && !reaches(other, region))
         largest = std::max(largest, cost_[other]);
     }
     return largest;

@@ -18,6 +18,7 @@ called from C++ through its entry function (opara::native_region). On a GPU the 
 while opara warms up and captures; replays are one CUDA graph.
 docs/benchmarks.md ("Regions compiled by Inductor") has the measurements behind these choices.
 """
+
 from __future__ import annotations
 
 import itertools

@@ -16,8 +16,8 @@ TEST(InPlaceTwin, AFunctionalWriteIsNamedByItsInPlaceTwin) {
 }
 
 TEST(InPlaceTwin, OpsWithoutOneHaveNone) {
-  for (const char* target : {"torch.ops.aten.mm.default", "torch.ops.aten.add_.Tensor",
-                             "torch.ops.aten.no_such_op.default", "not an op"}) {
+  for (const char* target :
+       {"torch.ops.aten.mm.default", "torch.ops.aten.add_.Tensor", "torch.ops.aten.no_such_op.default", "not an op"}) {
     EXPECT_EQ(in_place_twin(target), std::nullopt) << target;
   }
 }

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <set>
 
 #include "graph_builders.h"
@@ -145,6 +146,23 @@ TEST(Regions, NodesBesideAWriteShareARegionAcrossIt) {
   require_valid(graph, plan);
   EXPECT_EQ(plan.region_of[1], kNoRegion);
   EXPECT_NE(plan.region_of[0], plan.region_of[3]) << "a region on both sides of the write would wait for itself";
+}
+
+TEST(Regions, OneStreamMergedWholeIsOneRegionPerStageOfWrites) {
+  // A decoder layer: 0 makes K and V (0, then 2); 1 and 3 write them into the caches; 4 reads both
+  // caches. The nodes that read no write (0, 2) are one region wherever the writes fall in launch
+  // order, the node that reads them another.
+  const Graph graph = graph_from_edges(5, {{0, 1}, {0, 2}, {2, 3}, {1, 4}, {3, 4}, {0, 4}}, {}, /*writers=*/{1, 3});
+  for (OrderPolicy order : {OrderPolicy::kTopological, OrderPolicy::kOpara}) {
+    PlanOptions options = with_regions(std::numeric_limits<double>::infinity());
+    options.streams = StreamPolicy::kSingle;
+    options.order = order;
+    const Plan plan = make_plan(graph, options, demands({5, 1, 5, 1, 5}));
+    require_valid(graph, plan);
+    EXPECT_EQ(plan.region_count, 2) << to_string(order);
+    EXPECT_EQ(plan.region_of[0], plan.region_of[2]) << to_string(order);
+    EXPECT_NE(plan.region_of[0], plan.region_of[4]) << to_string(order);
+  }
 }
 
 TEST(Regions, PlansWithWritesValidateOnRandomGraphs) {
