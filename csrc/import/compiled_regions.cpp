@@ -106,11 +106,17 @@ class RegionsAsNodes {
     }
     const std::string op = json.at("op").get<std::string>();
     if (op != "opara::region" && op != "opara::native_region") fail(call.region, fmt::format("unknown op {}", op));
-    call.op = c10::Dispatcher::singleton().findSchemaOrThrow(op.c_str(), "");
+    call.op = c10::Dispatcher::singleton().findSchema({op, ""});
+    if (!call.op) {
+      fail(call.region, fmt::format("{} is not registered (the Python package registers its regions' ops: import "
+                                    "opara where the model runs)",
+                                    op));
+    }
     call.key = json.at("key").get<std::int64_t>();
     for (NodeId id = 0; id < static_cast<NodeId>(graph_.size()); ++id) {
       if (plan_.region_of[id] == call.region) call.members.push_back(id);
     }
+    if (call.members.empty()) fail(call.region, "the plan gives it no nodes");
     for (const nlohmann::json& input : json.at("inputs")) {
       if (input.contains("constant")) {
         call.inputs.push_back(-1);

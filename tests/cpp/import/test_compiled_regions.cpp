@@ -212,6 +212,11 @@ TEST(CompiledRegionsErrors, ADescriptionThatDoesNotFitIsRefusedNamingTheRegion) 
   other_op["regions"][0]["op"] = "aten::relu";
   EXPECT_THAT(refusal(graph, other_op.dump()), HasSubstr("unknown op aten::relu"));
 
+  // The extension defines opara::native_region; this test binary does not load it.
+  nlohmann::json unregistered = good;
+  unregistered["regions"][0]["op"] = "opara::native_region";
+  EXPECT_THAT(refusal(graph, unregistered.dump()), HasSubstr("opara::native_region is not registered"));
+
   nlohmann::json other_plan = good;
   other_plan["plan"]["region_of"].push_back(0);
   EXPECT_THAT(refusal(graph, other_plan.dump()), HasSubstr(source));
