@@ -195,6 +195,15 @@ def test_a_state_write_of_another_dtype_is_refused_naming_the_buffer(library, tm
         opara.compile(path, [torch.ones(4)], kernels="aten", **CPU)
 
 
+def test_a_module_giving_a_buffer_another_dtype_is_refused_with_inductors_kernels(library):
+    # Inductor's regions are cut from the functional program, which the library reads as the file
+    # above: the same refusal, naming the module and its buffer (ATen's route reads the program as
+    # exported, where the new value is a casting copy_: a known limit, docs/usage.md "State in buffers").
+    with pytest.raises(RuntimeError, match=r"Reassigns: the model gives 'total' a new value of Float \[4\] "
+                                           r"where it holds Long \[4\]"):
+        opara.compile(Reassigns(), [torch.ones(4)], kernels="inductor", **CPU)
+
+
 def test_a_models_own_error_is_raised_without_blaming_inductor(library, recwarn):
     """A graph set refuses a model whose outputs mix rows, whatever its kernels: the library's error,
     not a fallback to ATen's kernels said to be Inductor's fault."""
