@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import socket
-import sys
 import tempfile
 import urllib.error
 import urllib.request
