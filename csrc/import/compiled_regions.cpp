@@ -53,8 +53,8 @@ class RegionsAsNodes {
   }
 
   Graph rewritten() {
-    std::vector<std::uint8_t> kept = kept_nodes();
-    for (const RegionCall& call : calls_) check_outputs(call, kept);
+    const Outside outside = outside_the_regions();
+    for (const RegionCall& call : calls_) check_outputs(call, outside.read);
     Graph out;
     out.source_path = graph_.source_path;
     local_.assign(graph_.values().size(), -1);
@@ -70,7 +70,7 @@ class RegionsAsNodes {
       if (call >= 0) {
         if (new_of_[calls_[call].members.front()] == kNoNode) add_region_node(calls_[call], out);
         new_of_[id] = new_of_[calls_[call].members.front()];
-      } else if (kept[id]) {
+      } else if (outside.kept[id]) {
         copy_node(id, out);
       }
     }
@@ -148,45 +148,41 @@ class RegionsAsNodes {
     return region != kNoRegion && call_of_region_[region] >= 0;
   }
 
-  // The nodes outside the compiled regions that still run: every kernel node, and the kernel-free
-  // nodes something that runs reads (node ids are a topological order).
-  std::vector<std::uint8_t> kept_nodes() const {
-    std::vector<std::uint8_t> needed(graph_.values().size(), 0);
-    for (ValueId output : graph_.outputs()) needed[output] = 1;
+  // What runs outside the compiled regions, by node: every kernel node, and the kernel-free nodes
+  // something that runs reads (node ids are a topological order); and, by value, what is read
+  // there, by a region or by the caller.
+  struct Outside {
+    std::vector<std::uint8_t> kept;
+    std::vector<std::uint8_t> read;
+  };
+
+  Outside outside_the_regions() const {
+    Outside outside{std::vector<std::uint8_t>(graph_.size(), 0), std::vector<std::uint8_t>(graph_.values().size(), 0)};
+    std::vector<std::uint8_t>& read = outside.read;
+    for (ValueId output : graph_.outputs()) read[output] = 1;
     for (const RegionCall& call : calls_) {
       for (ValueId input : call.inputs) {
-        if (input >= 0) needed[input] = 1;
+        if (input >= 0) read[input] = 1;
       }
     }
-    std::vector<std::uint8_t> kept(graph_.size(), 0);
     for (NodeId id = static_cast<NodeId>(graph_.size()) - 1; id >= 0; --id) {
       const Node& node = graph_.node(id);
       if (called(id)) continue;
       const bool runs = node.has(kLaunchesKernel) || node.has(kWritesInput) || node.has(kNotCapturable);
-      const bool read = std::any_of(node.outputs.begin(), node.outputs.end(), [&](ValueId v) { return needed[v]; });
-      if (!runs && !read) continue;
-      kept[id] = 1;
-      for (ValueId input : node.inputs) needed[input] = 1;
+      if (!runs && std::none_of(node.outputs.begin(), node.outputs.end(), [&](ValueId v) { return read[v]; })) {
+        continue;
+      }
+      outside.kept[id] = 1;
+      for (ValueId input : node.inputs) read[input] = 1;
     }
-    return kept;
+    return outside;
   }
 
-  // Every value of the region that a node left running, another region or the caller reads is
-  // among its outputs.
-  void check_outputs(const RegionCall& call, const std::vector<std::uint8_t>& kept) const {
-    const auto read_by_a_region = [&](ValueId value) {
-      return std::any_of(calls_.begin(), calls_.end(), [&](const RegionCall& other) {
-        return std::find(other.inputs.begin(), other.inputs.end(), value) != other.inputs.end();
-      });
-    };
+  // Every value of the region read outside it is among its outputs.
+  void check_outputs(const RegionCall& call, const std::vector<std::uint8_t>& read) const {
     for (NodeId id : call.members) {
       for (ValueId value : graph_.node(id).outputs) {
-        const std::vector<NodeId>& users = graph_.value(value).users;
-        const bool read_outside =
-            std::any_of(users.begin(), users.end(), [&](NodeId user) { return kept[user]; }) ||
-            std::find(graph_.outputs().begin(), graph_.outputs().end(), value) != graph_.outputs().end() ||
-            read_by_a_region(value);
-        if (read_outside && std::find(call.outputs.begin(), call.outputs.end(), value) == call.outputs.end()) {
+        if (read[value] && std::find(call.outputs.begin(), call.outputs.end(), value) == call.outputs.end()) {
           fail(call.region,
                fmt::format("{} is read outside it but is not among its outputs", graph_.value(value).name));
         }

@@ -71,22 +71,19 @@ class Parts:
         # re-enter it. A kernel node in no region (a write of state in place) stays outside.
         kernel_free: set[str] = set()
         for node, region in enumerate(plan.get("region_of", [])):
-            names = plan["outputs"][node]
-            if region < 0:
-                if plan["stream_of"][node] < 0:  # a multi-output node (split) is named by its getitems: both
-                    found = [nodes[name] for name in names if name in nodes and nodes[name].op == "call_function"]
-                    kernel_free.update(fx_node.name for value in found
-                                       for fx_node in ([value, value.args[0]] if value.target is operator.getitem
-                                                       else [value]))
-                continue
             # The serializer names an output nothing reads "<node>_unused_<i>": one found name is enough.
-            found = [nodes[name] for name in names if name in nodes and nodes[name].op == "call_function"]
+            found = [nodes[name] for name in plan["outputs"][node] if name in nodes and nodes[name].op == "call_function"]
             if not found:
-                left_out.add(region)
+                if region >= 0:
+                    left_out.add(region)
                 continue
+            # A multi-output node (split) is named by its getitems, which go with it.
             fx_node = found[0].args[0] if found[0].target is operator.getitem else found[0]
-            parts[region].add(fx_node.name)
-            parts[region].update(user.name for user in fx_node.users if user.target is operator.getitem)
+            names = {fx_node.name} | {user.name for user in fx_node.users if user.target is operator.getitem}
+            if region >= 0:
+                parts[region] |= names
+            elif plan["stream_of"][node] < 0:
+                kernel_free |= names
         left_out |= {region for region, part in enumerate(parts) if any(_has_symbolic_size(nodes[n]) for n in part)}
         kept = [(region, part) for region, part in enumerate(parts) if part and region not in left_out]
         return cls(kept, kernel_free - set().union(*(part for _, part in kept)))
