@@ -22,13 +22,16 @@ held gets the graph compiled again); compiling never advances it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import types
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.utils._pytree as pytree
+from torch._guards import tracing
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from ._frontend import _first_line, _options_text, exported
 from ._inductor_compat import is_dynamo_static
@@ -189,6 +192,16 @@ class _EagerGraph:
     """A graph opara could not take: Dynamo's own graph module, run as it is."""
 
 
+@contextlib.contextmanager
+def _outside_dynamos_trace() -> Iterator[None]:
+    """A compile apart from the Dynamo trace that called the backend. Inside it, torch.export and
+    Inductor take Dynamo's fake mode from its tracing context, and the symbols and guards they make
+    for opara's own programs (Inductor's layout choice for a CUDA convolution) land in Dynamo's
+    shape env, whose guards then name sizes no source of the frame has (IndexError at the guard)."""
+    with tracing(None), unset_fake_temporarily():
+        yield
+
+
 class OparaGraph:
     """What the backend returns for one Dynamo graph: compiles per concrete shape at its first
     call (the graph's example shape at once) and runs the compiled graph."""
@@ -256,6 +269,10 @@ class OparaGraph:
         """The graph for these arguments, lowered (opara._lowering chooses the kernels) and compiled.
         The weights (Dynamo's static inputs) are folded into Inductor's regions, prepacked once,
         until one is written in place (load_state_dict): then read at each call."""
+        with _outside_dynamos_trace():
+            return self._compiled_apart(args)
+
+    def _compiled_apart(self, args: list[Any]) -> _Compiled:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         static_positions = self._static_positions(args)
         with torch.no_grad():

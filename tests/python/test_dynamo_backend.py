@@ -132,6 +132,34 @@ def test_each_compile_says_what_it_runs_and_where(kernels):
     assert opara.describe_compile(entry).startswith(entry["graph"] + ":")
 
 
+def test_inductors_region_compiles_leave_dynamos_trace_alone(monkeypatch):
+    """Inductor compiles opara's regions apart from the Dynamo trace that called the backend: seen
+    from inside it, Inductor took Dynamo's fake mode, and on CUDA its convolution layout choice
+    left guards on sizes no source of the frame has in Dynamo's shape env (IndexError, every
+    Inductor-kernel graph of googlenet and llama on an H100). So no region compile sees Dynamo's
+    tracing context, and the frame's guards stay Dynamo's own."""
+    import torch._guards
+    import torch._inductor.compile_fx
+
+    seen = []
+    original = torch._inductor.compile_fx.compile_fx
+
+    def spy(module, examples, *args, **kwargs):
+        seen.append(torch._guards.TracingContext.try_get())
+        return original(module, examples, *args, **kwargs)
+
+    monkeypatch.setattr(torch._inductor.compile_fx, "compile_fx", spy)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3)).eval()
+    x = torch.randn(1, 3, 12, 12)
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="opara",
+                                 options={**cpu_options(), "kernels": "inductor", "fallback": "error"})
+        assert torch.allclose(compiled(x), model(x), rtol=1e-5, atol=1e-6)
+    assert seen and all(context is None for context in seen), seen
+    assert opara.dynamo_counters["fallbacks"] == 0
+
+
 def test_each_batch_size_is_compiled_once_and_right():
     torch.manual_seed(0)
     model = Branches().eval()
