@@ -19,6 +19,8 @@ namespace opara {
 struct ExportedNames {
   std::unordered_map<std::string, ValueId> values;        // computed so far, by graph value name
   std::unordered_map<std::string, at::Tensor> constants;  // folded in, by graph placeholder name
+  // The program's record of each tensor (dtype, device), by name; null where the caller has none.
+  const std::unordered_map<std::string, ep::TensorMeta>* recorded = nullptr;
 };
 
 // Where an argument is, as its errors name it.

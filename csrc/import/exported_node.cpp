@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "graph/op_table.h"
 #include "import/import_errors.h"
 #include "import/node_properties.h"
 
@@ -214,17 +215,33 @@ class NodeImporter {
     const c10::FunctionSchema& schema = op.schema();
     std::vector<std::string> types;
     for (const NodeOutput& output : call.outputs) types.push_back(output.type);
+    const bool copies = copies_its_input(schema.operator_name().name, call);
+    std::uint32_t flags = node_flags(schema.operator_name().name, &schema, false);
+    if (copies) flags &= ~std::uint32_t{kView};
     const NodeId id =
-        graph_.add_node(schema.operator_name().name, call.inputs, std::move(types),
-                        node_flags(schema.operator_name().name, &schema, false),
+        graph_.add_node(schema.operator_name().name, call.inputs, std::move(types), flags,
                         std::make_shared<DispatcherNodeOp>(op, std::move(call.slots), std::move(call.results)));
     graph_.set_source(id, call.source, std::move(call.constants));
     const auto& values = graph_.node(id).outputs;
     for (std::size_t i = 0; i < values.size(); ++i) {
       names_.values[call.outputs[i].name] = values[i];
       graph_.set_value_name(values[i], call.outputs[i].name);
-      record_views(schema, values[i], schema.returns()[call.outputs[i].result], call);
+      if (!copies) record_views(schema, values[i], schema.returns()[call.outputs[i].result], call);
     }
+  }
+
+  // An operator whose schema says its result aliases the input, recorded with another device or
+  // dtype than its input's (`to` the GPU, `to` float64): then it made a fresh tensor, and a write
+  // into the result (a counter moved to the GPU, then add_) writes no input.
+  bool copies_its_input(std::string_view kind, const NodeCall& call) const {
+    if (!op_traits(kind).may_copy || !names_.recorded || call.inputs.empty() || call.outputs.size() != 1) return false;
+    const auto input = names_.recorded->find(graph_.value(call.inputs.front()).name);
+    const auto output = names_.recorded->find(call.outputs.front().name);
+    if (input == names_.recorded->end() || output == names_.recorded->end()) return false;
+    const ep::Device& from = input->second.get_device();
+    const ep::Device& to = output->second.get_device();
+    return from.get_type() != to.get_type() || from.get_index() != to.get_index() ||
+           input->second.get_dtype() != output->second.get_dtype();
   }
 
   // A result annotated Tensor(a) is a view of the argument annotated with the same set.

@@ -51,10 +51,12 @@ class ExportedProgramImporter {
       aliases_ = std::move(inlined.aliases);
       reading = "the graph signature's inputs";
       add_inputs(module.get_signature());
+      names_.recorded = &module.get_graph().get_tensor_values();
       for (const ep::Node& node : inlined.nodes) {
         reading = fmt::format("node {} ({})", graph_.size(), node.get_target());
         add_node(node);
       }
+      names_.recorded = nullptr;  // the program's, which goes when run() returns
       reading = "the graph signature's outputs";
       add_outputs(module.get_signature());
     } catch (const Error&) {

@@ -337,6 +337,26 @@ def test_a_program_that_writes_a_buffer_reads_and_writes_it_at_each_call(library
     assert torch.equal(compiled(x), torch.full((3,), 1.0)) and torch.equal(compiled(x), torch.full((3,), 2.0))
 
 
+class WritesACopy(torch.nn.Module):
+    """Writes in place into a copy of its input in another dtype: `to` says it may alias its input,
+    but here it copies, so the input is not state (transformers' StaticCache moves its CPU counter
+    to the GPU so, then add_s to it: opara on CUDA refused that graph as writing a CPU input)."""
+
+    def forward(self, x):
+        wide = x.to(torch.float64)
+        wide.add_(1.0)
+        return (wide * 2.0).sin().to(torch.float32)
+
+
+def test_a_write_into_a_copy_in_another_dtype_is_no_write_of_the_input(library):
+    x = torch.randn(4, 8)
+    kept = x.clone()
+    compiled = opara.compile(WritesACopy(), [x], kernels="inductor", device="cpu", cpu_tuning_ms=0)
+    # No write of state: the whole program is one region (a write of state would stay outside).
+    assert compiled.stats()["regions"] == 1 and compiled.plan()["kinds"] == ["opara::native_region"]
+    assert torch.allclose(compiled(x), WritesACopy()(x)) and torch.equal(x, kept)
+
+
 @pytest.mark.parametrize("share", [None, 0.1])
 def test_a_cache_written_at_a_position_matches_eager_step_by_step(library, share):
     torch.manual_seed(0)
