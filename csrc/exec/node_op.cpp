@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <string_view>
 
 #include "exec/first_line.h"
 #include "exec/outputs.h"
@@ -14,16 +15,18 @@
 namespace opara {
 
 void run_node(const Graph& graph, NodeId id, const NodeOp& op, std::vector<c10::IValue>& stack) {
+  // A graph built in memory has no file to name.
+  const std::string_view where = graph.source_path.empty() ? std::string_view("graph") : graph.source_path;
   try {
     op.run(stack);
   } catch (const InternalError&) {
     throw;  // a bug in opara, not the node's failure
   } catch (const std::exception& error) {
-    throw NodeError(fmt::format("{}: {} failed: {}", graph.source_path, graph.describe(id), first_line(error)), id);
+    throw NodeError(fmt::format("{}: {} failed: {}", where, graph.describe(id), first_line(error)), id);
   }
   const std::size_t expected = graph.node(id).outputs.size();
-  OPARA_ASSERT(stack.size() == expected, "{}: {} produced {} values, the graph expects {}", graph.source_path,
-               graph.describe(id), stack.size(), expected);
+  OPARA_ASSERT(stack.size() == expected, "{}: {} produced {} values, the graph expects {}", where, graph.describe(id),
+               stack.size(), expected);
 }
 
 bool holds_cuda_tensors(const c10::IValue& value) {

@@ -32,7 +32,8 @@ class NodeOp {
 };
 
 // Runs `op` as node `id` of `graph`: on entry `stack` holds the node's inputs, on return its
-// outputs. A failure becomes opara::Error naming the file and the node.
+// outputs. A failure becomes opara::Error naming the file (or "graph", for a graph built in memory)
+// and the node.
 void run_node(const Graph& graph, NodeId id, const NodeOp& op, std::vector<c10::IValue>& stack);
 
 // `value` with `leaf` applied to everything in it that is not a list or a tuple (each tensor of a

@@ -23,21 +23,38 @@ namespace opara::testing {
 // ---- a NodeOp written inline ----------------------------------------------------------------
 
 using Body = std::function<std::vector<c10::IValue>(const std::vector<c10::IValue>&)>;
+// A body that also reads constant tensors of its own (a weight): the op's constants, as it holds them.
+using BodyWithConstants =
+    std::function<std::vector<c10::IValue>(const std::vector<c10::IValue>&, const std::vector<at::Tensor>&)>;
 
+// Its constants go where NodeOp::to sends it, as an importer's weights do: an op that kept a CPU
+// weight would fail on the GPU in every executor, the eager reference included.
 class LambdaOp final : public NodeOp {
  public:
-  explicit LambdaOp(Body body) : body_(std::move(body)) {}
-  void run(std::vector<c10::IValue>& stack) const override { stack = body_(stack); }
-  [[nodiscard]] std::shared_ptr<const NodeOp> to(c10::Device /*device*/) const override {
-    return std::make_shared<LambdaOp>(body_);
+  explicit LambdaOp(Body body)
+      : LambdaOp([body = std::move(body)](const std::vector<c10::IValue>& in,
+                                          const std::vector<at::Tensor>& /*constants*/) { return body(in); },
+                 {}) {}
+  LambdaOp(BodyWithConstants body, std::vector<at::Tensor> constants)
+      : body_(std::move(body)), constants_(std::move(constants)) {}
+  void run(std::vector<c10::IValue>& stack) const override { stack = body_(stack, constants_); }
+  [[nodiscard]] std::shared_ptr<const NodeOp> to(c10::Device device) const override {
+    std::vector<at::Tensor> moved;
+    for (const at::Tensor& constant : constants_) moved.push_back(constant.to(device));
+    return std::make_shared<LambdaOp>(body_, std::move(moved));
   }
 
  private:
-  Body body_;
+  BodyWithConstants body_;
+  std::vector<at::Tensor> constants_;
 };
 
 inline std::shared_ptr<const NodeOp> op(Body body) {
   return std::make_shared<LambdaOp>(std::move(body));
+}
+
+inline std::shared_ptr<const NodeOp> op(BodyWithConstants body, std::vector<at::Tensor> constants) {
+  return std::make_shared<LambdaOp>(std::move(body), std::move(constants));
 }
 
 // A one-tensor-in, one-tensor-out op.
@@ -67,7 +84,9 @@ struct RandomOp {
   int arity;
   std::uint32_t flags;
   int outputs;
+  // Reads the inputs as 4x6 blocks, then the constants.
   std::function<std::vector<c10::IValue>(const std::vector<at::Tensor>&)> body;
+  std::vector<at::Tensor> constants = {};  // moved with the op (NodeOp::to)
 };
 
 inline std::vector<RandomOp> random_ops() {
@@ -79,7 +98,7 @@ inline std::vector<RandomOp> random_ops() {
       {"test::mix", 2, kLaunchesKernel, 1, [](const Tensors& t) { return Values{t[0] * 0.5 + t[1].sin()}; }},
       {"test::tanh_mul", 2, kLaunchesKernel, 1, [](const Tensors& t) { return Values{(t[0] * t[1]).tanh()}; }},
       {"test::sum3", 3, kLaunchesKernel, 1, [](const Tensors& t) { return Values{t[0] + t[1] - t[2] / 3}; }},
-      {"test::mm", 1, kLaunchesKernel, 1, [weight](const Tensors& t) { return Values{t[0].mm(weight)}; }},
+      {"test::mm", 1, kLaunchesKernel, 1, [](const Tensors& t) { return Values{t[0].mm(t[1])}; }, {weight}},
       {"test::center", 1, kLaunchesKernel, 1,
        [](const Tensors& t) { return Values{t[0] - t[0].mean(1, /*keepdim=*/true)}; }},
       {"test::pair", 2, kLaunchesKernel, 2,
@@ -126,12 +145,20 @@ inline Graph random_model(int count, std::uint64_t seed) {
     std::vector<ValueId> inputs;
     for (int i = 0; i < chosen.arity; ++i) inputs.push_back(pick());
     const auto body = chosen.body;
+    const auto blocks_op = [body](const std::vector<c10::IValue>& in, const std::vector<at::Tensor>& constants) {
+      std::vector<at::Tensor> blocks;
+      for (const auto& value : in) blocks.push_back(as_block(value));
+      for (const at::Tensor& constant : constants) {
+        // CUDA's kernels refuse a constant left on another device; meta's mm, which stands in for
+        // a device in the CPU tests, does not look.
+        TORCH_CHECK(constant.device() == blocks.front().device(), "a constant on ", constant.device(),
+                    " read with inputs on ", blocks.front().device());
+        blocks.push_back(constant);
+      }
+      return body(blocks);
+    };
     const NodeId node = graph.add_node(chosen.kind, inputs, std::vector<std::string>(chosen.outputs, "Tensor"),
-                                       chosen.flags, op([body](const std::vector<c10::IValue>& in) {
-                                         std::vector<at::Tensor> blocks;
-                                         for (const auto& value : in) blocks.push_back(as_block(value));
-                                         return body(blocks);
-                                       }));
+                                       chosen.flags, op(blocks_op, chosen.constants));
     for (ValueId output : graph.node(node).outputs) values.push_back(output);
   }
   for (const Value& value : graph.values()) {

@@ -7,6 +7,9 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
 
 #include "exec/eager_executor.h"
 #include "exec/outputs.h"
@@ -14,6 +17,7 @@
 #include "model_files.h"
 #include "opara/error.h"
 #include "opara/load.h"
+#include "random_models.h"
 #include "tools/model_inputs.h"
 #include "tools/reference_forward.h"
 
@@ -114,6 +118,35 @@ TEST(EagerExecutor, AFailingNodeIsNamed) {
       EXPECT_THAT(error.what(), HasSubstr("node 0 (aten::"));
       EXPECT_THAT(error.what(), HasSubstr("inplace_b1"));
     }
+  }
+}
+
+// A graph built in memory has no file: its failing node is named in the "graph".
+TEST(EagerExecutor, AFailingNodeOfAGraphBuiltInMemoryIsNamed) {
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const NodeId fails =
+      graph.add_node("test::fails", {x}, {"Tensor"}, kLaunchesKernel,
+                     testing::unary([](const at::Tensor&) -> at::Tensor { throw std::runtime_error("no"); }));
+  graph.add_output(graph.node(fails).outputs[0]);
+  EXPECT_THAT([&] { EagerExecutor(graph).run({at::ones({2})}); },
+              ::testing::ThrowsMessage<Error>(::testing::StartsWith("graph: node 0 (test::fails) failed: no")));
+}
+
+// On another device (meta stands in for CUDA here), every op runs with its constants there
+// (NodeOp::to): the random models' matmul weight goes along, as an importer's weights do, or the
+// first run on the GPU fails ("mat2 is on cpu") whatever the executor.
+TEST(EagerExecutor, OnAnotherDeviceTheOpsTakeTheirConstantsAlong) {
+  const c10::Device meta(c10::kMeta);
+  for (std::uint64_t seed = 1; seed <= 30; ++seed) {
+    const Graph graph = testing::random_model(10 + static_cast<int>(seed % 30), seed);
+    std::vector<at::Tensor> outputs;
+    try {
+      outputs = flatten_tensors(EagerExecutor(graph, meta).run({at::randn({4, 6}), at::randn({4, 6})}));
+    } catch (const Error& error) {
+      FAIL() << "seed " << seed << ": " << error.what();
+    }
+    for (const at::Tensor& output : outputs) EXPECT_TRUE(output.is_meta()) << "seed " << seed;
   }
 }
 
