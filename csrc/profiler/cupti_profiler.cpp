@@ -203,6 +203,30 @@ struct CuptiProfiler::Session {
   }
 };
 
+std::string cupti_taken_message(std::string_view reported_holder, bool torch_profiler_traced) {
+  constexpr std::string_view kPrefix = "CUPTI for ";  // how CUPTI reports a subscriber's name
+  std::string_view name = reported_holder;
+  if (name.substr(0, kPrefix.size()) == kPrefix) name.remove_prefix(kPrefix.size());
+  constexpr std::string_view kOnlyOne = "only one CUPTI client may profile a process at a time";
+  if (!name.empty() && name != "<not provided>") {
+    return fmt::format(
+        "CUPTI is taken by {}: {}; stop it (the PyTorch profiler, Nsight Systems or Compute, another "
+        "opara profile) and profile again",
+        name, kOnlyOne);
+  }
+  if (torch_profiler_traced) {
+    return fmt::format(
+        "CUPTI is taken by a client that gave no name, most likely the PyTorch profiler (Kineto): it subscribes to "
+        "CUPTI for its first trace in a process and keeps the subscription after the trace stops, until the process "
+        "ends; {}: profile with opara in a process that has not traced with the PyTorch profiler",
+        kOnlyOne);
+  }
+  return fmt::format(
+      "CUPTI is taken by a client that gave no name (Nsight Systems or Compute, or another tool profiling this "
+      "process): {}; stop it and profile again",
+      kOnlyOne);
+}
+
 CuptiProfiler::CuptiProfiler() : session_(std::make_unique<Session>()) {
   if (const std::optional<std::string> active = active_torch_profiler()) {
     throw CuptiUnavailable(fmt::format(
@@ -240,10 +264,8 @@ CuptiProfiler::CuptiProfiler() : session_(std::make_unique<Session>()) {
   const CUptiResult subscribed = cuptiSubscribe_v2(&session_->subscriber, ignore_callback, nullptr, &params);
   if (subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     session_->subscriber = nullptr;
-    throw CuptiUnavailable(
-        fmt::format("CUPTI is taken by {}: only one CUPTI client may profile a process at a time; stop it (the PyTorch "
-                    "profiler, Nsight Systems or Compute, another opara profile) and profile again",
-                    holder[0] != '\0' ? std::string(holder.data()) : std::string("another tool")));
+    holder.back() = '\0';
+    throw CuptiUnavailable(cupti_taken_message(holder.data(), torch_profiler_traced()));
   }
   if (subscribed != CUPTI_SUCCESS) {
     session_->subscriber = nullptr;

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "opara/graph.h"
 #include "opara/profile.h"
@@ -49,5 +51,12 @@ class CuptiProfiler {
   struct Session;
   std::unique_ptr<Session> session_;
 };
+
+// Why CUPTI refused a subscription because another client holds it, from the name
+// cuptiSubscribe_v2 reports for that client ("CUPTI for <its name>", "CUPTI for <not provided>" when
+// it gave none) and whether the PyTorch profiler has traced in this process (Kineto subscribes
+// without a name for its first trace and keeps the subscription after the trace stops, for the rest
+// of the process, so "stop it" is no advice for it). CuptiProfiler's refusal message.
+[[nodiscard]] std::string cupti_taken_message(std::string_view reported_holder, bool torch_profiler_traced);
 
 }  // namespace opara

@@ -16,4 +16,8 @@ std::optional<std::string> active_torch_profiler() {
   return std::nullopt;
 }
 
+bool torch_profiler_traced() {
+  return libkineto::api().isProfilerInitialized();
+}
+
 }  // namespace opara

@@ -45,5 +45,24 @@ TEST(TorchProfilerState, OparaDoesNotProfileWhileTorchProfilerTraces) {
   EXPECT_THAT(cupti_refusal(), Not(HasSubstr("torch.profiler")));
 }
 
+// cuptiSubscribe_v2 names the client holding CUPTI "CUPTI for <its name>", or "CUPTI for <not
+// provided>": the refusal names it plainly, and a nameless one after a PyTorch profiler trace is
+// Kineto, which keeps CUPTI until the process ends (stopping it is no advice then).
+TEST(CuptiTakenMessage, NamesTheHolderPlainly) {
+  const std::string named = cupti_taken_message("CUPTI for opara profiler", false);
+  EXPECT_THAT(named, AllOf(HasSubstr("taken by opara profiler:"), Not(HasSubstr("CUPTI for")), HasSubstr("stop it")));
+  for (const char* nameless : {"CUPTI for <not provided>", "<not provided>", ""}) {
+    const std::string other = cupti_taken_message(nameless, false);
+    EXPECT_THAT(other, AllOf(HasSubstr("a client that gave no name"), Not(HasSubstr("<not provided>")),
+                             Not(HasSubstr("CUPTI for")), Not(HasSubstr("PyTorch profiler (Kineto)"))))
+        << nameless;
+    const std::string kineto = cupti_taken_message(nameless, true);
+    EXPECT_THAT(kineto,
+                AllOf(HasSubstr("a client that gave no name"), HasSubstr("PyTorch profiler (Kineto)"),
+                      HasSubstr("until the process ends"), Not(HasSubstr("<not provided>")), Not(HasSubstr("stop it"))))
+        << nameless;
+  }
+}
+
 }  // namespace
 }  // namespace opara
