@@ -14,11 +14,20 @@ Each backend is applied the way a user does it:
 
     model.forward = torch.compile(model.forward, backend=...)
     cache = transformers.StaticCache(config=model.config, max_cache_len=P + N)   # --cache reused (default)
+    cache.early_initialization(batch, kv_heads, head_dim, model.dtype, model.device)  # before compiling
     cache.reset(); model.generate(input_ids, attention_mask=..., max_new_tokens=N, do_sample=False,
                                   past_key_values=cache)               # each request
 
 under torch.no_grad(), with transformers' own compile of the decode step off (disable_compile=True;
-on CUDA it would otherwise compile "eager" too). Every (model, size, batch, backend) row starts
+on CUDA it would otherwise compile "eager" too). The reused cache is made on the model's device
+before the first request (StaticCache.early_initialization, transformers' way to have it ready
+before a compiled call): else its first update, inside the compiled prefill, makes its tensors
+there, where they are not marked static (torch._dynamo.mark_static_address is skipped while
+Dynamo traces), its length counter a CPU tensor moved to the GPU in the graph, and Inductor's CUDA
+graphs skip the decode step ("mutated inputs": the cache written in place) and hold the cache in
+their pool. inductor-ro runs as torch's docs say for those graphs:
+torch.compiler.cudagraph_mark_step_begin() before each call of the compiled forward (generate copies
+the logits it keeps; the cache is the static one). Every (model, size, batch, backend) row starts
 from torch._dynamo.reset() and opara's counters cleared, so its compiles are its own (opara: one
 prefill graph and one decode graph). Per row: the first generate (Dynamo, the backend's compiles
 and the run), then --repeats timed generates of N new tokens and of 1 (the prefill alone), in
@@ -144,7 +153,15 @@ def compile_forward(model, backend, device, opara_graphs):
     if backend == "inductor":
         model.forward = torch.compile(model.forward)
     elif backend == "inductor-ro":
-        model.forward = torch.compile(model.forward, mode="reduce-overhead")
+        compiled = torch.compile(model.forward, mode="reduce-overhead")
+
+        def each_call_a_new_step(*args, **kwargs):
+            # Inductor's CUDA graphs free the previous call's outputs (their pool) at a new step:
+            # each decode step is one, as torch's docs ask (torch.compiler.cudagraph_mark_step_begin).
+            torch.compiler.cudagraph_mark_step_begin()
+            return compiled(*args, **kwargs)
+
+        model.forward = each_call_a_new_step
     else:
         import opara
 
@@ -241,6 +258,25 @@ def allocated(device):
     return torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
 
 
+def static_cache(model, batch, length):
+    """The row's static KV cache, made now on the model's device (early_initialization), outside
+    any compiled call: its tensors (keys, values and the length counter) are marked static
+    (torch._dynamo.mark_static_address), so that Inductor's CUDA graphs take the in-place writes of
+    the decode step, and none is made inside a compiled prefill (where the marking is skipped, the
+    counter is a CPU tensor moved to the GPU in the graph, and a CUDA graph's pool holds the cache)."""
+    from transformers import StaticCache
+
+    cache = StaticCache(config=model.config, max_cache_len=length)
+    shape = model._get_static_cache_init_shape() if hasattr(model, "_get_static_cache_init_shape") else None
+    if shape is None:  # another transformers, or a model it cannot say: the heads from the config
+        config = model.config.get_text_config(decoder=True)
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        shape = heads, getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    cache.early_initialization(batch_size=batch, num_heads=shape[0], head_dim=shape[1], dtype=model.dtype,
+                               device=model.device)
+    return cache
+
+
 def measure(model, inputs, backend, reference, device, args, opara, weights=0):
     batch = inputs["input_ids"].shape[0]
     row = {"backend": backend}
@@ -249,9 +285,7 @@ def measure(model, inputs, backend, reference, device, args, opara, weights=0):
     peak = PeakMemory(device, weights)
     model.__dict__.pop("_previous_max_cache_length", None)  # the static cache's length: this row's own
     if args.cache == "reused":  # one cache for the row's requests, at one address (what CUDA graphs keep)
-        from transformers import StaticCache
-        inputs = {**inputs, "past_key_values": StaticCache(config=model.config,
-                                                           max_cache_len=args.prompt_len + args.new_tokens)}
+        inputs = {**inputs, "past_key_values": static_cache(model, batch, args.prompt_len + args.new_tokens)}
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -406,7 +440,8 @@ def main():
                         help="reused (default): one transformers.StaticCache per row, reset before each generate "
                              "and passed as past_key_values, as a server keeps it; new: generate() makes a new "
                              "static cache per call (transformers 5's default), which a CUDA graph backend "
-                             "captures again each time")
+                             "captures again each time; that cache is made inside the first compiled call, "
+                             "unmarked (see above): Inductor's CUDA graphs skip the decode step")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke test: llama small, batch 1, 4 new tokens, 1 repeat (unless given)")

@@ -6,13 +6,19 @@ hint: the call (cold step or stage) that runs a step skipped here, named on the 
 """
 
 import hashlib
+import json
 import re
 import shutil
+import signal
 
 from . import report
 from .context import (ALL_MODES, COMPARE_BACKENDS, COMPARE_MODELS, GPU_FILTER, LIMITS, PAPER_MODES, PYTEST_FILES,
                       PYTEST_SELECTION, WARMED_BACKENDS, words_env)
-from .runner import FAILED, KILLED, OK, killed_detail
+from .runner import FAILED, KILLED, OK, killed_detail, write_atomically
+
+# A line of torch's own logging (W1127 09:49:54.899000 1144 torch/_inductor/...): a warning, not
+# what a process that died last said.
+TORCH_LOG_LINE = re.compile(r"^[DIWEF]\d{4} \d\d:\d\d:\d\d")
 
 
 # ---- models ---------------------------------------------------------------------------------------
@@ -593,7 +599,7 @@ class Warmers:
             if outcome.killed:
                 refused[backend] = f"its compile ran past {outcome.seconds:.0f} s (warm/{outcome.log.name})"
             elif not outcome.ok:
-                refused[backend] = f"its compile failed, exit {outcome.rc} (warm/{outcome.log.name}): {outcome.tail()}"
+                refused[backend] = f"its compile {ended(outcome.rc)} (warm/{outcome.log.name}): {last_words(outcome)}"
         return refused
 
     def stop(self):
@@ -601,6 +607,45 @@ class Warmers:
         for proc in self.procs.values():
             self.g.runner.kill(proc)
         self.procs.clear()
+
+
+def ended(rc):
+    """How a background compile that did not exit 0 ended, in words: a crash names its signal."""
+    if rc is not None and rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return f"CRASHED ({name}, exit {rc})"
+    return f"failed, exit {rc}"
+
+
+def last_words(outcome):
+    """The last line of a log that says something: torch's own log lines (W1127 09:49:54 ...:
+    warnings, a stack of them) skipped; a log of those alone (a process that crashed in native
+    code says nothing), the first of them, which states the warning."""
+    lines = [line for line in outcome.text().splitlines() if line.strip()]
+    said = [line for line in lines if not TORCH_LOG_LINE.match(line)]
+    return (said[-1] if said else lines[0] if lines else "").strip()
+
+
+def note_not_timed(json_path, job, refused):
+    """The backends of a job that were not timed (their background compile failed or crashed),
+    as rows of its JSON saying why, so that the compare table shows each one."""
+    if not refused:
+        return
+    try:
+        data = json.loads(json_path.read_text())
+        rows = data["results"]
+    except (OSError, ValueError, KeyError, TypeError):
+        data, rows = {"results": []}, None
+    rows = rows if isinstance(rows, list) else []
+    where = {k: rows[0][k] for k in ("model", "size", "batch") if rows and k in rows[0]}
+    if "model" not in where:  # no timed row to copy: the job's name ("compare googlenet")
+        where = {"model": job.name.removeprefix("compare ").removesuffix(" decode")}
+    rows += [{**where, "backend": backend, "error": f"not timed: {why}"} for backend, why in refused.items()]
+    data["results"] = rows
+    write_atomically(json_path, json.dumps(data, indent=2) + "\n")
 
 
 def compile_env(g, threads=None):
@@ -634,6 +679,7 @@ def compare(g, hint, warmers):
         not_timed = "; ".join(f"{b} not timed: {why}" for b, why in refused.items())
         rows_step(g, job.name, hint, 60, cmd, json_path, LIMITS["compare"], env=compile_env(g),
                   extra=lambda words=not_timed: words or None)
+        note_not_timed(json_path, job, refused)  # after the verdict: the table shows them
     warmers.stop()
     table = report.compare_table(g.out)
     if table:
