@@ -29,7 +29,8 @@ PYTHON_LAYERS = {
     "_lowering": {"_frontend", "_partition", "_regions"},
     "_compile": {"_frontend", "_inductor_compat", "_library", "_lowering"},
     "_dynamo": {"_frontend", "_inductor_compat", "_library", "_lowering"},
-    "__init__": {"_compile", "_dynamo", "_library"},
+    "_package": {"_compile", "_frontend", "_library", "_lowering"},
+    "__init__": {"_compile", "_dynamo", "_library", "_package"},
 }
 
 

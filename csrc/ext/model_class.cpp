@@ -9,6 +9,7 @@
 #include "opara/compiled_model.h"
 #include "opara/error.h"
 #include "opara/load.h"
+#include "opara/package.h"
 #include "opara/plan.h"
 #include "support/text_file.h"
 
@@ -33,6 +34,16 @@ class Model : public torch::CustomClassHolder {
                                                 const std::vector<at::Tensor>& region_constants) {
     return c10::make_intrusive<Model>(
         compile(archive_graph(archive, name, regions, region_constants), example_inputs, options_from_dict(options)));
+  }
+
+  // A package opara.package wrote (opara::load_package); `options` replace the package's.
+  static c10::intrusive_ptr<Model> from_package(const std::string& path,
+                                                const std::optional<c10::Dict<std::string, std::string>>& options) {
+    std::map<std::string, std::string> text;
+    if (options) {
+      for (const auto& entry : *options) text.emplace(entry.key(), entry.value());
+    }
+    return c10::make_intrusive<Model>(load_package(path, text));
   }
 
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const { return model_.run(inputs); }
@@ -78,6 +89,9 @@ TORCH_LIBRARY_FRAGMENT(opara, m) {
                   "Loads a model archive held in memory (a uint8 tensor of the bytes torch.export.save or "
                   "torch.jit.save wrote), with its regions compiled by Inductor as nodes where `regions` describes "
                   "them, plans it and compiles it for the example inputs' signature")
+      .def_static("from_package", &Model::from_package,
+                  "Loads a package opara.package wrote: its program, plan and AOTInductor regions, compiled for "
+                  "the example inputs it holds; `options` replace the package's")
       .def("run", &Model::run, "Runs the compiled model; inputs must match the examples' shapes, dtypes and device")
       .def("plan", &Model::plan, "The schedule as JSON (streams, launch order, events; each node's kind and source)")
       .def("save_plan", &Model::save_plan, "Writes plan() to a file")

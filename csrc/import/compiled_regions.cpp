@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "import/dispatcher_node_op.h"
 #include "import/import_errors.h"
@@ -18,11 +19,14 @@
 namespace opara {
 namespace {
 
+constexpr std::string_view kCallersRegion = "opara::aoti_region";
+
 // One compiled region: the op and key its node calls, what it reads (graph values or constants)
 // and the values of its nodes it gives out, by the old graph's ids.
 struct RegionCall {
   int region = kNoRegion;
   std::optional<c10::OperatorHandle> op;  // set once the description names it
+  std::shared_ptr<const NodeOp> own_op;   // or the caller's runner (RegionOps), which takes the inputs alone
   std::int64_t key = 0;
   std::vector<ValueId> inputs;  // -1 where the input is the constant at the same index of `constants`
   std::vector<at::Tensor> constants;
@@ -32,8 +36,9 @@ struct RegionCall {
 
 class RegionsAsNodes {
  public:
-  RegionsAsNodes(const Graph& graph, std::string_view description, const std::vector<at::Tensor>& constants)
-      : graph_(graph) {
+  RegionsAsNodes(const Graph& graph, std::string_view description, const std::vector<at::Tensor>& constants,
+                 RegionOps region_ops)
+      : graph_(graph), region_ops_(std::move(region_ops)) {
     try {
       const nlohmann::json json = nlohmann::json::parse(description);
       plan_ = plan_of(json.at("plan"));
@@ -105,20 +110,30 @@ class RegionsAsNodes {
       fail(call.region, fmt::format("not one of the plan's {} regions, or listed twice", plan_.region_count));
     }
     const std::string op = json.at("op").get<std::string>();
-    if (op != "opara::region" && op != "opara::native_region") fail(call.region, fmt::format("unknown op {}", op));
-    call.op = c10::Dispatcher::singleton().findSchema({op, ""});
-    if (!call.op) {
-      fail(call.region, fmt::format("{} is not registered (the Python package registers its regions' ops: import "
-                                    "opara where the model runs)",
-                                    op));
-    }
     call.key = json.at("key").get<std::int64_t>();
+    if (op == kCallersRegion) {
+      const auto found = region_ops_.find(call.key);
+      if (found == region_ops_.end() || !found->second) {
+        fail(call.region, fmt::format("no runner was given for its key {}", call.key));
+      }
+      call.own_op = found->second;
+    } else if (op != "opara::region" && op != "opara::native_region") {
+      fail(call.region, fmt::format("unknown op {}", op));
+    } else {
+      call.op = c10::Dispatcher::singleton().findSchema({op, ""});
+      if (!call.op) {
+        fail(call.region, fmt::format("{} is not registered (the Python package registers its regions' ops: import "
+                                      "opara where the model runs)",
+                                      op));
+      }
+    }
     for (NodeId id = 0; id < static_cast<NodeId>(graph_.size()); ++id) {
       if (plan_.region_of[id] == call.region) call.members.push_back(id);
     }
     if (call.members.empty()) fail(call.region, "the plan gives it no nodes");
     for (const nlohmann::json& input : json.at("inputs")) {
       if (input.contains("constant")) {
+        if (call.own_op) fail(call.region, "a runner given by the caller takes no constants");
         call.inputs.push_back(-1);
         call.constants.push_back(constants.at(input.at("constant").get<std::size_t>()));
         continue;
@@ -190,9 +205,16 @@ class RegionsAsNodes {
     }
   }
 
-  void add_region_node(const RegionCall& call, Graph& out) {
+  // The node's op: the caller's runner, or a dispatcher call of op(key, inputs) (constants in the list).
+  std::shared_ptr<const NodeOp> region_op(const RegionCall& call, const ArgumentSlot& list) const {
+    if (call.own_op) return call.own_op;
     ArgumentSlot key;
     key.constant = c10::IValue(call.key);
+    return std::make_shared<DispatcherNodeOp>(*call.op, std::vector<ArgumentSlot>{key, list},
+                                              std::vector<ResultUse>{ResultUse::kUnpackList});
+  }
+
+  void add_region_node(const RegionCall& call, Graph& out) {
     ArgumentSlot list;
     list.kind = ArgumentSlot::Kind::kTensorList;
     std::vector<ValueId> inputs;
@@ -210,11 +232,9 @@ class RegionsAsNodes {
     if (std::any_of(call.inputs.begin(), call.inputs.end(), [](ValueId v) { return v < 0; })) {
       list.list_constants = call.constants;
     }
-    const std::string kind = call.op->schema().operator_name().name;
-    const NodeId id =
-        out.add_node(kind, std::move(inputs), std::vector<std::string>(call.outputs.size(), "Tensor"), kLaunchesKernel,
-                     std::make_shared<DispatcherNodeOp>(*call.op, std::vector<ArgumentSlot>{key, list},
-                                                        std::vector<ResultUse>{ResultUse::kUnpackList}));
+    const std::string kind = call.own_op ? std::string(kCallersRegion) : call.op->schema().operator_name().name;
+    const NodeId id = out.add_node(kind, std::move(inputs), std::vector<std::string>(call.outputs.size(), "Tensor"),
+                                   kLaunchesKernel, region_op(call, list));
     const Node& first = graph_.node(call.members.front());
     out.set_source(id, first.source,
                    fmt::format("key={}, region {} of {} nodes from {}", call.key, call.region, call.members.size(),
@@ -283,6 +303,7 @@ class RegionsAsNodes {
   }
 
   const Graph& graph_;
+  RegionOps region_ops_;
   Plan plan_;
   std::unordered_map<std::string, std::size_t> by_name_;
   std::vector<RegionCall> calls_;
@@ -295,7 +316,11 @@ class RegionsAsNodes {
 
 Graph with_compiled_regions(const Graph& graph, std::string_view description,
                             const std::vector<at::Tensor>& constants) {
-  return RegionsAsNodes(graph, description, constants).rewritten();
+  return RegionsAsNodes(graph, description, constants, {}).rewritten();
+}
+
+Graph with_region_runners(const Graph& graph, std::string_view description, const RegionOps& region_ops) {
+  return RegionsAsNodes(graph, description, {}, region_ops).rewritten();
 }
 
 }  // namespace opara

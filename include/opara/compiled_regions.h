@@ -5,7 +5,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+#include <memory>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "opara/export.h"
@@ -27,5 +30,12 @@ namespace opara {
 // description does not fit the graph.
 OPARA_API Graph with_compiled_regions(const Graph& graph, std::string_view description,
                                       const std::vector<at::Tensor>& constants);
+
+// with_compiled_regions with runners the caller made itself, by key: a region whose description
+// names op "opara::aoti_region" becomes a node of that kind running `region_ops.at(key)`, which takes the
+// region's inputs in order (no constants) and gives its outputs (a package's AOTInductor regions,
+// opara::load_package). A key with no runner is refused, naming the region.
+using RegionOps = std::unordered_map<std::int64_t, std::shared_ptr<const NodeOp>>;
+OPARA_API Graph with_region_runners(const Graph& graph, std::string_view description, const RegionOps& region_ops);
 
 }  // namespace opara

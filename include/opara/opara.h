@@ -10,6 +10,7 @@
 #include "opara/load.h"
 #include "opara/model_profiler.h"
 #include "opara/options.h"
+#include "opara/package.h"
 #include "opara/placement.h"
 #include "opara/plan.h"
 #include "opara/profile.h"

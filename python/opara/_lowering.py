@@ -168,7 +168,7 @@ def _with_atens_kernels(model: Any, inputs: list[torch.Tensor], program: torch.e
 
 def lower(model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathLike, inputs: list[torch.Tensor],
           options: dict[str, str], kernels: str, name: str, *, folded_inputs: Sequence[int] = (),
-          graph_set: bool = False) -> Lowered:
+          graph_set: bool = False, ahead_of_time: bool = False) -> Lowered:
     """`model` lowered for `inputs` and the option text `options` (without kernels, which is
     `kernels`, checked by kernels_option). `name` stands for the model in messages. Inductor's
     kernels where `kernels` asks or "auto" chooses them and the model is a torch.export program
@@ -176,14 +176,15 @@ def lower(model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathL
     asked for Inductor's; where "auto" chose Inductor's and Inductor fails, ATen's with a warning,
     where the user asked, the error. `folded_inputs`: user inputs folded into the regions (the
     weights the backend passes in). `graph_set`: a graph set's bucket, which for a file the
-    library makes itself."""
+    library makes itself. `ahead_of_time`: the regions compiled by AOTInductor (opara.package)."""
     because = _asked_aten(kernels, options, inputs, name)
     program, detail = None, ""
     if because is None:
         program, because, detail = _program(model, inputs, graph_set)
     if program is not None and because is None:
         try:
-            archive, regions = _regions.compile_regions(program, inputs, options, name, folded_inputs)
+            archive, regions = _regions.compile_regions(program, inputs, options, name, folded_inputs,
+                                                        ahead_of_time)
         except Exception as error:
             if kernels == "inductor":
                 raise

@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import tempfile
 import warnings
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
@@ -59,6 +62,8 @@ class CompiledRegions:
 
     def __init__(self) -> None:
         self.keys: list[int] = []
+        # Ahead of time (opara.package): each region's AOTInductor package, its key its index here.
+        self.ahead_of_time: list[bytes] = []
         self.native: set[int] = set()  # keys also registered with opara::native_region
         self.skipped: list[str] = []  # why regions Inductor could not take stayed ATen nodes
         self.folded_inputs: list[int] = []  # the user inputs folded into the regions (read once)
@@ -78,7 +83,7 @@ class CompiledRegions:
         return key
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.keys) + len(self.ahead_of_time)
 
     def input_copies(self) -> int:
         """How many of the regions' inputs came laid out otherwise than they were compiled for
@@ -166,15 +171,34 @@ def _compile_region(region: Region, values: dict[str, Any], device: torch.device
         return _CompiledRegion(compiled, examples, modules if native else [])
 
 
+def _ahead_of_time(region: Region, values: dict[str, Any]) -> bytes:
+    """`region` compiled by AOTInductor for its examples, made contiguous (the layout the
+    library's runner hands it, csrc/package/aoti_region_op.h): the package's bytes."""
+    examples = [_example(values[name]) for name in region.inputs]
+    if not all(isinstance(example, torch.Tensor) for example in examples):
+        raise ValueError("AOTInductor's regions take tensors only, and this one reads a number")
+    examples = [example.contiguous() for example in examples]
+    with torch.no_grad():
+        program = torch.export.export(region.module(examples), tuple(examples), strict=False)
+        with tempfile.TemporaryDirectory() as folder:
+            made = torch._inductor.aoti_compile_and_package(program, package_path=os.path.join(folder, "region.pt2"))
+            return Path(made).read_bytes()
+
+
 def _frozen(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], constants: dict[str, torch.Tensor],
-            state: ProgramState, folded_inputs: Sequence[int]) -> tuple[dict[str, torch.Tensor], set[str]]:
+            state: ProgramState, folded_inputs: Sequence[int],
+            ahead_of_time: bool) -> tuple[dict[str, torch.Tensor], set[str]]:
     """What the regions may read: the constants and the user inputs at `folded_inputs`, by
     placeholder, and of those the ones folded in (read once): not state the program writes (read at
-    each call), nor a linear layer's weight (linear_weights)."""
+    each call), nor, for Inductor's in-process compile, a linear layer's weight (linear_weights: its
+    freezing lays them out anew). AOTInductor's regions hold every weight they read (a package
+    carries them; AOTInductor does not freeze)."""
     user_inputs = list(exported.graph_signature.user_inputs)
     folded = {user_inputs[index]: inputs[index] for index in folded_inputs}
     written = {placeholder for placeholder, _ in state.written}
-    frozen = (set(constants) | set(folded)) - written - linear_weights(exported.graph_module.graph)
+    frozen = (set(constants) | set(folded)) - written
+    if not ahead_of_time:
+        frozen -= linear_weights(exported.graph_module.graph)
     return {**constants, **folded}, frozen
 
 
@@ -202,14 +226,17 @@ def _call(region: Region, key: int, native: bool, constants: dict[str, torch.Ten
 
 
 def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], options: dict[str, str],
-                    name: str, folded_inputs: Sequence[int] = ()) -> tuple[torch.Tensor, CompiledRegions]:
+                    name: str, folded_inputs: Sequence[int] = (),
+                    ahead_of_time: bool = False) -> tuple[torch.Tensor, CompiledRegions]:
     """The archive of `exported` decomposed, and its regions compiled by Inductor (which must live as
     long as the model runs): the library cuts them (torch.ops.opara.region_plan) and, given
     `CompiledRegions.description`, makes each one node of its graph, planned once. `options` are the
     compile's. The program's constants, and the user inputs at `folded_inputs` (the weights Dynamo
     passes in), are folded into the regions (read once, prepacked by Inductor's freezing), except
     state the program writes; `CompiledRegions.folded_inputs` says which inputs were. A region
-    Inductor refuses stays ATen nodes."""
+    Inductor refuses stays ATen nodes. `ahead_of_time` (opara.package): each region compiled by
+    AOTInductor into `CompiledRegions.ahead_of_time`, called through op opara::aoti_region, which
+    the library's package loader runs (csrc/package)."""
     device = _compile_device(options, inputs, name)
     inputs = [placed(tensor, device) for tensor in inputs]
     # Functional, so that a region never writes what it reads; decomposed (traced again) with the
@@ -221,7 +248,7 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     plan = json.loads(torch.ops.opara.region_plan(archive, name, inputs, options))
     state = ProgramState(exported)
     constants = constants_of(exported)
-    readable, frozen = _frozen(exported, inputs, constants, state, folded_inputs)
+    readable, frozen = _frozen(exported, inputs, constants, state, folded_inputs, ahead_of_time)
     compiled = CompiledRegions()
     user_inputs = list(exported.graph_signature.user_inputs)
     compiled.folded_inputs = [index for index in folded_inputs if user_inputs[index] in frozen]
@@ -234,9 +261,17 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     calls = []
     for region in candidates:
         try:
-            compiled_region = _compile_region(region, values, device)
+            if ahead_of_time:
+                compiled.ahead_of_time.append(_ahead_of_time(region, values))
+            else:
+                compiled_region = _compile_region(region, values, device)
         except Exception as error:  # Inductor refuses some graphs; their nodes stay ATen
             compiled.skipped.append(f"the region of {sorted(region.part)[0]}: {_first_line(error)}")
+            continue
+        if ahead_of_time:
+            key = len(compiled.ahead_of_time) - 1
+            calls.append({**_call(region, key, False, constants, names, compiled.constants, device),
+                          "op": "opara::aoti_region"})
             continue
         key = compiled.add(compiled_region)
         calls.append(_call(region, key, key in compiled.native, constants, names, compiled.constants, device))

@@ -179,6 +179,59 @@ TEST(CompiledRegionsPlan, KeepsTheStreamsThatCutTheRegions) {
   EXPECT_TRUE(validate(regional, again).empty());
 }
 
+// A runner of the caller's own (a package's AOTInductor region): the region's inputs in, its outputs out.
+class TestRegionRunner final : public NodeOp {
+ public:
+  explicit TestRegionRunner(std::int64_t key) : key_(key) {}
+  void run(std::vector<c10::IValue>& stack) const override {
+    std::vector<at::Tensor> inputs;
+    for (const c10::IValue& value : stack) inputs.push_back(value.toTensor());
+    const std::vector<at::Tensor> outputs = run_test_region(key_, inputs);
+    stack.assign(outputs.begin(), outputs.end());
+  }
+  [[nodiscard]] std::shared_ptr<const NodeOp> to(c10::Device /*device*/) const override {
+    return std::make_shared<TestRegionRunner>(key_);
+  }
+
+ private:
+  std::int64_t key_;
+};
+
+// The description with every region's op the caller's runner ("opara::aoti_region").
+std::string with_runner_ops(const std::string& description) {
+  nlohmann::json json = nlohmann::json::parse(description);
+  for (nlohmann::json& region : json["regions"]) region["op"] = "opara::aoti_region";
+  return json.dump();
+}
+
+TEST(RegionRunners, TheCallersRunnersGiveTheProgramsOutputsOnThePlansStreams) {
+  const Graph graph = load(testing::fixture_path("kv_caches_functional.pt2"));
+  const Plan plan = regions_plan(graph, StreamPolicy::kOpara, 0.0);
+  const std::string description = with_runner_ops(every_region(graph, plan));
+  RegionOps runners;
+  for (int region = 0; region < plan.region_count; ++region)
+    runners[region] = std::make_shared<TestRegionRunner>(region);
+  const Graph regional = with_region_runners(graph, description, runners);
+  EXPECT_EQ(count_of(regional, "opara::aoti_region"), plan.region_count);
+  EXPECT_EQ(make_plan(regional, PlanOptions{StreamPolicy::kSingle}).stream_count, plan.stream_count);
+  CompiledModel reference = compile(graph, kv_inputs(0));
+  CompiledModel compiled = compile(regional, kv_inputs(0));
+  for (int position : {0, 3}) {
+    const std::vector<at::Tensor> expected = reference.run(kv_inputs(position));
+    const std::vector<at::Tensor> got = compiled.run(kv_inputs(position));
+    ASSERT_EQ(got.size(), expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::equal(got[i], expected[i])) << "call " << position;
+  }
+  runners.erase(0);
+  try {
+    (void)with_region_runners(graph, description, runners);
+    ADD_FAILURE() << "a region without a runner was accepted";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("compiled region 0: no runner was given for its key 0"));
+    EXPECT_THAT(error.what(), HasSubstr(graph.source_path));
+  }
+}
+
 std::string refusal(const Graph& graph, const std::string& description) {
   try {
     (void)with_compiled_regions(graph, description, {});

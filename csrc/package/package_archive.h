@@ -1,0 +1,42 @@
+#pragma once
+
+// One package file: its records by name, and its description (opara/meta.json), each failure
+// naming the file and the part.
+
+#include <caffe2/serialize/inline_container.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "opara/package.h"
+
+namespace opara {
+
+class PackageArchive {
+ public:
+  explicit PackageArchive(std::string path);
+
+  [[nodiscard]] const std::string& path() const { return path_; }
+  [[nodiscard]] const PackageInfo& info() const { return info_; }
+
+  // The record's bytes; a missing one is refused naming it ("opara/regions/3.pt2").
+  [[nodiscard]] std::string record(const std::string& name) const;
+
+  // The example inputs the package was made with (opara/inputs/<i>.bin, laid out as meta.json says).
+  [[nodiscard]] std::vector<at::Tensor> example_inputs() const;
+
+ private:
+  std::string path_;
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
+  std::string meta_text_;
+  PackageInfo info_;
+};
+
+// The records a package holds, as opara.package writes them.
+inline constexpr const char* kPackageMeta = "opara/meta.json";
+inline constexpr const char* kPackageProgram = "opara/program.pt2";
+inline constexpr const char* kPackageRegions = "opara/regions.json";
+std::string package_region_record(std::int64_t key);  // "opara/regions/<key>.pt2"
+
+}  // namespace opara

@@ -1,0 +1,50 @@
+#pragma once
+
+// Ahead-of-time packages: one file holding a program, the plan that cut its regions, each region
+// compiled by AOTInductor, and what it was made for. opara.package (Python) writes one; this loads
+// it without Python (docs/usage.md, "Packages").
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "opara/compiled_model.h"
+#include "opara/export.h"
+#include "opara/options.h"
+
+namespace opara {
+
+// What a package was made for and from (its opara/meta.json).
+struct PackageInfo {
+  std::string name;             // the model, as the package's messages name it
+  std::string opara_version;    // "0.1.0"
+  std::string torch_version;    // "2.11.0+cpu": the torch that compiled its regions
+  std::string device;           // "cpu" or "cuda"
+  std::string cuda_capability;  // "9.0" (CUDA packages)
+  std::string cpu_isa;          // Inductor's vector ISA for the CPU's kernels: "avx512", "avx2", "" (none)
+  std::map<std::string, std::string> options;  // the compile options it was made with (opara.compile's)
+  std::size_t regions = 0;                     // regions compiled by AOTInductor
+  std::size_t inputs = 0;
+  std::string out_spec;  // the Python package's output structure (a pytree spec), opaque here
+};
+
+// The package's description. Throws opara::Error naming the file and the part that is wrong for a
+// file that is not a package, or a damaged one.
+OPARA_API PackageInfo read_package_info(const std::string& path);
+
+// The compiled model of a package: its program planned as the package says, each region a node
+// running AOTInductor's compiled code (torch::inductor::AOTIModelPackageLoader), on the plan's
+// streams (captured into the CUDA graph on a GPU, run by the workers on the CPU), compiled for
+// the example inputs the package holds. `options` replace the package's where given (the keys
+// of options_from_text; "device" cannot change). Refused, naming what differs and how to rebuild:
+// a package made by another opara or torch release, for another device kind, capability or CPU
+// vector ISA; a missing or damaged part is named.
+OPARA_API CompiledModel load_package(const std::string& path, const std::map<std::string, std::string>& options = {});
+
+// The example inputs the package was made with (what load_package compiles for).
+OPARA_API std::vector<at::Tensor> package_example_inputs(const std::string& path);
+
+}  // namespace opara

@@ -1,0 +1,189 @@
+"""Packages (issue 44): opara.package compiles a model once, its regions by AOTInductor, and
+opara.load (the library's opara::load_package, no Python at run time) loads it here or in a fresh
+process and gives the module's outputs; a package that does not fit this process, or a damaged
+one, is refused naming what is wrong. Small models: each region is an AOTInductor compile (half a
+minute on two cores), so one package is made per module and the bad ones are edited copies."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import opara
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+class Branches(torch.nn.Module):
+    """Two convolution branches of one input, joined, and a second output: a tuple."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(4, 8, 3, padding=1)
+        self.b = torch.nn.Conv2d(4, 8, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.a(x)) + torch.sigmoid(self.b(x))
+        return y, y.mean(dim=(2, 3))
+
+
+def _model_and_input():
+    torch.manual_seed(0)
+    return Branches().eval(), torch.randn(1, 4, 12, 12)
+
+
+@pytest.fixture(scope="module")
+def made(library, tmp_path_factory):
+    """One package of Branches with AOTInductor's regions, and the module and input it was made from."""
+    model, x = _model_and_input()
+    path = tmp_path_factory.mktemp("package") / "branches.opara"
+    assert opara.package(model, [x], path, device="cpu", cpu_tuning_ms=0) == path
+    return path, model, x
+
+
+def _close(actual, expected):
+    for a, e in zip(actual, expected):
+        assert torch.allclose(a, e, rtol=1e-4, atol=1e-5), (a - e).abs().max()
+
+
+def test_a_loaded_package_runs_aotinductors_regions_and_gives_the_modules_outputs(made):
+    path, model, x = made
+    compiled = opara.load(path)
+    with torch.no_grad():
+        expected = model(x)
+    outputs = compiled(x)
+    assert isinstance(outputs, tuple) and len(outputs) == 2  # the module's output structure
+    _close(outputs, expected)
+    _close(compiled(x * 2), model(x * 2))  # new values, same signature: no compile
+    stats = compiled.stats()
+    assert stats["kernels"] == "inductor" and stats["regions"] == 1, stats
+    assert "opara::aoti_region" in compiled.plan()["kinds"]
+    assert compiled.exported_with == "package"
+
+
+def test_a_package_loads_in_a_fresh_process_without_compiling(made, tmp_path):
+    path, model, x = made
+    with torch.no_grad():
+        torch.save({"x": x, "expected": model(x)}, tmp_path / "io.pt")
+    script = textwrap.dedent(f"""
+        import torch, opara
+        io = torch.load({str(tmp_path / "io.pt")!r})
+        import torch._inductor.compile_fx as compile_fx
+        def refused(*args, **kwargs):
+            raise AssertionError("loading a package compiled with Inductor")
+        compile_fx.compile_fx = refused
+        compiled = opara.load({str(path)!r})
+        for a, e in zip(compiled(io["x"]), io["expected"]):
+            assert torch.allclose(a, e, rtol=1e-4, atol=1e-5), (a - e).abs().max()
+        print("ok", compiled.stats()["regions"])
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "ok 1.0" in done.stdout, done.stderr[-3000:]
+
+
+def test_a_package_of_atens_kernels_gives_the_modules_outputs_bit_for_bit(library, tmp_path):
+    model, x = _model_and_input()
+    path = opara.package(model, [x], tmp_path / "aten.opara", kernels="aten", device="cpu", cpu_tuning_ms=0)
+    compiled = opara.load(path)
+    with torch.no_grad():
+        expected = model(x)
+    for a, e in zip(compiled(x), expected):
+        assert torch.equal(a, e)
+    assert compiled.stats()["kernels"] == "aten" and compiled.stats()["regions"] == 0
+
+
+def test_the_options_given_at_load_replace_the_packages_but_not_its_device(made):
+    path, model, x = made
+    compiled = opara.load(path, outputs="view")
+    _close(compiled(x), model(x))
+    with pytest.raises(RuntimeError, match="made for device cpu"):
+        opara.load(path, device="cuda")
+
+
+# ---- bad packages: each an edited copy of the one made above ----
+
+def _records(path):
+    reader = torch._C.PyTorchFileReader(str(path))
+    return {name: bytes(reader.get_record(name)) for name in reader.get_all_records()}
+
+
+def _rewrite(records, path):
+    writer = torch._C.PyTorchFileWriter(str(path))
+    for name, data in records.items():
+        writer.write_record(name, data, len(data))
+    writer.write_end_of_file()
+    del writer
+    return path
+
+
+def _with_meta(made, tmp_path, **changes):
+    records = _records(made[0])
+    meta = json.loads(records["opara/meta.json"])
+    meta.update(changes)
+    records["opara/meta.json"] = json.dumps(meta).encode()
+    return _rewrite(records, tmp_path / "edited.opara")
+
+
+@pytest.mark.parametrize("changes, match", [
+    ({"torch": "2.9.0+cpu"}, r"made with torch 2\.9\.0\+cpu, and this process runs torch"),
+    ({"opara": "0.0.1"}, r"made by opara 0\.0\.1, and this is opara"),
+    ({"cpu_isa": "avx512", "options": {"device": "cpu"}, "device": "cuda", "cuda_capability": "9.0"},
+     r"made for a CUDA GPU" if not torch.cuda.is_available() else r"compute capability|made for device"),
+    ({"format": 7}, r"a package of format 7, and this opara reads format 1"),
+])
+def test_a_package_that_does_not_fit_this_process_is_refused_naming_what_differs(made, tmp_path, changes, match):
+    edited = _with_meta(made, tmp_path, **changes)
+    with pytest.raises(RuntimeError, match=match) as error:
+        opara.load(edited)
+    assert str(edited) in str(error.value)
+
+
+def test_a_package_for_cpu_features_this_cpu_lacks_is_refused(made, tmp_path):
+    capabilities = torch._C._cpu._get_cpu_capability()
+    lacking = sorted(name for name, has in capabilities.items() if has is False)
+    if not lacking:
+        pytest.skip("this CPU has every feature ATen names")
+    isa = f"avx2 {lacking[0]}"  # an ISA's kernels that also use a feature this CPU lacks
+    with pytest.raises(RuntimeError, match=rf"compiled for {isa} \({lacking[0]}\), which this CPU lacks"):
+        opara.load(_with_meta(made, tmp_path, cpu_isa=isa))
+
+
+def test_a_package_missing_a_region_names_the_record(made, tmp_path):
+    records = _records(made[0])
+    del records["opara/regions/0.pt2"]
+    with pytest.raises(RuntimeError, match=r"the package has no opara/regions/0\.pt2"):
+        opara.load(_rewrite(records, tmp_path / "no-region.opara"))
+
+
+def test_a_damaged_region_names_the_record(made, tmp_path):
+    records = _records(made[0])
+    records["opara/regions/0.pt2"] = b"not a zip"
+    with pytest.raises(RuntimeError, match=r"opara/regions/0\.pt2: AOTInductor could not load it"):
+        opara.load(_rewrite(records, tmp_path / "bad-region.opara"))
+
+
+def test_a_truncated_package_names_the_file(made, tmp_path):
+    data = made[0].read_bytes()
+    truncated = tmp_path / "truncated.opara"
+    truncated.write_bytes(data[: len(data) // 2])
+    with pytest.raises(RuntimeError, match="not an opara package .*damaged or truncated") as error:
+        opara.load(truncated)
+    assert str(truncated) in str(error.value)
+
+
+def test_a_torch_export_file_is_not_a_package(library, tmp_path):
+    model, x = _model_and_input()
+    path = tmp_path / "model.pt2"
+    torch.export.save(torch.export.export(model, (x,)), path)
+    with pytest.raises(RuntimeError, match="not an opara package: it has no opara/meta.json"):
+        opara.load(path)
+
+
+def test_damaged_example_inputs_are_named(made, tmp_path):
+    records = _records(made[0])
+    records["opara/inputs/0.bin"] = records["opara/inputs/0.bin"][:10]
+    with pytest.raises(RuntimeError, match=r"opara/inputs/0\.bin holds 10 bytes"):
+        opara.load(_rewrite(records, tmp_path / "inputs.opara"))
