@@ -69,21 +69,21 @@ def _tensor_bytes(tensor: torch.Tensor) -> bytes:
 
 
 def _write(path: Path, records: dict[str, bytes]) -> None:
-    """The records into `path` through a file beside it, renamed into place once whole: a reader
-    never sees half a package."""
+    """The records into `path` through a file of the same name in a folder beside it, renamed into
+    place once whole: a reader never sees half a package (the zip's folder takes the file's stem)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, partial = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".partial", dir=path.parent)
-    os.close(handle)
+    folder = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    partial = folder / path.name
     try:
-        writer = torch._C.PyTorchFileWriter(partial)
+        writer = torch._C.PyTorchFileWriter(str(partial))
         for name, data in records.items():
             writer.write_record(name, data, len(data))
         writer.write_end_of_file()
         del writer
         os.replace(partial, path)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
+    finally:
+        partial.unlink(missing_ok=True)
+        folder.rmdir()
 
 
 def package(model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathLike,

@@ -181,7 +181,10 @@ def _ahead_of_time(region: Region, values: dict[str, Any]) -> bytes:
     with torch.no_grad():
         program = torch.export.export(region.module(examples), tuple(examples), strict=False)
         with tempfile.TemporaryDirectory() as folder:
-            made = torch._inductor.aoti_compile_and_package(program, package_path=os.path.join(folder, "region.pt2"))
+            # Freezing, as the in-process regions: prepacked convolution weights (googlenet's package
+            # ran 1.42x slower without, docs/benchmarks.md "Packages").
+            made = torch._inductor.aoti_compile_and_package(program, package_path=os.path.join(folder, "region.pt2"),
+                                                            inductor_configs={"freezing": True})
             return Path(made).read_bytes()
 
 
