@@ -59,8 +59,9 @@ std::vector<at::Tensor> saved_tensors(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw std::runtime_error(path + ": no such file");
   const std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const c10::IValue saved = torch::pickle_load(bytes);  // kept: the list below is a view of it
   std::vector<at::Tensor> tensors;
-  for (const c10::IValue& value : torch::pickle_load(bytes).toListRef()) tensors.push_back(value.toTensor());
+  for (const c10::IValue& value : saved.toListRef()) tensors.push_back(value.toTensor());
   return tensors;
 }
 
