@@ -7,7 +7,10 @@ then runs, for each way of getting a compiled model:
   backend   torch.compile(model, backend="opara"), Inductor's cache warm
   inductor  torch.compile(model) (Inductor), its cache warm
 
-Each row is its own fresh python process (imports not counted: first s runs from the model built
+Then, in one process, the package's and the in-process compile's steady speeds side by side in
+alternating rounds (--rounds): the ratio that says whether a package runs as fast.
+
+Each row above is its own fresh python process (imports not counted: first s runs from the model built
 to its first output), after one process per way has warmed Inductor's caches. The package is made
 once per model into --folder (its time is the package column). Steady: the median of --iters calls
 after 3 warm-ups. The models are the test models of scripts/export_models.py (builders, seed,
@@ -63,6 +66,49 @@ print("RESULT " + json.dumps({{"first_s": first, "steady_ms": statistics.median(
 """
 
 
+# The steady speeds side by side, in one process: the package and the in-process compile timed in
+# alternating rounds (a 2-core machine's noise moves a lone median by 20%), the ratio per round.
+_PAIR = r"""
+import json, statistics, sys, time
+sys.path[:0] = [{scripts!r}, {python!r}]
+import torch, export_models, opara
+name, device, package, rounds, iters = sys.argv[1], torch.device(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+torch.manual_seed(export_models.SEED)
+model, specs, _ = export_models.BUILDERS[name](1)
+model = model.eval().to(device)
+inputs = [t.to(device) for t in export_models.make_inputs(specs, export_models.SEED)]
+def median_ms(run):
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter(); run(*inputs); times.append(time.perf_counter() - t)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return statistics.median(times) * 1e3
+with torch.no_grad():
+    loaded = opara.load(package)
+    compiled = opara.compile(model, inputs, kernels="inductor", device=str(device))
+    for run in (loaded, compiled):
+        for _ in range(3):
+            run(*inputs)
+    ratios, package_ms, compiled_ms = [], [], []
+    for _ in range(rounds):
+        package_ms.append(median_ms(loaded)); compiled_ms.append(median_ms(compiled))
+        ratios.append(package_ms[-1] / compiled_ms[-1])
+print("RESULT " + json.dumps({{"package_ms": statistics.median(package_ms), "compiled_ms": statistics.median(compiled_ms),
+                              "ratio": statistics.median(ratios)}}))
+"""
+
+
+def pair(model, device, package, rounds, iters):
+    code = _PAIR.format(scripts=str(ROOT / "scripts"), python=str(ROOT / "python"))
+    done = subprocess.run([sys.executable, "-c", code, model, device, str(package), str(rounds), str(iters)],
+                          capture_output=True, text=True, timeout=1800)
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    return {"error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]}
+
+
 def child(model, way, device, package, iters):
     code = _CHILD.format(scripts=str(ROOT / "scripts"), python=str(ROOT / "python"))
     done = subprocess.run([sys.executable, "-c", code, model, way, device, str(package), str(iters)],
@@ -92,6 +138,8 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--ways", nargs="+", choices=WAYS, default=list(WAYS))
+    parser.add_argument("--rounds", type=int, default=10,
+                        help="rounds of the side-by-side steady comparison (package / in-process compile)")
     parser.add_argument("--folder", type=Path, help="where the packages go (default: a temporary folder)")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
@@ -117,6 +165,15 @@ def main():
                 continue
             ratio = f"{result['steady_ms'] / base:.2f}" if base else "-"
             print(f"{model:14} {way:9} {result['first_s']:8.2f} {result['steady_ms']:10.2f} {ratio:>10}")
+        if "package" in args.ways and "opara" in args.ways:
+            side = pair(model, args.device, package, args.rounds, args.iters)
+            rows.append({"model": model, "way": "package/opara, one process", "device": args.device, **side})
+            if "error" in side:
+                print(f"{model:14} side by side FAILED: {side['error']}")
+            else:
+                print(f"{model:14} side by side: package {side['package_ms']:.2f} ms, opara.compile "
+                      f"{side['compiled_ms']:.2f} ms, package / compile {side['ratio']:.3f} (median of "
+                      f"{args.rounds} rounds)")
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1) + "\n")
     print(f"packages and Inductor's cache in {folder}; torch {__import__('torch').__version__}; "
