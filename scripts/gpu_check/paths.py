@@ -230,7 +230,7 @@ def cold(g, wanted):
     warmers = steps.Warmers(g, steps.compare_jobs(g)) if "compare" in wanted else None
     if "tests" in wanted:
         # Bounded, so that no crash or hang eats the call: what users compare comes next.
-        steps.gpu_tests(g, r.elapsed() + int_env("OPARA_GPU_TESTS_S", 120), exports, with_pytest=True)
+        steps.gpu_tests(g, r.elapsed() + int_env("OPARA_GPU_TESTS_S", 240), exports, with_pytest=True)
     exports.wait()
     if warmers:
         steps.compare(g, "cold compare", warmers)

@@ -103,6 +103,23 @@ def test_the_options_given_at_load_replace_the_packages_but_not_its_device(made)
         opara.load(path, device="cuda")
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU: a CUDA package is made where its GPU is")
+def test_a_cuda_package_captures_aotinductors_regions_and_gives_the_modules_outputs(library, tmp_path):
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    model, x = _model_and_input()
+    model, x = model.cuda(), x.cuda()
+    path = opara.package(model, [x], tmp_path / "cuda.opara", region_min_share=0.0)
+    info = json.loads(torch.ops.opara.package_info(str(path)))
+    assert info["device"] == "cuda" and info["cuda_capability"] and info["regions"] >= 1, info
+    compiled = opara.load(path)
+    with torch.no_grad():
+        expected = model(x)
+    for _ in range(3):  # replays of the captured graph
+        _close([t.cpu() for t in compiled(x)], [t.cpu() for t in expected])
+    stats = compiled.stats()
+    assert stats["segments"] >= 1 and "opara::aoti_region" in compiled.plan()["kinds"], stats
+
+
 # ---- bad packages: each an edited copy of the one made above ----
 
 def _records(path):
