@@ -82,6 +82,9 @@ PackageArchive::PackageArchive(std::string path) : path_(std::move(path)) {
                                       format, kPackageFormat));
     }
     info_ = parse_info(meta);
+    if (!info_.options.count("device")) {
+      fail_package(path_, "opara/meta.json gives no device among its options: the package was edited; make it again");
+    }
   } catch (const nlohmann::json::exception& error) {
     fail_package(path_, fmt::format("opara/meta.json is damaged ({}); make the package again", error.what()));
   }

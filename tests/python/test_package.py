@@ -150,6 +150,7 @@ def _with_meta(made, tmp_path, **changes):
     ({"cpu_isa": "avx512", "options": {"device": "cpu"}, "device": "cuda", "cuda_capability": "9.0"},
      r"made for a CUDA GPU" if not torch.cuda.is_available() else r"compute capability|made for device"),
     ({"format": 7}, r"a package of format 7, and this opara reads format 1"),
+    ({"options": {"cpu_tuning_ms": "0"}}, r"opara/meta.json gives no device among its options"),
 ])
 def test_a_package_that_does_not_fit_this_process_is_refused_naming_what_differs(made, tmp_path, changes, match):
     edited = _with_meta(made, tmp_path, **changes)
