@@ -31,6 +31,7 @@ PYTHON_LAYERS = {
     "_dynamo": {"_frontend", "_inductor_compat", "_library", "_lowering"},
     "_package": {"_compile", "_frontend", "_library", "_lowering"},
     "__init__": {"_compile", "_dynamo", "_library", "_package"},
+    "__main__": {"_library", "_package"},
 }
 
 

@@ -120,6 +120,29 @@ def test_a_cuda_package_captures_aotinductors_regions_and_gives_the_modules_outp
     assert stats["segments"] >= 1 and "opara::aoti_region" in compiled.plan()["kinds"], stats
 
 
+def test_the_command_line_packages_a_model_file_and_says_what_it_holds(library, tmp_path):
+    model, x = _model_and_input()
+    program = tmp_path / "branches.pt2"
+    torch.export.save(torch.export.export(model, (x,)), program)
+    out = tmp_path / "cli.opara"
+    command = [sys.executable, "-m", "opara", "package", str(program), "--input-shape", "1x4x12x12", "--out", str(out),
+               "--option", "kernels=aten", "--option", "device=cpu", "--option", "cpu_tuning_ms=0"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and f"wrote {out}" in done.stdout, done.stderr[-3000:]
+    info = subprocess.run([sys.executable, "-m", "opara", "info", str(out)], capture_output=True, text=True, timeout=600)
+    assert info.returncode == 0 and json.loads(info.stdout)["options"]["device"] == "cpu", info.stderr[-3000:]
+    same = torch.randn(1, 4, 12, 12, generator=torch.Generator().manual_seed(0))  # the CLI's example input
+    with torch.no_grad():
+        expected = model(same)
+    for a, e in zip(opara.load(out)(same), expected):
+        assert torch.equal(a, e)
+    bad = subprocess.run(command[:6] + ["1xfour"] + command[7:], capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "'1xfour' is not a list of shapes" in bad.stderr
+    missing = subprocess.run([sys.executable, "-m", "opara", "info", str(tmp_path / "none.opara")],
+                             capture_output=True, text=True, timeout=600)
+    assert missing.returncode == 1 and "none.opara" in missing.stderr
+
+
 # ---- bad packages: each an edited copy of the one made above ----
 
 def _records(path):
