@@ -12,6 +12,7 @@
 #include "model_flags.h"
 #include "model_loading.h"
 #include "opara/error.h"
+#include "opara/profile.h"
 #include "support/text_file.h"
 
 namespace opara::bench {
@@ -51,6 +52,8 @@ void run_info(const InfoOptions& options) {
   fmt::print(table, "inputs         {}{}\n", graph.caller_input_count(),
              graph.state().empty() ? "" : fmt::format(" (and {} state buffers the model keeps)", graph.state().size()));
   fmt::print(table, "outputs        {}\n", graph.outputs().size());
+  fmt::print(table, "structure      {} (what a profile of it records: the same for a model exported again)\n",
+             hash_graph_structure(graph));
   fmt::print(table, "nodes          {} ({} launch kernels, estimate)\n", graph.size(), kernels);
   fmt::print(table, "edges          {} ({} data, {} ordering; {} after transitive reduction)\n", graph.edges().size(),
              data_edges, graph.edges().size() - data_edges, reduced);

@@ -183,7 +183,7 @@ json profile_json(const Profile& profile) {
       {"torch_version", profile.torch_version},
       {"cuda_runtime_version", profile.cuda_runtime_version},
       {"cuda_driver_version", profile.cuda_driver_version},
-      {"model", {{"path", profile.model_path}, {"hash", profile.model_hash}}},
+      {"model", {{"path", profile.model_path}, {"hash", profile.model_hash}, {"structure", profile.model_structure}}},
       {"inputs", inputs},
       {"runs", profile.runs},
       {"warmup", profile.warmup},
@@ -263,6 +263,7 @@ Profile profile_from(const json& value) {
   profile.cuda_driver_version = value.at("cuda_driver_version").get<std::string>();
   profile.model_path = value.at("model").at("path").get<std::string>();
   profile.model_hash = value.at("model").at("hash").get<std::string>();
+  profile.model_structure = value.at("model").value("structure", "");
   for (const json& input : value.at("inputs")) {
     profile.inputs.push_back(
         ProfileInput{input.at("sizes").get<std::vector<std::int64_t>>(), input.at("dtype").get<std::string>()});

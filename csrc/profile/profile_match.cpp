@@ -30,7 +30,9 @@ std::string describe_device(const DeviceLimits& device) {
 
 std::vector<std::string> profile_mismatches(const Profile& profile, const ProfileMatch& match) {
   std::vector<std::string> differences;
-  if (match.model_hash && *match.model_hash != profile.model_hash) {
+  const bool same_structure =
+      match.model_structure && !profile.model_structure.empty() && *match.model_structure == profile.model_structure;
+  if (match.model_hash && *match.model_hash != profile.model_hash && !same_structure) {
     differences.push_back(fmt::format("model: the profile is of a model file with hash {} ({}), this one has {}",
                                       profile.model_hash, profile.model_path, *match.model_hash));
   }

@@ -20,6 +20,7 @@ ProfileMatch profile_match(const Graph& graph, const std::vector<at::Tensor>& ex
   match.allow_mismatch = options.allow_profile_mismatch;
   match.warn = [](const std::string& warning) { TORCH_WARN(warning); };
   if (std::filesystem::is_regular_file(graph.source_path)) match.model_hash = hash_model_file(graph.source_path);
+  match.model_structure = hash_graph_structure(graph);
   if (!examples.empty()) {
     std::vector<ProfileInput> inputs;
     for (const at::Tensor& example : examples) {

@@ -201,6 +201,7 @@ Profile profile_header(const Graph& graph, c10::Device device, const std::vector
   profile.model_path = graph.source_path;
   if (!graph.source_path.empty() && std::filesystem::is_regular_file(graph.source_path)) {
     profile.model_hash = hash_model_file(graph.source_path);
+    profile.model_structure = hash_graph_structure(graph);
   } else {
     profile.notes.push_back("the graph has no model file: the profile cannot be checked against one");
   }

@@ -124,6 +124,8 @@ struct Profile {
   std::string cuda_driver_version;
   std::string model_path;  // informational; the hash decides
   std::string model_hash;  // hash_model_file()
+  // hash_graph_structure() of the graph profiled; empty in profiles written before it existed.
+  std::string model_structure;
   std::vector<ProfileInput> inputs;
   int runs = 0;
   int warmup = 0;
@@ -152,10 +154,17 @@ OPARA_API bool is_full_profile(std::string_view json);
 // "fnv1a64:<16 hex digits>" of a file's bytes: tells model files apart (not adversaries). Throws
 // opara::Error when the file cannot be read.
 OPARA_API std::string hash_model_file(const std::string& path);
+// The graph's structure (each node's kind, inputs and constant summary, with the weights' shapes;
+// the graph's inputs and outputs), fingerprinted as hash_model_file is: what kernel timings depend
+// on, and the same for a model exported again (a TorchScript file's bytes depend on the process that
+// wrote it: its classes' mangled names, a random serialization id).
+OPARA_API std::string hash_graph_structure(const Graph& graph);
 
 // What a profile must have been made for; unset fields are not checked.
 struct ProfileMatch {
   std::optional<std::string> model_hash;
+  // With a profile that records one: a file of another hash fits when its structure is the same.
+  std::optional<std::string> model_structure;
   std::optional<DeviceLimits> device;  // name, compute capability and SM count are compared
   std::optional<std::vector<ProfileInput>> inputs;
   bool allow_mismatch = false;  // warn instead of refusing

@@ -311,6 +311,38 @@ TEST(ProfileFile, CompileChecksTheProfileAgainstTheModelFileAndTheInputs) {
   EXPECT_EQ(warnings.messages.size(), 1u);
 }
 
+// A model exported again has another file hash (a TorchScript file's bytes depend on the process
+// that wrote it) and the same structure: a profile recording the structure still fits it.
+TEST(ProfileFile, AProfileFitsAModelFileOfAnotherHashWithTheSameStructure) {
+  const Graph graph = five_nodes();
+  Profile profile = load_profile(fixture());
+  ProfileMatch exported_again = fixture_match();
+  exported_again.model_hash = "fnv1a64:1111111111111111";
+  exported_again.model_structure = hash_graph_structure(graph);
+  EXPECT_THAT(profile_mismatches(profile, exported_again), ::testing::ElementsAre(HasSubstr("model:")))
+      << "a profile that records no structure still needs the file's hash";
+  profile.model_structure = hash_graph_structure(graph);
+  EXPECT_TRUE(profile_mismatches(profile, exported_again).empty());
+  EXPECT_EQ(profile_from_json(to_json(profile)).model_structure, profile.model_structure);
+  Graph wider = five_nodes();
+  wider.set_source(0, "", "Tensor[128, 3, 3, 3]");  // another weight's shape: another model
+  exported_again.model_structure = hash_graph_structure(wider);
+  EXPECT_THAT(profile_mismatches(profile, exported_again), ::testing::ElementsAre(HasSubstr("model:")));
+}
+
+TEST(ModelHash, TheStructureIsTheKindsEdgesAndConstants) {
+  const std::string structure = hash_graph_structure(five_nodes());
+  EXPECT_EQ(hash_graph_structure(five_nodes()), structure);
+  Graph renamed = five_nodes();
+  renamed.set_source(1, "another_file.py:3", "");  // where a node came from is no part of it
+  EXPECT_EQ(hash_graph_structure(renamed), structure);
+  Graph constant = five_nodes();
+  constant.set_source(2, "", "alpha=2");
+  EXPECT_NE(hash_graph_structure(constant), structure);
+  Graph rewired = testing::graph_from_edges(5, {{0, 4}, {1, 4}, {2, 4}, {3, 4}});
+  EXPECT_NE(hash_graph_structure(rewired), structure);
+}
+
 TEST(ModelHash, IsFnv1aOfTheBytes) {
   // FNV-1a 64 of "a" is af63dc4c8601ec8c (the published test vector).
   EXPECT_EQ(hash_model_file(write("a.bin", "a")), "fnv1a64:af63dc4c8601ec8c");
