@@ -1,5 +1,6 @@
 """Makes the package the downstream test loads from C++ (examples/opara_load_package.cpp), and the
-module's outputs on its example inputs (torch.save: a list of tensors).
+module's outputs on its example inputs (torch.save: a list of tensors). The module and its input
+are the Python package tests' (tests/python/test_package.py).
 
     python tests/downstream/make_package.py PACKAGE OUTPUTS
 """
@@ -9,26 +10,14 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests" / "python")]
 import opara  # noqa: E402  the checkout's package, with the build's extension ($OPARA_LIBRARY)
-
-
-class Branches(torch.nn.Module):
-    """Two convolution branches of one input, joined, and a second output."""
-
-    def __init__(self):
-        super().__init__()
-        self.a = torch.nn.Conv2d(4, 8, 3, padding=1)
-        self.b = torch.nn.Conv2d(4, 8, 1)
-
-    def forward(self, x):
-        y = torch.relu(self.a(x)) + torch.sigmoid(self.b(x))
-        return y, y.mean(dim=(2, 3))
+from test_package import _model_and_input  # noqa: E402
 
 
 def main(package, outputs):
-    torch.manual_seed(0)
-    model, x = Branches().eval(), torch.randn(1, 4, 12, 12)
+    model, x = _model_and_input()
     opara.package(model, [x], package, device="cpu", cpu_tuning_ms=0)
     with torch.no_grad():
         torch.save(list(model(x)), outputs)

@@ -134,6 +134,16 @@ std::vector<at::Tensor> kv_inputs(int position) {
   return {at::arange(8, at::kFloat).reshape({1, 2, 4}), at::tensor({position, position + 1}, at::kLong)};
 }
 
+// Two calls of each, the second at another position: what the first writes, the second reads.
+void expect_the_same_calls(const CompiledModel& reference, const CompiledModel& compiled) {
+  for (int position : {0, 3}) {
+    const std::vector<at::Tensor> expected = reference.run(kv_inputs(position));
+    const std::vector<at::Tensor> got = compiled.run(kv_inputs(position));
+    ASSERT_EQ(got.size(), expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::equal(got[i], expected[i])) << "call " << position;
+  }
+}
+
 class CompiledRegions : public ::testing::TestWithParam<std::tuple<StreamPolicy, double>> {};
 
 // KvCaches (tests/data/make_fixtures.py): two caches, each written in place by its own
@@ -148,12 +158,7 @@ TEST_P(CompiledRegions, GiveTheProgramsOutputsAndWriteItsState) {
   EXPECT_EQ(count_of(regional, "aten::index_copy_"), 2) << "the writes of state stay outside the regions";
   CompiledModel reference = compile(graph, kv_inputs(0));
   CompiledModel compiled = compile(regional, kv_inputs(0));
-  for (int position : {0, 3}) {
-    const std::vector<at::Tensor> expected = reference.run(kv_inputs(position));
-    const std::vector<at::Tensor> got = compiled.run(kv_inputs(position));
-    ASSERT_EQ(got.size(), expected.size());
-    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::equal(got[i], expected[i])) << "call " << position;
-  }
+  expect_the_same_calls(reference, compiled);
   const auto state = compiled.state();
   const auto expected_state = reference.state();
   ASSERT_EQ(state.size(), 2U);
@@ -216,12 +221,7 @@ TEST(RegionRunners, TheCallersRunnersGiveTheProgramsOutputsOnThePlansStreams) {
   EXPECT_EQ(make_plan(regional, PlanOptions{StreamPolicy::kSingle}).stream_count, plan.stream_count);
   CompiledModel reference = compile(graph, kv_inputs(0));
   CompiledModel compiled = compile(regional, kv_inputs(0));
-  for (int position : {0, 3}) {
-    const std::vector<at::Tensor> expected = reference.run(kv_inputs(position));
-    const std::vector<at::Tensor> got = compiled.run(kv_inputs(position));
-    ASSERT_EQ(got.size(), expected.size());
-    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(at::equal(got[i], expected[i])) << "call " << position;
-  }
+  expect_the_same_calls(reference, compiled);
   runners.erase(0);
   try {
     (void)with_region_runners(graph, description, runners);
