@@ -3,12 +3,14 @@
 then runs, for each way of getting a compiled model:
 
   package   opara.load of a package opara.package made earlier (no compile in the process)
-  opara     opara.compile(model, kernels="inductor"), Inductor's on-disk cache warm
-  backend   torch.compile(model, backend="opara"), Inductor's cache warm
+  opara     opara.compile(model, kernels="inductor"), opara's compile cache and Inductor's warm
+  backend   torch.compile(model, backend="opara"), both caches warm
+  opara-nocache, backend-nocache   the same with opara's compile cache off (cache=False)
   inductor  torch.compile(model) (Inductor), its cache warm
 
-Then, in one process, the package's and the in-process compile's steady speeds side by side in
-alternating rounds (--rounds): the ratio that says whether a package runs as fast.
+Then, in one process, the package's and the in-process compile's (cache=False: Inductor's kernels
+in process) steady speeds side by side in alternating rounds (--rounds): the ratio that says
+whether a package, and so a cache hit, runs as fast.
 
 Each row above is its own fresh python process (imports not counted: first s runs from the model built
 to its first output), after one process per way has warmed Inductor's caches. The package is made
@@ -29,7 +31,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-WAYS = ("package", "opara", "backend", "inductor")
+WAYS = ("package", "opara", "backend", "opara-nocache", "backend-nocache", "inductor")
 
 # One measurement, in a fresh process: argv is the model, the way, the device, the package, iters.
 _CHILD = r"""
@@ -48,10 +50,11 @@ with torch.no_grad():
     start = time.perf_counter()
     if way == "package":
         run = opara.load(package)
-    elif way == "opara":
-        run = opara.compile(model, inputs, kernels="inductor", device=str(device))
-    elif way == "backend":
-        run = torch.compile(model, backend="opara", options={{"kernels": "inductor", "device": str(device)}})
+    elif way.startswith("opara"):
+        run = opara.compile(model, inputs, kernels="inductor", device=str(device), cache=way == "opara")
+    elif way.startswith("backend"):
+        run = torch.compile(model, backend="opara", options={{"kernels": "inductor", "device": str(device),
+                                                              "cache": way == "backend"}})
     else:
         run = torch.compile(model)
     run(*inputs); sync()
@@ -62,7 +65,9 @@ with torch.no_grad():
     times = []
     for _ in range(iters):
         t = time.perf_counter(); run(*inputs); sync(); times.append(time.perf_counter() - t)
-print("RESULT " + json.dumps({{"first_s": first, "steady_ms": statistics.median(times) * 1e3}}))
+cache = run.stats()["cache"] if way.startswith("opara") else (
+    opara.dynamo_compiles[-1]["cache"] if way.startswith("backend") else "")
+print("RESULT " + json.dumps({{"first_s": first, "steady_ms": statistics.median(times) * 1e3, "cache": cache}}))
 """
 
 
@@ -86,7 +91,7 @@ def median_ms(run):
     return statistics.median(times) * 1e3
 with torch.no_grad():
     loaded = opara.load(package)
-    compiled = opara.compile(model, inputs, kernels="inductor", device=str(device))
+    compiled = opara.compile(model, inputs, kernels="inductor", device=str(device), cache=False)
     for run in (loaded, compiled):
         for _ in range(3):
             run(*inputs)
@@ -145,8 +150,9 @@ def main():
     args = parser.parse_args()
     folder = args.folder or Path(tempfile.mkdtemp(prefix="opara-warm-start-"))
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(folder / "inductor-cache"))
+    os.environ.setdefault("OPARA_CACHE_DIR", str(folder / "opara-cache"))
     rows = []
-    print(f"{'model':14} {'way':9} {'first s':>8} {'steady ms':>10} {'x package':>10}")
+    print(f"{'model':14} {'way':15} {'first s':>8} {'steady ms':>10} {'x package':>10}  cache")
     for model in args.models:
         package = folder / f"{model}.opara"
         package_s = make_package(model, args.device, package) if "package" in args.ways else None
@@ -161,10 +167,11 @@ def main():
                 row["package_s"] = package_s
             rows.append(row)
             if "error" in result:
-                print(f"{model:14} {way:9} FAILED: {result['error']}")
+                print(f"{model:14} {way:15} FAILED: {result['error']}")
                 continue
             ratio = f"{result['steady_ms'] / base:.2f}" if base else "-"
-            print(f"{model:14} {way:9} {result['first_s']:8.2f} {result['steady_ms']:10.2f} {ratio:>10}")
+            print(f"{model:14} {way:15} {result['first_s']:8.2f} {result['steady_ms']:10.2f} {ratio:>10}  "
+                  f"{result['cache']}")
         if "package" in args.ways and "opara" in args.ways:
             side = pair(model, args.device, package, args.rounds, args.iters)
             rows.append({"model": model, "way": "package/opara, one process", "device": args.device, **side})
@@ -176,7 +183,7 @@ def main():
                       f"{args.rounds} rounds)")
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1) + "\n")
-    print(f"packages and Inductor's cache in {folder}; torch {__import__('torch').__version__}; "
+    print(f"packages, opara's and Inductor's caches in {folder}; torch {__import__('torch').__version__}; "
           f"first s: model built to first output in a fresh process (imports excluded); steady: median of "
           f"{args.iters}")
     return 0 if all("error" not in row for row in rows) else 1

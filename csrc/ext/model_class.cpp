@@ -37,13 +37,15 @@ class Model : public torch::CustomClassHolder {
   }
 
   // A package opara.package wrote (opara::load_package); `options` replace the package's.
+  // `inputs`: compiled for these (a compile cache entry holds none), else the package's examples.
   static c10::intrusive_ptr<Model> from_package(const std::string& path,
-                                                const std::optional<c10::Dict<std::string, std::string>>& options) {
+                                                const std::optional<c10::Dict<std::string, std::string>>& options,
+                                                const std::optional<std::vector<at::Tensor>>& inputs) {
     std::map<std::string, std::string> text;
     if (options) {
       for (const auto& entry : *options) text.emplace(entry.key(), entry.value());
     }
-    return c10::make_intrusive<Model>(load_package(path, text));
+    return c10::make_intrusive<Model>(inputs ? load_package(path, *inputs, text) : load_package(path, text));
   }
 
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) const { return model_.run(inputs); }
@@ -91,7 +93,7 @@ TORCH_LIBRARY_FRAGMENT(opara, m) {
                   "them, plans it and compiles it for the example inputs' signature")
       .def_static("from_package", &Model::from_package,
                   "Loads a package opara.package wrote: its program, plan and AOTInductor regions, compiled for "
-                  "the example inputs it holds; `options` replace the package's")
+                  "the example inputs it holds, or for `inputs` where given; `options` replace the package's")
       .def("run", &Model::run, "Runs the compiled model; inputs must match the examples' shapes, dtypes and device")
       .def("plan", &Model::plan, "The schedule as JSON (streams, launch order, events; each node's kind and source)")
       .def("save_plan", &Model::save_plan, "Writes plan() to a file")

@@ -20,6 +20,8 @@ std::string package_info(const std::string& path) {
                         {"options", info.options},
                         {"regions", info.regions},
                         {"inputs", info.inputs},
+                        {"example_inputs", info.holds_example_inputs},
+                        {"folded_inputs", info.folded_inputs},
                         {"out_spec", info.out_spec}}
       .dump();
 }

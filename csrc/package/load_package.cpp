@@ -63,7 +63,10 @@ std::vector<at::Tensor> package_example_inputs(const std::string& path) {
   return PackageArchive(path).example_inputs();
 }
 
-CompiledModel load_package(const std::string& path, const std::map<std::string, std::string>& options) {
+namespace {
+
+CompiledModel load_package_for(const std::string& path, const std::vector<at::Tensor>* inputs,
+                               const std::map<std::string, std::string>& options) {
   const PackageArchive archive(path);
   const PackageInfo& info = fitting(archive).info();
   std::map<std::string, std::string> text = info.options;
@@ -78,7 +81,9 @@ CompiledModel load_package(const std::string& path, const std::map<std::string, 
   }
   const Options compile_options = options_from_text(text);
   const c10::Device device(info.options.at("device"));
-  Graph graph = load_archive(archive.record(kPackageProgram), path);
+  // Loaded for a caller's own inputs (a compile cache entry), its messages name the model as the
+  // caller knows it; else the file.
+  Graph graph = load_archive(archive.record(kPackageProgram), inputs != nullptr ? info.name : path);
   if (info.regions > 0) {
     const std::string description = archive.record(kPackageRegions);
     nlohmann::json parsed;
@@ -89,7 +94,21 @@ CompiledModel load_package(const std::string& path, const std::map<std::string, 
     }
     graph = with_region_runners(graph, description, region_runners(archive, parsed, device));
   }
-  return compile(graph, archive.example_inputs(), compile_options);
+  if (inputs == nullptr) return compile(graph, archive.example_inputs(), compile_options);
+  const std::string misfit = package_inputs_misfit(info, *inputs);
+  if (!misfit.empty()) throw Error(fmt::format("{}: {}", path, misfit));
+  return compile(graph, *inputs, compile_options);
+}
+
+}  // namespace
+
+CompiledModel load_package(const std::string& path, const std::map<std::string, std::string>& options) {
+  return load_package_for(path, nullptr, options);
+}
+
+CompiledModel load_package(const std::string& path, const std::vector<at::Tensor>& inputs,
+                           const std::map<std::string, std::string>& options) {
+  return load_package_for(path, &inputs, options);
 }
 
 }  // namespace opara

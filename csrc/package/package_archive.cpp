@@ -1,6 +1,7 @@
 #include "package/package_archive.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -49,11 +50,35 @@ PackageInfo parse_info(const nlohmann::json& meta) {
   info.options = meta.at("options").get<std::map<std::string, std::string>>();
   info.regions = meta.at("regions").get<std::size_t>();
   info.inputs = meta.at("inputs").size();
+  for (const nlohmann::json& input : meta.at("inputs")) {
+    info.input_signature.emplace_back(input.at("dtype").get<std::string>(),
+                                      input.at("sizes").get<std::vector<std::int64_t>>());
+  }
+  info.holds_example_inputs = meta.value("example_inputs", true);
+  info.folded_inputs = meta.value("folded_inputs", std::vector<std::int64_t>{});
   info.out_spec = meta.value("out_spec", "");
   return info;
 }
 
 }  // namespace
+
+std::string package_inputs_misfit(const PackageInfo& info, const std::vector<at::Tensor>& inputs) {
+  if (inputs.size() != info.input_signature.size()) {
+    return fmt::format("the package takes {} inputs, and {} were given", info.input_signature.size(), inputs.size());
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const auto& [dtype, sizes] = info.input_signature[i];
+    const std::string given = c10::toString(inputs[i].scalar_type());
+    if (inputs[i].scalar_type() != dtype_named(dtype, "a package")) {
+      return fmt::format("input {} is {}, and the package was made for {}", i, given, dtype);
+    }
+    if (inputs[i].sizes() != c10::IntArrayRef(sizes)) {
+      return fmt::format("input {} has sizes [{}], and the package was made for [{}]", i,
+                         fmt::join(inputs[i].sizes(), ", "), fmt::join(sizes, ", "));
+    }
+  }
+  return "";
+}
 
 std::string package_region_record(std::int64_t key) {
   return fmt::format("opara/regions/{}.pt2", key);
@@ -106,6 +131,11 @@ std::string PackageArchive::record(const std::string& name) const {
 }
 
 std::vector<at::Tensor> PackageArchive::example_inputs() const {
+  if (!info_.holds_example_inputs) {
+    fail_package(path_,
+                 "holds no example inputs (a compile cache entry, made for a caller's own tensors): pass the inputs "
+                 "to load_package, or make a package with opara.package");
+  }
   const nlohmann::json meta = nlohmann::json::parse(meta_text_);
   std::vector<at::Tensor> inputs;
   for (std::size_t i = 0; i < meta.at("inputs").size(); ++i) {

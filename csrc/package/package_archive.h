@@ -33,6 +33,10 @@ class PackageArchive {
   PackageInfo info_;
 };
 
+// Why `inputs` cannot be a call of the package `info` describes (empty: they can): another count,
+// dtype or sizes, naming the input.
+std::string package_inputs_misfit(const PackageInfo& info, const std::vector<at::Tensor>& inputs);
+
 // The records a package holds, as opara.package writes them.
 inline constexpr const char* kPackageMeta = "opara/meta.json";
 inline constexpr const char* kPackageProgram = "opara/program.pt2";

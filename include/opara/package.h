@@ -7,8 +7,10 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "opara/compiled_model.h"
@@ -28,7 +30,11 @@ struct PackageInfo {
   std::map<std::string, std::string> options;  // the compile options it was made with (opara.compile's)
   std::size_t regions = 0;                     // regions compiled by AOTInductor
   std::size_t inputs = 0;
-  std::string out_spec;  // the Python package's output structure (a pytree spec), opaque here
+  // Each input's dtype as Python names it ("float32") and sizes: what a call passes.
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> input_signature;
+  bool holds_example_inputs = true;         // false: a compile cache entry, loaded with the caller's inputs
+  std::vector<std::int64_t> folded_inputs;  // the inputs its regions hold folded in (a backend's weights)
+  std::string out_spec;                     // the Python package's output structure (a pytree spec), opaque here
 };
 
 // The package's description. Throws opara::Error naming the file and the part that is wrong for a
@@ -43,6 +49,13 @@ OPARA_API PackageInfo read_package_info(const std::string& path);
 // a package made by another opara or torch release, for another device kind, capability or CPU
 // vector ISA; a missing or damaged part is named.
 OPARA_API CompiledModel load_package(const std::string& path, const std::map<std::string, std::string>& options = {});
+
+// The same, compiled for `inputs` (the tensors read where they are, static_inputs), which must
+// have the package's input signature: a compile cache entry holds no example inputs of its own.
+// Another count, dtype or sizes is refused naming the input. The model's messages name it by the
+// package's model name (PackageInfo::name), as the caller compiled it.
+OPARA_API CompiledModel load_package(const std::string& path, const std::vector<at::Tensor>& inputs,
+                                     const std::map<std::string, std::string>& options = {});
 
 // The example inputs the package was made with (what load_package compiles for).
 OPARA_API std::vector<at::Tensor> package_example_inputs(const std::string& path);

@@ -13,6 +13,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ._frontend import _first_line, _is_path, _options_text, _tensor_list
+from ._cache import cache_hook, settings
 from ._inductor_compat import compile_lock
 from ._library import load_library
 from ._lowering import Lowered, kernels_option, lower, lower_and_load
@@ -64,7 +65,8 @@ class CompiledModel(_Runs):
         python/opara/_lowering.py's AtenBecause; None for Inductor's); regions (the regions
         Inductor compiled; 0 for ATen's kernels) and region_input_copies (the inputs of those
         regions that came in another layout than they were compiled for, a channels_last or
-        transposed tensor say, and were copied into it)."""
+        transposed tensor say, and were copied into it); cache (the compile cache: "hit",
+        "stored", "off" or "bypassed: <why>")."""
         return {**dict(self._handle.stats()), **self._lowerings[0].stats()}
 
     def state(self) -> dict[str, torch.Tensor]:
@@ -168,6 +170,10 @@ def compile(
     alpha_us: Comm+SD: how much slower (us) a node may get on the CPU and still move (default 100).
     cpu_nodes: "manual": node ids and kinds for the CPU, as a list ([12, "aten::relu"]), a
         comma-separated string ("12,aten::relu") or one .json file ({"cpu": [...]}).
+    cache: True (default, unless OPARA_CACHE=0): a compile with Inductor's kernels is kept on disk
+        and the next compile of the same model, inputs and options loads it, in this process or
+        another (python/opara/_cache.py; stats()["cache"]: "hit", "stored", "off", "bypassed: ...").
+    cache_dir: the cache's folder (default: $OPARA_CACHE_DIR, else ~/.cache/opara/compiled).
     static_inputs: indices of inputs read where they are (weights passed as inputs): each call must
         pass the same tensors, which on CUDA the graphs read with no copy per run; on the device
         already. One the model writes in place (a KV cache) is written where it lives.
@@ -188,6 +194,7 @@ def compile(
     inputs = _tensor_list(example_inputs, "example input")
     options = dict(options)
     kernels = kernels_option(options, "opara.compile")
+    cache = cache_hook(settings(options, "opara.compile"))
     text = _options_text(options)
     is_path = _is_path(model, "opara.compile")
     name = str(model) if is_path else type(model).__name__
@@ -196,7 +203,8 @@ def compile(
     def load(lowered: list[Lowered]) -> Any:
         return lowered[0].model(name, inputs, text)
 
-    lowered, handle = lower_and_load(lambda chosen: [lower(model, inputs, text, chosen, name)], load, kernels, name)
+    lowered, handle = lower_and_load(lambda chosen: [lower(model, inputs, text, chosen, name, cache=cache)], load,
+                                     kernels, name)
     return CompiledModel(handle, name, lowered)
 
 
@@ -267,6 +275,7 @@ def compile_graph_set(
     inputs = _tensor_list(example_inputs, "example input")
     options = dict(options)
     kernels = kernels_option(options, "opara.compile_graph_set")
+    settings(options, "opara.compile_graph_set")  # checked; a graph set's buckets are compiled as before
     text = _options_text(options)
     declared = None if batched_inputs is None else [int(index) for index in batched_inputs]
     is_path = _is_path(model, "opara.compile_graph_set")

@@ -33,6 +33,7 @@ import torch.utils._pytree as pytree
 from torch._guards import tracing
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from ._cache import CacheSettings, cache_hook, settings
 from ._frontend import _first_line, _options_text, exported
 from ._inductor_compat import is_dynamo_static
 from ._library import load_library
@@ -58,15 +59,16 @@ class OparaBackendError(RuntimeError):
     """A graph opara could not compile, with options={"fallback": "error"}."""
 
 
-def _checked_options(options: Any) -> tuple[dict[str, str], str, str, bool]:
-    """The options as opara's option text, the fallback, the kernels and whether weights are
-    folded into Inductor's regions; bad ones raise naming the option."""
+def _checked_options(options: Any) -> tuple[dict[str, str], str, str, bool, CacheSettings]:
+    """The options as opara's option text, the fallback, the kernels, whether weights are folded
+    into Inductor's regions and the compile cache; bad ones raise naming the option."""
     if options is None:
         options = {}
     if not isinstance(options, dict):
         raise TypeError(f"torch.compile(backend='opara') options must be a dict, not {type(options).__name__}")
     options = dict(options)
     kernels = kernels_option(options, "torch.compile(backend='opara')")
+    cache = settings(options, "torch.compile(backend='opara')")
     fallback = options.pop("fallback", "eager")
     if fallback not in _FALLBACKS:
         raise ValueError(f"torch.compile(backend='opara') option fallback={fallback!r}: expected 'eager' or 'error'")
@@ -83,7 +85,7 @@ def _checked_options(options: Any) -> tuple[dict[str, str], str, str, bool]:
         torch.ops.opara.check_options(text)
     except RuntimeError as error:
         raise ValueError(f"torch.compile(backend='opara'): {_first_line(error)}") from None
-    return text, fallback, kernels, fold_weights
+    return text, fallback, kernels, fold_weights, cache
 
 
 class _Specialized(torch.nn.Module):
@@ -175,7 +177,7 @@ def _described(name: str, handle: Any, lowered: Lowered) -> dict[str, Any]:
             "aten_because": lowering["aten_because"], "regions": int(lowering["regions"]), "nodes": plan["nodes"],
             "plan_streams": plan["streams"], "streams": int(stats["streams"]),
             "threads": int(stats["intra_op_threads"]), "host_nodes": int(stats["host_nodes"]),
-            "segments": int(stats["segments"]), "compile_ms": stats["compile_ms"]}
+            "segments": int(stats["segments"]), "compile_ms": stats["compile_ms"], "cache": lowering["cache"]}
 
 
 def describe(entry: dict[str, Any]) -> str:
@@ -207,7 +209,8 @@ class OparaGraph:
     call (the graph's example shape at once) and runs the compiled graph."""
 
     def __init__(self, graph: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, str],
-                 fallback: str, kernels: str = "auto", fold_weights: bool = True):
+                 fallback: str, kernels: str = "auto", fold_weights: bool = True,
+                 cache: CacheSettings = CacheSettings(None)):
         self.graph_module = graph
         self.options = options
         self.fallback = fallback
@@ -215,6 +218,7 @@ class OparaGraph:
         self.name = f"torch.compile graph {graph.meta.get('dynamo_compile_id', '')}".rstrip()
         self.static = [i for i, value in enumerate(example_inputs) if is_dynamo_static(value)]
         self.fold_weights = fold_weights  # kernels="inductor": until a folded weight is written in place
+        self.cache = cache_hook(cache)
         self.by_shape: dict[tuple, _Compiled | _EagerGraph] = {}
         counters["graphs"] += 1
         symbols = [str(value) for value in example_inputs if isinstance(value, torch.SymInt)]
@@ -284,13 +288,14 @@ class OparaGraph:
         options["state_in_place"] = "true"  # a KV cache Dynamo passes in is written where it lives
         folded = [p for p in static_positions if self.fold_weights and _foldable(tensors[p])]
         lowered, handle = lower_and_load(
-            lambda chosen: [lower(program, tensors, options, chosen, self.name, folded_inputs=folded)],
+            lambda chosen: [lower(program, tensors, options, chosen, self.name, folded_inputs=folded, cache=self.cache)],
             lambda one: one[0].model(self.name, tensors, options),
             self.kernels, self.name)
         lowered = lowered[0]
         compiled = _Compiled(handle, specialized, tensors, static_positions, lowered)
         counters["compiles"] += 1
         counters["regions"] += len(lowered.regions or ())
+        counters["cache_hits"] += lowered.cache == "hit"
         compiles.append(_described(self.name, handle, lowered))
         return compiled
 
@@ -339,14 +344,16 @@ def opara_backend(graph: torch.fx.GraphModule, example_inputs: list[Any], option
     folded in (prepacked once) unless "fold_weights" is False; a weight written in place later
     (copy_, load_state_dict: its version counter moves) gets the graph compiled again, reading its
     weights at each call from then on. A write through `.data` moves no version counter and is not
-    seen: write weights under torch.no_grad(), or give fold_weights=False.
+    seen: write weights under torch.no_grad(), or give fold_weights=False. "cache" and "cache_dir"
+    are opara.compile's: a graph compiled with Inductor's kernels is kept on disk, and the same
+    graph in another process loads it (opara.dynamo_counters["cache_hits"]).
     """
     if unexpected:
         names = ", ".join(sorted(unexpected))
         raise TypeError(f"torch.compile(backend='opara') takes options={{...}} only, not {names} "
                         "(mode presets are Inductor's)")
-    text, fallback, kernels, fold_weights = _checked_options(options)
-    return OparaGraph(graph, list(example_inputs), text, fallback, kernels, fold_weights)
+    text, fallback, kernels, fold_weights, cache = _checked_options(options)
+    return OparaGraph(graph, list(example_inputs), text, fallback, kernels, fold_weights, cache)
 
 
 def register() -> None:

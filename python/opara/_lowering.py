@@ -57,9 +57,13 @@ class Lowered:
     kernels: Kernels
     aten_because: AtenBecause | None = None
     detail: str = ""
+    handle: Any = None  # the library's model, where it was loaded already (a package, a cache entry)
+    cache: str = "off"  # the compile cache: "off", "hit", "stored" or "bypassed: <why>" (python/opara/_cache.py)
 
     def model(self, name: str, inputs: list[torch.Tensor], options: dict[str, str]) -> Any:
         """The library's compiled model (torch.classes.opara.Model) of what was lowered."""
+        if self.handle is not None:
+            return self.handle
         if self.archive is None:
             return torch.classes.opara.Model(self.path, inputs, options)
         return torch.classes.opara.Model.from_archive(self.archive, name, inputs, options, *self.region_arguments())
@@ -74,7 +78,7 @@ class Lowered:
         regions = self.regions
         return {"kernels": self.kernels.value, "aten_because": self.aten_because.value if self.aten_because else None,
                 "regions": float(len(regions or ())),
-                "region_input_copies": float(regions.input_copies() if regions else 0)}
+                "region_input_copies": float(regions.input_copies() if regions else 0), "cache": self.cache}
 
 
 def kernels_option(options: dict[str, Any], caller: str) -> str:
@@ -168,7 +172,8 @@ def _with_atens_kernels(model: Any, inputs: list[torch.Tensor], program: torch.e
 
 def lower(model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathLike, inputs: list[torch.Tensor],
           options: dict[str, str], kernels: str, name: str, *, folded_inputs: Sequence[int] = (),
-          graph_set: bool = False, ahead_of_time: bool = False) -> Lowered:
+          graph_set: bool = False, ahead_of_time: bool = False,
+          cache: Callable[..., Lowered | str] | None = None) -> Lowered:
     """`model` lowered for `inputs` and the option text `options` (without kernels, which is
     `kernels`, checked by kernels_option). `name` stands for the model in messages. Inductor's
     kernels where `kernels` asks or "auto" chooses them and the model is a torch.export program
@@ -176,12 +181,20 @@ def lower(model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathL
     asked for Inductor's; where "auto" chose Inductor's and Inductor fails, ATen's with a warning,
     where the user asked, the error. `folded_inputs`: user inputs folded into the regions (the
     weights the backend passes in). `graph_set`: a graph set's bucket, which for a file the
-    library makes itself. `ahead_of_time`: the regions compiled by AOTInductor (opara.package)."""
+    library makes itself. `ahead_of_time`: the regions compiled by AOTInductor (opara.package).
+    `cache`: the compile cache's hook (python/opara/_cache.py), asked first for a program that
+    Inductor's kernels compile: the model loaded (a Lowered holding its handle), or why not."""
     because = _asked_aten(kernels, options, inputs, name)
     program, detail = None, ""
     if because is None:
         program, because, detail = _program(model, inputs, graph_set)
+    not_cached = "ATen's kernels (the cache keeps Inductor's regions)"
     if program is not None and because is None:
+        if cache is not None:
+            cached = cache(program, inputs, options, name, folded_inputs)
+            if isinstance(cached, Lowered):
+                return cached
+            not_cached = cached
         try:
             archive, regions = _regions.compile_regions(program, inputs, options, name, folded_inputs,
                                                         ahead_of_time)
@@ -191,9 +204,13 @@ def lower(model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathL
             because, detail = AtenBecause.INDUCTOR_FAILED, _first_line(error)
         else:
             return Lowered(archive=archive, path=None, exported_with="torch.export",
-                           out_spec=program.call_spec.out_spec, regions=regions, kernels=Kernels.INDUCTOR)
+                           out_spec=program.call_spec.out_spec, regions=regions, kernels=Kernels.INDUCTOR,
+                           cache=f"bypassed: {not_cached}" if cache is not None else "off")
     _say(because, detail, name, asked=kernels == "inductor")
-    return _with_atens_kernels(model, inputs, program, because, detail)
+    lowered = _with_atens_kernels(model, inputs, program, because, detail)
+    if cache is not None:
+        lowered.cache = f"bypassed: {not_cached}"
+    return lowered
 
 
 def lower_and_load(lowerings: Callable[[str], list[Lowered]], load: Callable[[list[Lowered]], Any], kernels: str,

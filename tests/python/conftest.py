@@ -1,8 +1,10 @@
 """Shared fixtures: where opara-bench, the Python package and the exported models are."""
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,18 @@ MODELS = Path(os.environ.get("OPARA_MODELS", ROOT / "torchscript_models"))
 BENCH = Path(os.environ.get("OPARA_BENCH", ROOT / "build" / "bin" / "opara-bench"))
 # The package from this checkout (python/opara), finding libopara_ext in the build folder.
 sys.path.insert(0, str(ROOT / "python"))
+# The compile cache (on by default, as users have it) in a folder of this session's own: apart from
+# the user's, and empty at the start, so that a test's hit or miss depends on this run alone.
+_SESSION_CACHE = None if "OPARA_CACHE_DIR" in os.environ else tempfile.mkdtemp(prefix="opara-test-cache-")
+if _SESSION_CACHE:
+    os.environ["OPARA_CACHE_DIR"] = _SESSION_CACHE
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _SESSION_CACHE:
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
+
 ALL_MODELS = ["googlenet", "inception_v3", "resnet50", "bert_base", "t5_small", "vit", "branchy", "chain", "inplace", "recurrent"]
 
 

@@ -16,6 +16,14 @@ from conftest import model_file
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
+@pytest.fixture(autouse=True)
+def in_process(monkeypatch):
+    """These tests are of Inductor's regions compiled in process (opara::native_region, the
+    registry, Inductor's failures): the compile cache off, which would load AOTInductor's regions
+    instead (its own tests: test_compile_cache.py)."""
+    monkeypatch.setenv("OPARA_CACHE", "0")
+
+
 class ThreeBranches(torch.nn.Module):
     """Three convolution branches of one input, joined; a second output reads one branch."""
 
