@@ -12,8 +12,8 @@ from typing import Any, Callable, Sequence, overload
 import torch
 import torch.utils._pytree as pytree
 
-from ._frontend import _first_line, _is_path, _options_text, _tensor_list
 from ._cache import cache_hook, settings
+from ._frontend import _first_line, _is_path, _options_text, _tensor_list
 from ._inductor_compat import compile_lock
 from ._library import load_library
 from ._lowering import Lowered, kernels_option, lower, lower_and_load

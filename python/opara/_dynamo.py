@@ -184,6 +184,8 @@ def describe(entry: dict[str, Any]) -> str:
     """One line for an entry of opara.dynamo_compiles: what ran where."""
     kernels = (f"{entry['regions']} Inductor region(s)" if entry["kernels"] == "inductor"
                else f"ATen's kernels, one per node: {entry['aten_because']}")
+    if entry.get("cache") == "hit":
+        kernels += ", loaded from the compile cache"
     on = (f"{entry['streams']} of {entry['plan_streams']} planned stream(s), {entry['threads']} thread(s) each"
           if entry["device"].startswith("cpu")
           else f"{entry['streams']} stream(s) in {entry['segments']} segment(s), {entry['host_nodes']} host node(s)")

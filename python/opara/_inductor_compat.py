@@ -30,6 +30,25 @@ def is_dynamo_static(value: Any) -> bool:
 
 
 @contextlib.contextmanager
+def dynamos_events_kept() -> Iterator[None]:
+    """Dynamo's open compile events as they were before what runs inside: AOTInductor's compile
+    clears the event log when it ends (compile_fx_aot's reset_event_log_on_exit), and inside the
+    backend, Dynamo then closes events no longer on its stack ("ChromiumEventLogger: Start event
+    not in stack, ignoring", logged at each graph a cache miss compiles)."""
+    from torch._dynamo.utils import get_chromium_event_logger
+
+    log = get_chromium_event_logger()
+    kept = [(part, list(part)) for part in (log.get_stack(), log.get_pt2_compile_substack())]
+    data = dict(log.get_event_data())
+    try:
+        yield
+    finally:
+        for part, before in kept:
+            part[:] = before
+        log.get_event_data().update(data)
+
+
+@contextlib.contextmanager
 def _patched(owner: Any, name: str, make: Callable[[Callable[..., Any], int], Callable[..., Any]]) -> Iterator[None]:
     """`owner.name` replaced by make(original, this thread) while this is open. The patch is
     process-wide: under Dynamo's compile lock, so that two threads compiling regions never patch

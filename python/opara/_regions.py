@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ._frontend import _compile_device, _first_line, program_archive
-from ._inductor_compat import compile_region, entry_inputs_recorded, native_entry
+from ._inductor_compat import compile_region, dynamos_events_kept, entry_inputs_recorded, native_entry
 from ._partition import (Parts, ProgramState, Region, constants_of, devices_placed, linear_weights, node_values, placed,
                          set_outputs)
 
@@ -180,7 +180,7 @@ def _ahead_of_time(region: Region, values: dict[str, Any]) -> bytes:
     examples = [example.contiguous() for example in examples]
     with torch.no_grad():
         program = torch.export.export(region.module(examples), tuple(examples), strict=False)
-        with tempfile.TemporaryDirectory() as folder:
+        with tempfile.TemporaryDirectory() as folder, dynamos_events_kept():
             # Freezing, as the in-process regions: prepacked convolution weights (googlenet's package
             # ran 1.42x slower without, docs/benchmarks.md "Packages").
             made = torch._inductor.aoti_compile_and_package(program, package_path=os.path.join(folder, "region.pt2"),

@@ -240,6 +240,8 @@ def test_a_second_process_loads_what_the_first_compiled(library, tmp_path, route
         run = subprocess.run([sys.executable, "-c", script, route], capture_output=True, text=True, timeout=900,
                              env=env)
         assert run.returncode == 0, run.stderr[-3000:]
+        # AOTInductor's compile inside the backend leaves Dynamo's event log as it found it.
+        assert "Start event not in stack" not in run.stderr, run.stderr[-3000:]
         results.append(json.loads(run.stdout.split("RESULT ")[-1]))
     assert [result["cache"] for result in results] == ["stored", "hit"], results
     assert all(result["close"] for result in results)
@@ -257,6 +259,7 @@ def test_a_backend_weight_written_in_place_after_a_hit_is_read_from_then_on(fres
         compiled = torch.compile(model, backend="opara", options=options)
         compiled(x)
         assert opara.dynamo_compiles[-1]["cache"] == "hit"
+        assert "loaded from the compile cache" in opara.describe_compile(opara.dynamo_compiles[-1])
         model.fc.weight.mul_(-1)  # its version moves: the graph compiles again, reading the weights
         assert torch.allclose(compiled(x), model(x), rtol=1e-4, atol=1e-5)
 
@@ -300,3 +303,23 @@ def test_a_compile_aotinductor_refused_goes_in_process_and_is_not_tried_again(li
         _equal_to_module(compiled, model, x)
     assert len(tries) == 1, "the refusal is kept: the second compile does not try AOTInductor again"
     assert not _entries(tmp_path) and len(list(tmp_path.glob("*.refused"))) == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU: the cache's CUDA entries are compiled there")
+def test_a_cuda_compile_is_stored_and_the_next_one_loads_it_into_the_captured_graph(fresh_dynamo, tmp_path):
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    model, x = _small()
+    model, x = model.cuda(), x.cuda()
+    with torch.no_grad():
+        expected = model(x).cpu()
+        made = [opara.compile(model, [x], kernels="inductor", cache_dir=str(tmp_path)) for _ in range(2)]
+        assert [compiled.stats()["cache"] for compiled in made] == ["stored", "hit"]
+        for compiled in made:
+            for _ in range(3):  # replays of the captured graph
+                assert torch.allclose(compiled(x).cpu(), expected, rtol=1e-4, atol=1e-5)
+        options = {"kernels": "inductor", "cache_dir": str(tmp_path), "fallback": "error"}
+        for _ in range(2):  # the backend's graph: stored, then loaded after Dynamo forgets it
+            torch._dynamo.reset()
+            assert torch.allclose(torch.compile(model, backend="opara", options=options)(x).cpu(), expected,
+                                  rtol=1e-4, atol=1e-5)
+        assert opara.dynamo_counters["cache_hits"] == 1

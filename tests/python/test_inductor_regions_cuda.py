@@ -10,6 +10,7 @@ import torch
 
 import opara
 from test_inductor_regions import CacheStep, ThreeBranches, close_to  # the CPU tests' models and tolerance
+from test_inductor_regions import in_process  # noqa: F401 (autouse: Inductor's regions in process, the cache off)
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
               pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the CUDA path is not run")]
