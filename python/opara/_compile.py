@@ -65,7 +65,8 @@ class CompiledModel(_Runs):
         python/opara/_lowering.py's AtenBecause; None for Inductor's); regions (the regions
         Inductor compiled; 0 for ATen's kernels) and region_input_copies (the inputs of those
         regions that came in another layout than they were compiled for, a channels_last or
-        transposed tensor say, and were copied into it); cache (the compile cache: "hit",
+        transposed tensor say, and were copied into it; not counted yet for AOTInductor's regions,
+        a package's or a cache hit's, which report 0); cache (the compile cache: "hit",
         "stored", "off" or "bypassed: <why>")."""
         return {**dict(self._handle.stats()), **self._lowerings[0].stats()}
 

@@ -290,7 +290,8 @@ class OparaGraph:
         options["state_in_place"] = "true"  # a KV cache Dynamo passes in is written where it lives
         folded = [p for p in static_positions if self.fold_weights and _foldable(tensors[p])]
         lowered, handle = lower_and_load(
-            lambda chosen: [lower(program, tensors, options, chosen, self.name, folded_inputs=folded, cache=self.cache)],
+            lambda chosen: [lower(program, tensors, options, chosen, self.name, folded_inputs=folded,
+                                  cache=self.cache)],
             lambda one: one[0].model(self.name, tensors, options),
             self.kernels, self.name)
         lowered = lowered[0]

@@ -1,12 +1,12 @@
 """opara.package and opara.load: compile once, then only load, plan and capture.
 
 A package is one file (its records: python/opara/_package_file.py): the model's torch.export
-program (decomposed, its devices placed), the plan that cut its regions, each region compiled ahead of time by AOTInductor (C++ kernels on the CPU,
-cubins on CUDA) with the weights it reads, the example inputs, and what it was made for (opara's
-and torch's releases, the device kind, the CUDA capability or the CPU's vector ISA, the options).
-The library loads it without Python (opara::load_package, include/opara/package.h): each region
-is one node running AOTInductor's runner on the plan's stream. opara.load is that loader called
-from Python.
+program (decomposed, its devices placed), the plan that cut its regions, each region compiled
+ahead of time by AOTInductor (C++ kernels on the CPU, cubins on CUDA) with the weights it reads,
+the example inputs, and what it was made for (opara's and torch's releases, the device kind, the
+CUDA capability or the CPU's vector ISA, the options). The library loads it without Python
+(opara::load_package, include/opara/package.h): each region is one node running AOTInductor's
+runner on the plan's stream. opara.load is that loader called from Python.
 """
 
 from __future__ import annotations
