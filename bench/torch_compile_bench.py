@@ -31,6 +31,7 @@ caches, so that the timed one loads what the other compiled (scripts/gpu_check/s
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -194,7 +195,8 @@ def main():
                         help="untimed runs before each backend's timed block in a round (default 50 ms)")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--inductor-cache", action="store_true",
-                        help="let Inductor use its on-disk caches (default: off, so its first call compiles)")
+                        help="let Inductor use its on-disk caches, and opara its compile cache (default: both off, "
+                             "so each first call compiles)")
     parser.add_argument("--warm-only", action="store_true",
                         help="compile and warm up each backend, no timed rounds (fills the on-disk caches for a "
                              "timed run: give --inductor-cache to both)")
@@ -211,7 +213,9 @@ def main():
     import opara  # noqa: F401  registers backend="opara"
 
     if not args.inductor_cache:
-        # A first call that finds Inductor's on-disk caches from an earlier run is not a cold compile.
+        # A first call that finds Inductor's on-disk caches, or opara's compile cache, from an earlier
+        # run is not a cold compile.
+        os.environ["OPARA_CACHE"] = "0"
         from torch._inductor import config as inductor_config
 
         inductor_config.force_disable_caches = True

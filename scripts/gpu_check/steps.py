@@ -649,9 +649,11 @@ def note_not_timed(json_path, job, refused):
 
 
 def compile_env(g, threads=None):
-    """The benchmarks' environment: the extension in use, Inductor's on-disk caches in one folder
-    (the timed process loads what the warmers compiled), at most `threads` compile workers each."""
-    extra = {"OPARA_LIBRARY": g.ext, "TORCHINDUCTOR_CACHE_DIR": g.inductor_cache}
+    """The benchmarks' environment: the extension in use, Inductor's on-disk caches and opara's
+    compile cache in one folder each (the timed process loads what the warmers compiled), at most
+    `threads` compile workers each."""
+    extra = {"OPARA_LIBRARY": g.ext, "TORCHINDUCTOR_CACHE_DIR": g.inductor_cache,
+             "OPARA_CACHE_DIR": g.work / "opara-cache"}
     if threads:
         extra["TORCHINDUCTOR_COMPILE_THREADS"] = threads
     return g.env(**extra)
