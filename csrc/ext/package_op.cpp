@@ -19,7 +19,7 @@ std::string package_info(const std::string& path) {
                         {"cpu_isa", info.cpu_isa},
                         {"options", info.options},
                         {"regions", info.regions},
-                        {"inputs", info.inputs},
+                        {"inputs", info.input_signature.size()},
                         {"example_inputs", info.holds_example_inputs},
                         {"folded_inputs", info.folded_inputs},
                         {"out_spec", info.out_spec}}

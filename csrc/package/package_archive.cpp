@@ -49,7 +49,6 @@ PackageInfo parse_info(const nlohmann::json& meta) {
   info.cpu_isa = meta.value("cpu_isa", "");
   info.options = meta.at("options").get<std::map<std::string, std::string>>();
   info.regions = meta.at("regions").get<std::size_t>();
-  info.inputs = meta.at("inputs").size();
   for (const nlohmann::json& input : meta.at("inputs")) {
     info.input_signature.emplace_back(input.at("dtype").get<std::string>(),
                                       input.at("sizes").get<std::vector<std::int64_t>>());
@@ -97,9 +96,8 @@ PackageArchive::PackageArchive(std::string path) : path_(std::move(path)) {
                  "not an opara package: it has no opara/meta.json (a torch.export or AOTInductor file loads "
                  "with opara.compile / opara::compile); make it with opara.package");
   }
-  meta_text_ = record(kPackageMeta);
   try {
-    const nlohmann::json meta = nlohmann::json::parse(meta_text_);
+    const nlohmann::json meta = nlohmann::json::parse(record(kPackageMeta));
     const int format = meta.at("format").get<int>();
     if (format != kPackageFormat) {
       fail_package(path_, fmt::format("a package of format {}, and this opara reads format {}: make it again with "
@@ -136,14 +134,12 @@ std::vector<at::Tensor> PackageArchive::example_inputs() const {
                  "holds no example inputs (a compile cache entry, made for a caller's own tensors): pass the inputs "
                  "to load_package, or make a package with opara.package");
   }
-  const nlohmann::json meta = nlohmann::json::parse(meta_text_);
   std::vector<at::Tensor> inputs;
-  for (std::size_t i = 0; i < meta.at("inputs").size(); ++i) {
-    const nlohmann::json& input = meta.at("inputs")[i];
+  for (std::size_t i = 0; i < info_.input_signature.size(); ++i) {
+    const auto& [dtype, sizes] = info_.input_signature[i];
     const std::string name = fmt::format("opara/inputs/{}.bin", i);
     const std::string bytes = record(name);
-    const auto sizes = input.at("sizes").get<std::vector<std::int64_t>>();
-    at::Tensor tensor = at::empty(sizes, at::TensorOptions().dtype(dtype_named(input.at("dtype"), path_)));
+    at::Tensor tensor = at::empty(sizes, at::TensorOptions().dtype(dtype_named(dtype, path_)));
     if (static_cast<std::size_t>(tensor.nbytes()) != bytes.size()) {
       fail_package(path_,
                    fmt::format("{} holds {} bytes where its sizes need {}: the package is damaged; make it again", name,

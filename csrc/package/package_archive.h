@@ -29,7 +29,6 @@ class PackageArchive {
  private:
   std::string path_;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
-  std::string meta_text_;
   PackageInfo info_;
 };
 

@@ -29,7 +29,6 @@ struct PackageInfo {
   std::string cpu_isa;          // Inductor's vector ISA for the CPU's kernels: "avx512", "avx2", "" (none)
   std::map<std::string, std::string> options;  // the compile options it was made with (opara.compile's)
   std::size_t regions = 0;                     // regions compiled by AOTInductor
-  std::size_t inputs = 0;
   // Each input's dtype as Python names it ("float32") and sizes: what a call passes.
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> input_signature;
   bool holds_example_inputs = true;         // false: a compile cache entry, loaded with the caller's inputs

@@ -38,7 +38,7 @@ import torch.utils._pytree as pytree
 from ._frontend import _compile_device, _first_line
 from ._library import __version__, library_path
 from ._lowering import Lowered, lower
-from ._package_file import loaded, read_info, write_package
+from ._package_file import loaded, read_info, tensor_memory, write_package
 
 _DEFAULT_MAX_MB = 8192
 _ENTRY_SUFFIX = ".opara"
@@ -138,7 +138,7 @@ def _cpu_features() -> list[str]:
 def _add_tensor(digest: Any, name: str, tensor: torch.Tensor) -> None:
     header = [name, str(tensor.dtype), list(tensor.shape), list(tensor.stride())]
     digest.update(json.dumps(header).encode())
-    digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().data)
+    digest.update(tensor_memory(tensor).data)
 
 
 def entry_key(program: torch.export.ExportedProgram, inputs: list[torch.Tensor], options: dict[str, str],

@@ -59,8 +59,14 @@ def _meta(name: str, device: torch.device, options: dict[str, str], inputs: list
     }
 
 
+def tensor_memory(tensor: torch.Tensor) -> Any:
+    """The tensor's elements as one run of bytes on the CPU (a uint8 numpy array), as a package
+    stores them and the compile cache's key hashes them."""
+    return tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+
+
 def _tensor_bytes(tensor: torch.Tensor) -> bytes:
-    return tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    return tensor_memory(tensor).tobytes()
 
 
 def _write(path: Path, records: dict[str, bytes], mode: int | None = None) -> None:
