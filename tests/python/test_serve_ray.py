@@ -9,6 +9,7 @@ import concurrent.futures
 import importlib.util
 import json
 import os
+import random
 import shutil
 import socket
 import tempfile
@@ -54,9 +55,18 @@ def build_small_net():
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range and above Ray's worker ports (10002-19999): an
+    ephemeral one, closed here, was taken by one of Ray's own processes before Serve's proxy bound it."""
+    ephemeral_start = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    ports = range(20000, min(ephemeral_start, 32768))
+    for port in random.sample(ports, min(200, len(ports))):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.fail("no free port between 20000 and the ephemeral range on 127.0.0.1")
 
 
 def post(url, body):
