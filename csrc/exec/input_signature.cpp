@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "exec/shape_text.h"
+#include "exec/symbolic_sizes_check.h"
 #include "opara/error.h"
 
 namespace opara {
@@ -29,6 +30,7 @@ InputSignature::InputSignature(const Graph& graph, const std::vector<at::Tensor>
     throw Error(fmt::format("{}: the model takes {} inputs ({}), {} example inputs were given", source_path_, count,
                             fmt::join(names, ", "), examples.size()));
   }
+  check_symbolic_sizes(graph, examples);  // a dynamic-shape program: the sizes it was exported for
   for (std::size_t i = 0; i < examples.size(); ++i) {
     const std::string& name = graph.value(graph.inputs()[i]).name;
     if (!examples[i].defined())

@@ -45,6 +45,14 @@ std::vector<c10::IValue> DispatcherNodeOp::call_arguments(const std::vector<c10:
         call.emplace_back(std::move(list));
         break;
       }
+      case ArgumentSlot::Kind::kIntList: {
+        std::vector<int64_t> ints = slot.constant.toIntVector();
+        for (std::size_t k = 0; k < ints.size(); ++k) {
+          if (slot.positions[k] != ArgumentSlot::kListConstant) ints[k] = stack[slot.positions[k]].toInt();
+        }
+        call.emplace_back(std::move(ints));
+        break;
+      }
       case ArgumentSlot::Kind::kOptionalTensorList: {
         c10::List<std::optional<at::Tensor>> list;
         for (std::size_t k = 0; k < slot.positions.size(); ++k) list.push_back(list_element(slot, k, stack));

@@ -11,7 +11,7 @@ namespace opara {
 
 // One schema argument of a dispatcher call: a constant, or built from the node's runtime inputs.
 struct ArgumentSlot {
-  enum class Kind { kConstant, kValue, kTensorList, kOptionalTensorList };
+  enum class Kind { kConstant, kValue, kTensorList, kOptionalTensorList, kIntList };
   // In a list: the element is None (optional lists only), or the constant at the same index of
   // `list_constants` (a parameter, such as the weights aten::lstm takes as one list).
   static constexpr int kNone = -1;
@@ -19,7 +19,9 @@ struct ArgumentSlot {
 
   Kind kind = Kind::kConstant;
   c10::IValue constant;
-  // Positions in the node's runtime inputs, or kNone / kListConstant for a list element.
+  // Positions in the node's runtime inputs, or kNone / kListConstant for a list element. A
+  // kIntList (sizes, some computed in the graph) takes its kListConstant elements from `constant`,
+  // an int list as long as `positions`.
   std::vector<int> positions;
   // Lists only: as long as `positions` when any element is a constant, else empty.
   std::vector<at::Tensor> list_constants;

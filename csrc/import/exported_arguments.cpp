@@ -1,7 +1,7 @@
 // Arguments fall in three groups: tensors (and lists of them), which are the node's runtime inputs
 // when an earlier node computes them and folded-in parameters otherwise; literals (ints, dtypes,
-// devices), folded in; and symbolic values, of which only a float computed in the graph
-// (aten::item's) is a runtime input: a symbolic size means a graph of varying shapes.
+// devices), folded in; and symbolic values (a float aten::item computes, a size a dynamic-shape
+// program computes from its inputs' sizes, a condition on sizes), runtime inputs of the node.
 #include "import/exported_arguments.h"
 
 #include <fmt/format.h>
@@ -76,17 +76,14 @@ class SlotBuilder {
         break;
       case Tag::AS_OPTIONAL_TENSORS: bind_optional_tensors(arg.get_as_optional_tensors()); break;
       case Tag::AS_SYM_FLOAT: bind_sym_float(arg.get_as_sym_float()); break;
-      case Tag::AS_SYM_INT: slot_.constant = static_int(arg.get_as_sym_int()); break;
-      case Tag::AS_SYM_INTS: {
-        std::vector<int64_t> ints;
-        for (const auto& value : arg.get_as_sym_ints()) ints.push_back(static_int(value));
-        slot_.constant = ints;
-        break;
-      }
-      case Tag::AS_SYM_BOOL:
+      case Tag::AS_SYM_INT: bind_sym_int(arg.get_as_sym_int()); break;
+      case Tag::AS_SYM_INTS: bind_sym_ints(arg.get_as_sym_ints()); break;
+      case Tag::AS_SYM_BOOL: bind_sym_bool(arg.get_as_sym_bool()); break;
       case Tag::AS_SYM_BOOLS:
-        fail_import(site_.path, "{}: argument {} is a condition on symbolic sizes: {}", site_.where, site_.formal,
-                    kDynamicShapesFix);
+        fail_import(site_.path,
+                    "{}: argument {} is a list of conditions on symbolic sizes, which opara does not "
+                    "pass. {}",
+                    site_.where, site_.formal, kDynamicShapesFix);
       default: slot_.constant = literal(arg);
     }
     return std::move(slot_);
@@ -132,10 +129,56 @@ class SlotBuilder {
                 site_.where, site_.formal, static_cast<int>(type));
   }
 
-  int64_t static_int(const ep::SymIntArgument& value) const {
-    if (value.tag() == ep::SymIntArgument::Tag::AS_INT) return value.get_as_int();
-    fail_import(site_.path, "{}: argument {} is the symbolic size {}: {}", site_.where, site_.formal,
-                value.get_as_name(), kDynamicShapesFix);
+  // A size: a number export wrote down, or one the graph computes (aten::sym_size of an input, a
+  // product of sizes: a dynamic-shape program), a runtime input of the node.
+  void bind_sym_int(const ep::SymIntArgument& value) {
+    if (value.tag() == ep::SymIntArgument::Tag::AS_INT) {
+      slot_.constant = value.get_as_int();
+    } else {
+      bind_runtime_number("size", value.get_as_name());
+    }
+  }
+
+  // A list of sizes (view's, new_zeros'): constants, or some computed in the graph, the list then
+  // made at run time (ArgumentSlot::Kind::kIntList).
+  void bind_sym_ints(const std::vector<ep::SymIntArgument>& values) {
+    std::vector<int64_t> ints;
+    std::vector<int> positions;
+    bool computed = false;
+    for (const auto& value : values) {
+      if (value.tag() == ep::SymIntArgument::Tag::AS_INT) {
+        ints.push_back(value.get_as_int());
+        positions.push_back(ArgumentSlot::kListConstant);
+        continue;
+      }
+      auto position = runtime_position(value.get_as_name());
+      if (!position) fail_damaged("size", value.get_as_name());
+      ints.push_back(0);
+      positions.push_back(*position);
+      computed = true;
+    }
+    slot_.constant = ints;
+    if (computed) {
+      slot_.kind = ArgumentSlot::Kind::kIntList;
+      slot_.positions = std::move(positions);
+    }
+  }
+
+  // A condition on sizes (aten::_assert_scalar's: a dynamic-shape program checks its inputs).
+  void bind_sym_bool(const ep::SymBoolArgument& value) {
+    if (value.tag() == ep::SymBoolArgument::Tag::AS_BOOL) {
+      slot_.constant = value.get_as_bool();
+    } else {
+      bind_runtime_number("condition", value.get_as_name());
+    }
+  }
+
+  void bind_runtime_number(const char* what, const std::string& name) {
+    auto position = runtime_position(name);
+    if (!position) fail_damaged(what, name);
+    slot_.kind = ArgumentSlot::Kind::kValue;
+    slot_.positions = {*position};
+    slot_.wrap_number = true;  // kept where the schema wants a Tensor (wrap_number_for_tensor_argument)
   }
 
   // A float computed in the graph (aten::item of a 0-dim tensor: a Python float under
@@ -143,12 +186,8 @@ class SlotBuilder {
   void bind_sym_float(const ep::SymFloatArgument& value) {
     if (value.tag() == ep::SymFloatArgument::Tag::AS_FLOAT) {
       slot_.constant = value.get_as_float().get();
-    } else if (auto position = runtime_position(value.get_as_name())) {
-      slot_.kind = ArgumentSlot::Kind::kValue;
-      slot_.positions = {*position};
-      slot_.wrap_number = true;  // kept where the schema wants a Tensor (wrap_number_for_tensor_argument)
     } else {
-      fail_damaged("float", value.get_as_name());
+      bind_runtime_number("float", value.get_as_name());
     }
   }
 

@@ -1,7 +1,8 @@
 // An FX node becomes a graph node in phases, each leaving its part of a NodeCall for the next:
 //
 //   locate          the target, and where errors point ("node 3 (torch.ops.aten.add.Tensor) at m.py:7")
-//   find_operator   the dispatcher's operator; refuses symbolic arithmetic and higher-order ops
+//   find_operator   the dispatcher's operator; refuses higher-order ops (arithmetic on sizes is
+//                   a node of its own: symbolic_scalar_op.h)
 //   bind_arguments  each schema argument as a slot: runtime input, folded constant or default;
 //                   in-place writes noted
 //   bind_results    each schema result as node outputs (a tensor list unpacked) or dropped
@@ -10,12 +11,14 @@
 
 #include <fmt/format.h>
 
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
 #include "graph/op_table.h"
 #include "import/import_errors.h"
 #include "import/node_properties.h"
+#include "import/symbolic_scalar_op.h"
 
 namespace opara {
 namespace {
@@ -23,7 +26,7 @@ namespace {
 // One node output: its value name, its type, and the schema result it comes from.
 struct NodeOutput {
   std::string name;
-  std::string type;  // "Tensor", "SymInt", "SymFloat"
+  std::string type;  // "Tensor", "SymInt", "SymFloat", "SymBool"
   std::size_t result;
 };
 
@@ -77,6 +80,10 @@ class NodeImporter {
 
   NodeAliasing add(const ep::Node& node, const std::string& target) {
     NodeCall call = locate(node, target);
+    if (is_symbolic_arithmetic(target)) {
+      add_symbolic_arithmetic(node, call);
+      return {};
+    }
     const c10::OperatorHandle op = find_operator(call);
     bind_arguments(node, op.schema(), call);
     bind_results(node, op.schema(), call);
@@ -98,13 +105,6 @@ class NodeImporter {
 
   c10::OperatorHandle find_operator(const NodeCall& call) const {
     const std::string& target = call.target;
-    if (target.rfind("_operator.", 0) == 0 || target.rfind("math.", 0) == 0 || target.rfind("torch.sym_", 0) == 0) {
-      fail_import(path_,
-                  "{}: {} computes with symbolic sizes: the export has dynamic shapes, or a size that depends "
-                  "on the data (nonzero, masked selection). opara runs graphs of tensor operators on fixed "
-                  "shapes: export without dynamic_shapes, or save the model with TorchScript (.pt) instead",
-                  call.where, target);
-    }
     if (target.rfind("torch.ops.", 0) != 0 || target.rfind("torch.ops.higher_order.", 0) == 0) {
       fail_import(path_,
                   "{}: {} is not an operator opara can call (higher-order ops such as cond and "
@@ -120,6 +120,47 @@ class NodeImporter {
                   call.where, target);
     }
     return *op;
+  }
+
+  // Arithmetic on sizes (a dynamic-shape program's operator.mul of two sizes): its operands in the
+  // node's order, its one result a number.
+  void add_symbolic_arithmetic(const ep::Node& node, NodeCall& call) {
+    std::vector<ArgumentSlot> operands;
+    for (const ep::NamedArgument& named : node.get_inputs()) {
+      operands.push_back(
+          argument_slot(named.get_arg(), ArgumentSite{path_, call.where, named.get_name()}, names_, call.inputs));
+    }
+    auto op = symbolic_scalar_op(call.target, std::move(operands));
+    if (!op) {
+      fail_import(path_,
+                  "{}: {} computes with symbolic sizes in a way opara does not evaluate (it evaluates + - * // % "
+                  "/, comparisons, and/or/not, sym_max/min/float/int/ite, ceil/floor/trunc). {}",
+                  call.where, call.target, kDynamicShapesFix);
+    }
+    const auto& outputs = node.get_outputs();
+    std::string name, type;
+    if (outputs.size() == 1) std::tie(name, type) = number_name(outputs[0]);
+    if (name.empty()) fail_import(path_, "{}: its result is not one named number; the program is damaged", call.where);
+    const NodeId id = graph_.add_node(call.target, call.inputs, {type}, 0u, std::move(op));
+    graph_.set_source(id, call.source, "");
+    const ValueId value = graph_.node(id).outputs.front();
+    names_.values[name] = value;
+    graph_.set_value_name(value, name);
+  }
+
+  // A symbolic result's name and type; empty for other kinds.
+  static std::pair<std::string, std::string> number_name(const ep::Argument& out) {
+    using Tag = ep::Argument::Tag;
+    if (out.tag() == Tag::AS_SYM_INT && out.get_as_sym_int().tag() == ep::SymIntArgument::Tag::AS_NAME) {
+      return {out.get_as_sym_int().get_as_name(), "SymInt"};
+    }
+    if (out.tag() == Tag::AS_SYM_FLOAT && out.get_as_sym_float().tag() == ep::SymFloatArgument::Tag::AS_NAME) {
+      return {out.get_as_sym_float().get_as_name(), "SymFloat"};
+    }
+    if (out.tag() == Tag::AS_SYM_BOOL && out.get_as_sym_bool().tag() == ep::SymBoolArgument::Tag::AS_NAME) {
+      return {out.get_as_sym_bool().get_as_name(), "SymBool"};
+    }
+    return {};
   }
 
   // Every schema argument as a slot: the node's named argument, else the schema's default.
@@ -200,12 +241,9 @@ class NodeImporter {
       for (const auto& tensor : out.get_as_tensors()) value(tensor.get_name(), "Tensor");
     } else if (out.tag() == Tag::AS_NONE) {
       call.results.push_back(ResultUse::kDrop);
-    } else if (out.tag() == Tag::AS_SYM_INT && out.get_as_sym_int().tag() == ep::SymIntArgument::Tag::AS_NAME) {
+    } else if (auto [name, type] = number_name(out); !name.empty()) {
       call.results.push_back(ResultUse::kValue);
-      value(out.get_as_sym_int().get_as_name(), "SymInt");
-    } else if (out.tag() == Tag::AS_SYM_FLOAT && out.get_as_sym_float().tag() == ep::SymFloatArgument::Tag::AS_NAME) {
-      call.results.push_back(ResultUse::kValue);
-      value(out.get_as_sym_float().get_as_name(), "SymFloat");
+      call.outputs.push_back({name, type, i});
     } else {
       fail_import(path_, "{}: result {} has a kind opara cannot bind ({})", call.where, i, static_cast<int>(out.tag()));
     }

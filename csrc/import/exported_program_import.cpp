@@ -16,6 +16,7 @@
 #include "exec/state_buffers.h"
 #include "import/archive.h"
 #include "import/exported_arguments.h"
+#include "import/exported_input_sizes.h"
 #include "import/exported_node.h"
 #include "import/exported_state.h"
 #include "import/import_errors.h"
@@ -51,6 +52,8 @@ class ExportedProgramImporter {
       aliases_ = std::move(inlined.aliases);
       reading = "the graph signature's inputs";
       add_inputs(module.get_signature());
+      reading = "the sizes of the graph's inputs";
+      record_symbolic_sizes(module, program.get_range_constraints(), program.get_guards_code());
       names_.recorded = &module.get_graph().get_tensor_values();
       for (const ep::Node& node : inlined.nodes) {
         reading = fmt::format("node {} ({})", graph_.size(), node.get_target());
@@ -216,6 +219,27 @@ class ExportedProgramImporter {
       names_.values[buffer->get_arg().get_name()] = graph_.add_state(
           buffer->get_buffer_name(), std::make_shared<InitialValueOp>(weight(buffer->get_buffer_name())));
     }
+  }
+
+  // A dynamic-shape program's input sizes, which the inputs it is compiled for must fit,
+  // and the conditions on them it was exported under.
+  void record_symbolic_sizes(const ep::GraphModule& module,
+                             const std::unordered_map<std::string, ep::RangeConstraint>& ranges,
+                             const std::vector<std::string>& guards) {
+    const auto& metas = module.get_graph().get_tensor_values();
+    std::vector<std::vector<InputSize>> sizes;
+    std::vector<std::string> names;
+    bool symbolic = false;
+    for (std::size_t i = 0; i < graph_.caller_input_count(); ++i) {
+      names.push_back(graph_.value(graph_.inputs()[i]).name);
+      auto meta = metas.find(names.back());
+      if (meta == metas.end()) return;  // no record of its sizes: nothing to check against
+      sizes.push_back(exported_input_sizes(meta->second, ranges, path_, names.back()));
+      symbolic = symbolic || any_symbolic(sizes.back());
+    }
+    if (!symbolic) return;
+    graph_.symbolic_input_sizes = std::move(sizes);
+    graph_.input_guards = exported_input_guards(guards, names, path_);
   }
 
   // A functional program's writes (a mutation output) land in their input or buffer: by the node

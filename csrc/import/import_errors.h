@@ -19,8 +19,8 @@ template <typename... Args>
 // What to do about a symbolic size, wherever in a program one shows (an argument, a weight's
 // metadata): opara runs graphs of fixed shapes, and torch.compile hands it one per shape.
 inline constexpr const char* kDynamicShapesFix =
-    "the model was exported with dynamic shapes (or the size is computed from the data), and opara runs fixed "
-    "shapes. Export it with static example shapes (no dynamic_shapes), or compile it with "
-    "torch.compile(model, backend=\"opara\"), which compiles each concrete shape";
+    "opara runs dynamic-shape programs whose symbolic sizes are their inputs' sizes and arithmetic on them. "
+    "Export the model with static example shapes (no dynamic_shapes) or with each varying size a Dim of its own, "
+    "or compile it with torch.compile(model, backend=\"opara\")";
 
 }  // namespace opara

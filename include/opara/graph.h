@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +76,23 @@ struct StateBuffer {
   std::shared_ptr<const NodeOp> initial;
 };
 
+// One dimension of a caller's input as a dynamic-shape export left it: a fixed size, or a symbol
+// that any size in [min, max] may take, the same wherever it appears.
+struct InputSize {
+  std::int64_t fixed = -1;  // -1: symbolic
+  std::string symbol;       // "s27"
+  std::int64_t min = 0;
+  std::int64_t max = std::numeric_limits<std::int64_t>::max();
+};
+
+// A condition on the sizes of the caller's inputs that a dynamic-shape program was exported under:
+// `code` as the export wrote it ("((-1) + L['x'].size()[0]) != 1"), `script` the same over
+// `inputs`, the caller's inputs in order ("((-1) + inputs[0].size()[0]) != 1").
+struct InputGuard {
+  std::string code;
+  std::string script;
+};
+
 // The operator DAG of one model. Nodes are added in program order and every edge goes from an
 // earlier node to a later one, so the graph is acyclic by construction and node ids are a
 // topological order.
@@ -111,6 +129,11 @@ class OPARA_API Graph {
 
   // The file the graph was read from, for error messages; empty for hand-made graphs.
   std::string source_path;
+  // By caller input, each dimension's size, where the program has symbolic sizes (a dynamic-shape
+  // export; empty otherwise): the inputs a model is compiled for must fit them (InputSignature).
+  std::vector<std::vector<InputSize>> symbolic_input_sizes;
+  // The conditions on those sizes the export assumed (its guards), which the inputs must meet too.
+  std::vector<InputGuard> input_guards;
 
   // "node 12 (aten::relu_ at model.py:40)": how every message names a node.
   [[nodiscard]] std::string describe(NodeId id) const;

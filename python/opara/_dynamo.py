@@ -37,7 +37,7 @@ from ._cache import CacheSettings, cache_hook, settings
 from ._frontend import _first_line, _options_text, exported
 from ._inductor_compat import is_dynamo_static
 from ._library import load_library
-from ._lowering import Lowered, kernels_option, lower, lower_and_load
+from ._lowering import Lowered, asked_aten, kernels_option, lower, lower_and_load
 
 # What the backend did since the process started (or since counters.clear()): graphs Dynamo
 # handed over, opara compiles (one per graph and shape), graphs that run eagerly instead, and
@@ -94,16 +94,22 @@ class _Specialized(torch.nn.Module):
     cache's batch) are fixed too, read off the trace: it returns the tensors alone, and
     `results(tensors)` puts the graph's whole output back together."""
 
-    def __init__(self, graph: torch.fx.GraphModule, args: list[Any]):
+    def __init__(self, graph: torch.fx.GraphModule, args: list[Any], sizes: dict[int, tuple[int, int]] | None = None):
         super().__init__()
         self.graph_module = graph
         self.fixed = [None if isinstance(arg, torch.Tensor) else arg for arg in args]
+        # A symbolic size Dynamo passes as an argument, read off the tensor dimension it is (by
+        # argument: the tensor's index among the tensors, the dimension): a dynamic-shape export
+        # then traces it as that size, not as the first call's number.
+        self.sizes = sizes or {}
         # What the trace saw (torch.export puts a module's own attributes back after tracing).
         self.traced = types.SimpleNamespace(out_spec=None, fixed_results=[])  # by leaf: None for a tensor
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         given = iter(tensors)
         arguments = [next(given) if fixed is None else fixed for fixed in self.fixed]
+        for position, (tensor, dim) in self.sizes.items():
+            arguments[position] = tensors[tensor].shape[dim]
         # Node by node, keeping each node's metadata: the exported nodes then name the model's own
         # lines and modules (plan()'s "sources"), not the graph module's generated code.
         with torch.fx.traceback.preserve_node_meta():
@@ -177,7 +183,8 @@ def _described(name: str, handle: Any, lowered: Lowered) -> dict[str, Any]:
             "aten_because": lowering["aten_because"], "regions": int(lowering["regions"]), "nodes": plan["nodes"],
             "plan_streams": plan["streams"], "streams": int(stats["streams"]),
             "threads": int(stats["intra_op_threads"]), "host_nodes": int(stats["host_nodes"]),
-            "segments": int(stats["segments"]), "compile_ms": stats["compile_ms"], "cache": lowering["cache"]}
+            "segments": int(stats["segments"]), "compile_ms": stats["compile_ms"], "tuning_ms": stats["tuning_ms"],
+            "cache": lowering["cache"]}
 
 
 def describe(entry: dict[str, Any]) -> str:
@@ -190,6 +197,70 @@ def describe(entry: dict[str, Any]) -> str:
           if entry["device"].startswith("cpu")
           else f"{entry['streams']} stream(s) in {entry['segments']} segment(s), {entry['host_nodes']} host node(s)")
     return f"{entry['graph']}: {entry['nodes']} node(s) ({kernels}) on {entry['device']}: {on}"
+
+
+def _traced_values(graph: torch.fx.GraphModule, example_inputs: list[Any]) -> list[Any]:
+    """The graph's inputs as Dynamo traced them (its placeholders' fake values, whose sizes are
+    symbolic where Dynamo made them so; the example inputs it passes are real tensors), or the
+    example inputs where the graph does not record them."""
+    values = [node.meta.get("example_value") for node in graph.graph.nodes if node.op == "placeholder"]
+    if len(values) != len(example_inputs) or any(value is None for value in values):
+        return example_inputs
+    return values
+
+
+def _size_sources(example_inputs: list[Any]) -> dict[int, tuple[int, int]] | None:
+    """Where each symbolic size Dynamo passes as an argument is a dimension of a tensor argument
+    (by argument: the tensor's index among the tensors, the dimension); None where one is not."""
+    tensors = [value for value in example_inputs if isinstance(value, torch.Tensor)]
+    dims = {str(size): (index, dim) for index, tensor in reversed(list(enumerate(tensors)))
+            for dim, size in reversed(list(enumerate(tensor.shape))) if isinstance(size, torch.SymInt)}
+    sources = {}
+    for position, value in enumerate(example_inputs):
+        if isinstance(value, torch.SymInt):
+            if str(value) not in dims:
+                return None
+            sources[position] = dims[str(value)]
+    return sources
+
+
+def _dynamic_shapes(example_inputs: list[Any]) -> tuple[tuple[dict[int, Any], ...]]:
+    """torch.export's dynamic_shapes for _Specialized's forward(*tensors): each dimension Dynamo made
+    symbolic, left for torch.export to relate (Dim.AUTO)."""
+    tensors = [value for value in example_inputs if isinstance(value, torch.Tensor)]
+    auto = torch.export.Dim.AUTO
+    return (tuple({dim: auto for dim, size in enumerate(tensor.shape) if isinstance(size, torch.SymInt)}
+                  for tensor in tensors),)
+
+
+def _has_symbolic_inputs(program: torch.export.ExportedProgram) -> bool:
+    """Whether torch.export left any size of the program's inputs symbolic."""
+    return any(isinstance(size, torch.SymInt) for node in program.graph.nodes if node.op == "placeholder"
+               for size in getattr(node.meta.get("val"), "shape", ()))
+
+
+class _SymbolicProgram:
+    """One dynamic-shape export of a graph Dynamo made symbolic, lowered once with ATen's kernels:
+    each concrete shape is compiled from it by the library (no export, no lowering), and with the
+    schedule the first shape's tuning chose (`tuned`: the options that fix it, on the CPU)."""
+
+    def __init__(self, specialized: _Specialized, lowered: Lowered):
+        self.specialized = specialized
+        self.lowered = lowered
+        self.tuned: dict[str, str] | None = None
+
+    def options(self, options: dict[str, str]) -> dict[str, str]:
+        return {**options, **self.tuned} if self.tuned else options
+
+    def remember_tuning(self, handle: Any, options: dict[str, str]) -> None:
+        """After the first shape: the schedule its tuning chose, as options, unless the user fixed one."""
+        if self.tuned is not None or "max_streams" in options or "intra_op_threads" in options:
+            return
+        stats = handle.stats()
+        self.tuned = {}
+        if stats["tuning_ms"] > 0:
+            self.tuned = {"max_streams": str(int(stats["streams"])),
+                          "intra_op_threads": str(int(stats["intra_op_threads"]))}
 
 
 class _EagerGraph:
@@ -228,13 +299,14 @@ class OparaGraph:
             isinstance(size, torch.SymInt) for value in example_inputs if isinstance(value, torch.Tensor)
             for size in value.shape)
         self.symbolic = bool(symbolic)
-        if symbolic:
-            warnings.warn(
-                f"opara: {self.name} has symbolic sizes ({', '.join(symbols) or 'in its tensors'}); opara compiles it "
-                "once per concrete shape, at the first call of each",
-                stacklevel=2,
-            )
-        elif not self._inference_only(list(example_inputs)):
+        self.symbols = ", ".join(symbols) or "in its tensors"
+        # A symbolic graph: exported once with dynamic shapes at its first call (_SymbolicProgram),
+        # or why it is exported per shape instead.
+        self.program: _SymbolicProgram | str | None = None
+        traced = _traced_values(graph, list(example_inputs)) if symbolic else []
+        self.size_sources = _size_sources(traced) if symbolic else None
+        self.dynamic_shapes = _dynamic_shapes(traced) if symbolic else None
+        if not symbolic and not self._inference_only(list(example_inputs)):
             self._compile(list(example_inputs))  # else at the first call without gradients
         self.told_gradients = False
 
@@ -281,13 +353,17 @@ class OparaGraph:
     def _compiled_apart(self, args: list[Any]) -> _Compiled:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         static_positions = self._static_positions(args)
-        with torch.no_grad():
-            specialized = _Specialized(self.graph_module, args)
-            program = exported(specialized, tensors)
         options = dict(self.options)
         if static_positions:
             options["static_inputs"] = ",".join(map(str, static_positions))
         options["state_in_place"] = "true"  # a KV cache Dynamo passes in is written where it lives
+        if self.symbolic:
+            compiled = self._from_symbolic_program(args, tensors, static_positions, options)
+            if compiled is not None:
+                return compiled
+        with torch.no_grad():
+            specialized = _Specialized(self.graph_module, args)
+            program = exported(specialized, tensors)
         folded = [p for p in static_positions if self.fold_weights and _foldable(tensors[p])]
         lowered, handle = lower_and_load(
             lambda chosen: [lower(program, tensors, options, chosen, self.name, folded_inputs=folded,
@@ -300,6 +376,51 @@ class OparaGraph:
         counters["regions"] += len(lowered.regions or ())
         counters["cache_hits"] += lowered.cache == "hit"
         compiles.append(_described(self.name, handle, lowered))
+        return compiled
+
+    def _symbolic_program(self, args: list[Any], tensors: list[torch.Tensor],
+                          options: dict[str, str]) -> _SymbolicProgram | str:
+        """The graph exported once with its symbolic sizes and lowered with ATen's kernels, or why
+        not (then each shape is exported and lowered on its own)."""
+        if self.size_sources is None:
+            return "a size Dynamo passes as an argument is no dimension of its tensors"
+        because = asked_aten(self.kernels, options, tensors, self.name)
+        if because is None:
+            return "Inductor's kernels are compiled per shape (kernels='aten' compiles every shape from one export)"
+        specialized = _Specialized(self.graph_module, args, self.size_sources)
+        try:
+            with torch.no_grad():
+                program = exported(specialized, tensors, dynamic_shapes=self.dynamic_shapes)
+        except Exception as error:  # export fails in many ways; per shape remains
+            return f"torch.export could not keep its sizes symbolic ({_first_line(error)})"
+        if not _has_symbolic_inputs(program):
+            return "torch.export fixed every size"
+        lowered = lower(program, tensors, options, "aten", self.name)
+        lowered.aten_because = because
+        counters["symbolic_exports"] += 1
+        return _SymbolicProgram(specialized, lowered)
+
+    def _from_symbolic_program(self, args: list[Any], tensors: list[torch.Tensor], static_positions: list[int],
+                               options: dict[str, str]) -> _Compiled | None:
+        """This shape compiled from the graph's one dynamic-shape export; None where there is none,
+        or the export's sizes and conditions do not allow this shape (said once each)."""
+        if self.program is None:
+            self.program = self._symbolic_program(args, tensors, options)
+            if isinstance(self.program, str):
+                warnings.warn(f"opara: {self.name} has symbolic sizes ({self.symbols}); opara compiles it once per "
+                              f"concrete shape, at the first call of each: {self.program}", stacklevel=5)
+        program = self.program
+        if isinstance(program, str):
+            return None
+        try:
+            handle = program.lowered.model(self.name, tensors, program.options(options))
+        except RuntimeError as error:  # sizes outside the export's ranges or conditions
+            warnings.warn(f"opara: {self.name} is compiled for this shape alone: {_first_line(error)}", stacklevel=5)
+            return None
+        program.remember_tuning(handle, options)
+        compiled = _Compiled(handle, program.specialized, tensors, static_positions, program.lowered)
+        counters["compiles"] += 1
+        compiles.append({**_described(self.name, handle, program.lowered), "symbolic": True})
         return compiled
 
     def __call__(self, *args: Any) -> Any:

@@ -82,9 +82,11 @@ def _casts_written(exported: Any) -> Any:
     return exported
 
 
-def exported(module: torch.nn.Module, inputs: list[torch.Tensor]) -> torch.export.ExportedProgram:
-    """`module` exported (torch.export, not strict) for `inputs`, its autocast regions written as casts."""
-    return _casts_written(torch.export.export(module, tuple(inputs), strict=False))
+def exported(module: torch.nn.Module, inputs: list[torch.Tensor],
+             dynamic_shapes: Any = None) -> torch.export.ExportedProgram:
+    """`module` exported (torch.export, not strict) for `inputs`, its autocast regions written as
+    casts; `dynamic_shapes` as torch.export takes it (None: every size fixed)."""
+    return _casts_written(torch.export.export(module, tuple(inputs), dynamic_shapes=dynamic_shapes, strict=False))
 
 
 def loaded(path: str) -> torch.export.ExportedProgram | None:

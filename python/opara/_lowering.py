@@ -91,7 +91,7 @@ def kernels_option(options: dict[str, Any], caller: str) -> str:
     return kernels
 
 
-def _asked_aten(kernels: str, options: dict[str, str], inputs: list[torch.Tensor], name: str) -> AtenBecause | None:
+def asked_aten(kernels: str, options: dict[str, str], inputs: list[torch.Tensor], name: str) -> AtenBecause | None:
     """Why the option kernels means ATen's kernels, or None where it means Inductor's: "auto" takes
     Inductor's on the CPU, where they ran faster than Inductor's own (docs/benchmarks.md), and
     ATen's on a GPU, where regions have not been measured yet."""
@@ -184,7 +184,7 @@ def lower(model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathL
     library makes itself. `ahead_of_time`: the regions compiled by AOTInductor (opara.package).
     `cache`: the compile cache's hook (python/opara/_cache.py), asked first for a program that
     Inductor's kernels compile: the model loaded (a Lowered holding its handle), or why not."""
-    because = _asked_aten(kernels, options, inputs, name)
+    because = asked_aten(kernels, options, inputs, name)
     program, detail = None, ""
     if because is None:
         program, because, detail = _program(model, inputs, graph_set)

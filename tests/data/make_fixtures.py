@@ -22,6 +22,8 @@ refuse or flag. Run with the project's venv; the outputs are committed (a few KB
   autocast_on.pt2   a torch.autocast region that is enabled: it picks dtypes at run time
   dynamic_batch.pt2 exported with a dynamic batch size (dynamic_shapes): a reshape to a
                     symbolic size
+  symbolic_guard.pt2 exported with two dynamic sizes torch.export relates (Dim.AUTO): slices to
+                    a size minus one, under the condition the size is not 2 (its guard)
 """
 
 from pathlib import Path
@@ -129,6 +131,11 @@ class DynamicBatch(torch.nn.Module):
         return x.relu().reshape(x.shape[0], 2, 2)
 
 
+class SymbolicGuard(torch.nn.Module):
+    def forward(self, x, y):
+        return x[: x.shape[0] - 1] + y[1:]
+
+
 class AutocastOn(torch.nn.Module):
     def forward(self, x):
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -176,6 +183,10 @@ def main():
     batch = torch.export.Dim("batch", min=2, max=64)
     dynamic = torch.export.export(DynamicBatch(), (torch.randn(3, 4),), dynamic_shapes={"x": {0: batch}})
     torch.export.save(dynamic, str(HERE / "dynamic_batch.pt2"))
+    auto = {0: torch.export.Dim.AUTO}
+    guarded = torch.export.export(SymbolicGuard(), (torch.randn(5, 3), torch.randn(5, 3)),
+                                  dynamic_shapes={"x": auto, "y": auto})
+    torch.export.save(guarded, str(HERE / "symbolic_guard.pt2"))
     export_state_fixtures()
     print(f"fixtures written to {HERE}")
 

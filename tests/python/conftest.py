@@ -71,6 +71,7 @@ def fresh_dynamo(library):
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     opara.dynamo_counters.clear()
+    opara.dynamo_compiles.clear()
     yield
     torch._dynamo.reset()
 

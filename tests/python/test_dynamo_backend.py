@@ -176,19 +176,21 @@ def test_each_batch_size_is_compiled_once_and_right():
         assert opara.dynamo_counters["compiles"] == 3 * 2
 
 
-def test_symbolic_sizes_are_compiled_per_concrete_shape_with_a_note():
+def test_symbolic_sizes_compile_every_shape_from_one_export():
     torch.manual_seed(0)
     model = Loop().eval()
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no note: nothing is exported per shape
         compiled = torch.compile(model, backend="opara", dynamic=True, options=cpu_options())
-        with pytest.warns(UserWarning, match="symbolic sizes.*once per concrete shape"):
-            first = compiled(torch.randn(3, 8))
+        first = compiled(torch.randn(3, 8))
         assert opara.dynamo_counters["compiles"] == 1
         for batch in (3, 5, 5):
             x = torch.randn(batch, 8)
             assert torch.equal(compiled(x), model(x))
     assert dynamo_graphs() == 1  # one symbolic graph
-    assert opara.dynamo_counters["compiles"] == 2  # batch 3 and batch 5
+    assert opara.dynamo_counters["symbolic_exports"] == 1  # exported once, with dynamic shapes
+    assert opara.dynamo_counters["compiles"] == 2  # batch 3 and batch 5, both from that export
+    assert all(entry["symbolic"] for entry in opara.dynamo_compiles)
     assert first.shape == (3, 8)
 
 

@@ -212,10 +212,21 @@ TEST(LoadBytes, AFloatNoEarlierNodeComputesIsADamagedProgram) {
                                  "defines; the program is damaged"));
 }
 
-TEST(LoadBytes, ASymbolicConditionSaysTheModelWasExportedWithDynamicShapes) {
-  const std::string message = error_with_argument(1, 1, {{"as_sym_bool", {{"as_name", "eq"}}}});
-  EXPECT_THAT(message, HasSubstr("argument other is a condition on symbolic sizes: the model was exported with "
-                                 "dynamic shapes"));
+TEST(LoadBytes, ASizeOrConditionNoEarlierNodeComputesIsADamagedProgram) {
+  const std::string size = error_with_argument(1, 1, {{"as_sym_int", {{"as_name", "sym_size_int_9"}}}});
+  EXPECT_THAT(size, HasSubstr("argument other reads the size sym_size_int_9, which no placeholder or earlier node "
+                              "defines; the program is damaged"));
+  const std::string condition = error_with_argument(1, 1, {{"as_sym_bool", {{"as_name", "eq"}}}});
+  EXPECT_THAT(condition, HasSubstr("argument other reads the condition eq, which no placeholder or earlier node "
+                                   "defines; the program is damaged"));
+}
+
+TEST(LoadBytes, AListOfConditionsOnSizesIsRefusedSayingWhatOparaRuns) {
+  const std::string message =
+      error_with_argument(1, 1, {{"as_sym_bools", nlohmann::json::array({nlohmann::json{{"as_name", "eq"}}})}});
+  EXPECT_THAT(message, HasSubstr("argument other is a list of conditions on symbolic sizes, which opara does not "
+                                 "pass. opara runs dynamic-shape programs whose symbolic sizes are their inputs' "
+                                 "sizes"));
   EXPECT_THAT(message, HasSubstr("torch.compile(model, backend=\"opara\")"));
 }
 
@@ -242,12 +253,12 @@ std::string error_with_weight_meta(const std::function<void(nlohmann::json&)>& c
   return error_of(with_program(path, record, config.dump()), "counter.pt2");
 }
 
-TEST(LoadBytes, AWeightOfSymbolicSizeSaysTheModelWasExportedWithDynamicShapes) {
+TEST(LoadBytes, AWeightOfSymbolicSizeIsRefusedSayingWhatOparaRuns) {
   const std::string message = error_with_weight_meta([](nlohmann::json& meta) {
     meta["sizes"][0] = {{"as_expr", {{"expr_str", "s0"}}}};
   });
-  EXPECT_THAT(message, HasSubstr("counter.pt2: the weight weight has the symbolic size s0 in its metadata: the "
-                                 "model was exported with dynamic shapes"));
+  EXPECT_THAT(message, HasSubstr("counter.pt2: the weight weight has the symbolic size s0 in its metadata: opara "
+                                 "runs dynamic-shape programs whose symbolic sizes are their inputs' sizes"));
   EXPECT_THAT(message, Not(HasSubstr("damaged")));
 }
 
