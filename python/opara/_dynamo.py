@@ -37,7 +37,7 @@ from ._cache import CacheSettings, cache_hook, settings
 from ._frontend import _first_line, _options_text, exported
 from ._inductor_compat import is_dynamo_static
 from ._library import load_library
-from ._lowering import Lowered, asked_aten, kernels_option, lower, lower_and_load
+from ._lowering import Kernels, Lowered, kernels_option, lower, lower_and_load
 
 # What the backend did since the process started (or since counters.clear()): graphs Dynamo
 # handed over, opara compiles (one per graph and shape), graphs that run eagerly instead, and
@@ -240,9 +240,10 @@ def _has_symbolic_inputs(program: torch.export.ExportedProgram) -> bool:
 
 
 class _SymbolicProgram:
-    """One dynamic-shape export of a graph Dynamo made symbolic, lowered once with ATen's kernels:
-    each concrete shape is compiled from it by the library (no export, no lowering), and with the
-    schedule the first shape's tuning chose (`tuned`: the options that fix it, on the CPU)."""
+    """One dynamic-shape export of a graph Dynamo made symbolic, lowered once: with ATen's kernels,
+    or with Inductor's regions compiled for every shape. Each concrete shape is compiled from it by
+    the library (no export, no lowering, no Inductor), with the schedule the first shape's tuning
+    chose (`tuned`: the options that fix it, on the CPU)."""
 
     def __init__(self, specialized: _Specialized, lowered: Lowered):
         self.specialized = specialized
@@ -251,6 +252,10 @@ class _SymbolicProgram:
 
     def options(self, options: dict[str, str]) -> dict[str, str]:
         return {**options, **self.tuned} if self.tuned else options
+
+    def folds_weights(self) -> bool:
+        """Whether Inductor's regions hold weights folded in, which a new weight tensor makes stale."""
+        return bool(self.lowered.regions and self.lowered.regions.folded_inputs)
 
     def remember_tuning(self, handle: Any, options: dict[str, str]) -> None:
         """After the first shape: the schedule its tuning chose, as options, unless the user fixed one."""
@@ -378,15 +383,12 @@ class OparaGraph:
         compiles.append(_described(self.name, handle, lowered))
         return compiled
 
-    def _symbolic_program(self, args: list[Any], tensors: list[torch.Tensor],
-                          options: dict[str, str]) -> _SymbolicProgram | str:
-        """The graph exported once with its symbolic sizes and lowered with ATen's kernels, or why
-        not (then each shape is exported and lowered on its own)."""
+    def _symbolic_program(self, args: list[Any], tensors: list[torch.Tensor], options: dict[str, str],
+                          folded: list[int]) -> _SymbolicProgram | str:
+        """The graph exported once with its symbolic sizes and lowered for every shape, or why not
+        (then each shape is exported and lowered on its own)."""
         if self.size_sources is None:
             return "a size Dynamo passes as an argument is no dimension of its tensors"
-        because = asked_aten(self.kernels, options, tensors, self.name)
-        if because is None:
-            return "Inductor's kernels are compiled per shape (kernels='aten' compiles every shape from one export)"
         specialized = _Specialized(self.graph_module, args, self.size_sources)
         try:
             with torch.no_grad():
@@ -395,9 +397,11 @@ class OparaGraph:
             return f"torch.export could not keep its sizes symbolic ({_first_line(error)})"
         if not _has_symbolic_inputs(program):
             return "torch.export fixed every size"
-        lowered = lower(program, tensors, options, "aten", self.name)
-        lowered.aten_because = because
+        lowered = lower(program, tensors, options, self.kernels, self.name, folded_inputs=folded)
+        if lowered.kernels is Kernels.INDUCTOR and lowered.regions.description and lowered.regions.binding is None:
+            return f"Inductor's regions were compiled for this shape alone: {lowered.regions.not_symbolic}"
         counters["symbolic_exports"] += 1
+        counters["regions"] += len(lowered.regions or ())
         return _SymbolicProgram(specialized, lowered)
 
     def _from_symbolic_program(self, args: list[Any], tensors: list[torch.Tensor], static_positions: list[int],
@@ -405,22 +409,26 @@ class OparaGraph:
         """This shape compiled from the graph's one dynamic-shape export; None where there is none,
         or the export's sizes and conditions do not allow this shape (said once each)."""
         if self.program is None:
-            self.program = self._symbolic_program(args, tensors, options)
+            folded = [p for p in static_positions if self.fold_weights and _foldable(tensors[p])]
+            self.program = self._symbolic_program(args, tensors, options, folded)
             if isinstance(self.program, str):
                 warnings.warn(f"opara: {self.name} has symbolic sizes ({self.symbols}); opara compiles it once per "
                               f"concrete shape, at the first call of each: {self.program}", stacklevel=5)
         program = self.program
         if isinstance(program, str):
             return None
+        lowered = program.lowered.for_shape(tensors, self.name)
         try:
-            handle = program.lowered.model(self.name, tensors, program.options(options))
-        except RuntimeError as error:  # sizes outside the export's ranges or conditions
+            if isinstance(lowered, str):  # a condition Inductor assumed while compiling the regions
+                raise RuntimeError(lowered)
+            handle = lowered.model(self.name, tensors, program.options(options))
+        except RuntimeError as error:  # or sizes outside the export's ranges or conditions
             warnings.warn(f"opara: {self.name} is compiled for this shape alone: {_first_line(error)}", stacklevel=5)
             return None
         program.remember_tuning(handle, options)
-        compiled = _Compiled(handle, program.specialized, tensors, static_positions, program.lowered)
+        compiled = _Compiled(handle, program.specialized, tensors, static_positions, lowered)
         counters["compiles"] += 1
-        compiles.append({**_described(self.name, handle, program.lowered), "symbolic": True})
+        compiles.append({**_described(self.name, handle, lowered), "symbolic": True})
         return compiled
 
     def __call__(self, *args: Any) -> Any:
@@ -438,9 +446,12 @@ class OparaGraph:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if isinstance(compiled, _Compiled) and compiled.folded_written(tensors):
             self.fold_weights = False  # written once, maybe again: from now on read at each call
+            self.program = None  # a symbolic graph's regions are compiled again, reading the weights
             compiled = None
         elif isinstance(compiled, _Compiled) and not compiled.reads(tensors):
             compiled = None  # a weight was replaced or moved: compile again for the new one
+            if isinstance(self.program, _SymbolicProgram) and self.program.folds_weights():
+                self.program = None  # its regions hold the old weights: lowered again
         if compiled is None:
             compiled = self._compile(list(args))
         if isinstance(compiled, _EagerGraph):

@@ -131,4 +131,7 @@ def native_entry(modules: list[Any], entry_inputs: list[list[torch.Tensor]],
         return None
     same = all(isinstance(h, torch.Tensor) and h.data_ptr() == e.data_ptr() and h.shape == e.shape
                and h.stride() == e.stride() for h, e in zip(handed, examples))
-    return (library, handed[len(examples):]) if same else None
+    constants = handed[len(examples):]
+    # A dynamic-shape region's entry may take sizes after its tensors: then the Python wrapper calls it.
+    same = same and all(isinstance(constant, torch.Tensor) for constant in constants)
+    return (library, constants) if same else None

@@ -58,6 +58,8 @@ class Lowered:
     aten_because: AtenBecause | None = None
     detail: str = ""
     handle: Any = None  # the library's model, where it was loaded already (a package, a cache entry)
+    # The library's import of `archive`, kept where one lowering compiles many shapes (for_shape).
+    program: Any = None
     cache: str = "off"  # the compile cache: "off", "hit", "stored" or "bypassed: <why>" (python/opara/_cache.py)
 
     def model(self, name: str, inputs: list[torch.Tensor], options: dict[str, str]) -> Any:
@@ -66,7 +68,23 @@ class Lowered:
             return self.handle
         if self.archive is None:
             return torch.classes.opara.Model(self.path, inputs, options)
+        if self.program is not None:
+            return self.program.compile(inputs, options, *self.region_arguments())
         return torch.classes.opara.Model.from_archive(self.archive, name, inputs, options, *self.region_arguments())
+
+    def for_shape(self, inputs: list[torch.Tensor], name: str) -> Lowered | str:
+        """This lowering of a dynamic-shape program for inputs of another shape: itself where no
+        region was compiled (the library compiles each shape of the program), its regions laid out
+        for the shape where Inductor compiled them for every shape; or why it cannot run the shape.
+        `name` stands for the model in messages."""
+        if self.archive is not None and self.program is None:  # imported once for every shape
+            self.program = torch.classes.opara.Program(self.archive, name)
+        if self.regions is None or not self.regions.description:
+            return self
+        regions = self.regions.for_shape(inputs)
+        if isinstance(regions, str):
+            return regions
+        return dataclasses.replace(self, regions=regions, handle=None)
 
     def region_arguments(self) -> tuple[str, list[torch.Tensor]]:
         """What the library makes the compiled regions nodes of its graph from
@@ -91,7 +109,7 @@ def kernels_option(options: dict[str, Any], caller: str) -> str:
     return kernels
 
 
-def asked_aten(kernels: str, options: dict[str, str], inputs: list[torch.Tensor], name: str) -> AtenBecause | None:
+def _asked_aten(kernels: str, options: dict[str, str], inputs: list[torch.Tensor], name: str) -> AtenBecause | None:
     """Why the option kernels means ATen's kernels, or None where it means Inductor's: "auto" takes
     Inductor's on the CPU, where they ran faster than Inductor's own (docs/benchmarks.md), and
     ATen's on a GPU, where regions have not been measured yet."""
@@ -183,8 +201,9 @@ def lower(model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathL
     weights the backend passes in). `graph_set`: a graph set's bucket, which for a file the
     library makes itself. `ahead_of_time`: the regions compiled by AOTInductor (opara.package).
     `cache`: the compile cache's hook (python/opara/_cache.py), asked first for a program that
-    Inductor's kernels compile: the model loaded (a Lowered holding its handle), or why not."""
-    because = asked_aten(kernels, options, inputs, name)
+    Inductor's kernels compile: the model loaded (a Lowered holding its handle), or why not. A
+    dynamic-shape program's regions are compiled for every shape it takes (Lowered.for_shape)."""
+    because = _asked_aten(kernels, options, inputs, name)
     program, detail = None, ""
     if because is None:
         program, because, detail = _program(model, inputs, graph_set)

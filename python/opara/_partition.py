@@ -13,6 +13,7 @@ from typing import Any, Iterator, Sequence
 import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 
 def _targets(exported: torch.export.ExportedProgram) -> dict[str, str]:
@@ -72,7 +73,8 @@ class Parts:
         kernel_free: set[str] = set()
         for node, region in enumerate(plan.get("region_of", [])):
             # The serializer names an output nothing reads "<node>_unused_<i>": one found name is enough.
-            found = [nodes[name] for name in plan["outputs"][node] if name in nodes and nodes[name].op == "call_function"]
+            found = [nodes[name] for name in plan["outputs"][node]
+                     if name in nodes and nodes[name].op == "call_function"]
             if not found:
                 if region >= 0:
                     left_out.add(region)
@@ -84,16 +86,23 @@ class Parts:
                 parts[region] |= names
             elif plan["stream_of"][node] < 0:
                 kernel_free |= names
-        left_out |= {region for region, part in enumerate(parts) if any(_has_symbolic_size(nodes[n]) for n in part)}
+        left_out |= {region for region, part in enumerate(parts) if any(_has_size_from_data(nodes[n]) for n in part)}
         kept = [(region, part) for region, part in enumerate(parts) if part and region not in left_out]
         return cls(kept, kernel_free - set().union(*(part for _, part in kept)))
 
 
-def _has_symbolic_size(node: fx.Node) -> bool:
+def _has_size_from_data(node: fx.Node) -> bool:
+    """Whether a node's value has a size computed from the data (nonzero's count: an unbacked
+    symbol), which no input's size gives."""
     values = node.meta.get("val")
     values = values if isinstance(values, (list, tuple)) else [values]
-    return any(isinstance(value, torch.Tensor) and any(isinstance(size, torch.SymInt) for size in value.shape)
-               for value in values)
+    return any(isinstance(value, torch.Tensor) and free_unbacked_symbols(value) for value in values)
+
+
+def _symbolic(value: torch.Tensor) -> bool:
+    """Whether a recorded value's layout is symbolic (a dynamic-shape program's): comparing it with
+    a concrete one would make the export assume the concrete sizes."""
+    return any(isinstance(size, torch.SymInt) for size in (*value.shape, *value.stride()))
 
 
 class Region:
@@ -133,8 +142,8 @@ class Region:
             # Inductor compiles a placeholder for the layout of its recorded value: an example laid
             # out otherwise (made contiguous: _example) is recorded as it is.
             recorded = copied[name].meta.get("val")
-            if isinstance(example, torch.Tensor) and isinstance(recorded, FakeTensor) and (
-                    recorded.stride() != example.stride()):
+            if (isinstance(example, torch.Tensor) and isinstance(recorded, FakeTensor) and not _symbolic(recorded)
+                    and recorded.stride() != example.stride()):
                 copied[name].meta["val"] = recorded.fake_mode.from_tensor(example)
                 copied[name].meta.pop("tensor_meta", None)
         for node in self.members:

@@ -35,6 +35,7 @@ from ._frontend import _compile_device, _first_line, program_archive
 from ._inductor_compat import compile_region, dynamos_events_kept, entry_inputs_recorded, native_entry
 from ._partition import (Parts, ProgramState, Region, constants_of, devices_placed, linear_weights, node_values, placed,
                          set_outputs)
+from ._symbolic_regions import InputLayout, ShapeBinding, guard_count, hints_of_symbols_only
 
 # The compiled regions by key: what the op's kernel runs. A CompiledRegions removes its own.
 _REGIONS: dict[int, Callable[..., list[torch.Tensor]]] = {}
@@ -69,11 +70,19 @@ class CompiledRegions:
         self.folded_inputs: list[int] = []  # the user inputs folded into the regions (read once)
         self.description = ""
         self.constants: list[torch.Tensor] = []
+        # A dynamic-shape program's regions compiled for every shape: how a shape's inputs bind the
+        # symbols, and by key each region and the layouts of its inputs; else why not (`not_symbolic`).
+        self.binding: ShapeBinding | None = None
+        self.symbolic: dict[int, tuple[_CompiledRegion, list[InputLayout]]] = {}
+        self.not_symbolic = "compiled for one shape"
+        self.template: CompiledRegions | None = None  # for_shape's: the regions it registers again
 
-    def add(self, compiled: "_CompiledRegion") -> int:
+    def add(self, compiled: "_CompiledRegion", examples: list[torch.Tensor] | None = None) -> int:
+        """Registers `compiled` under a key of its own, its inputs checked against `examples` (by
+        default the ones it was compiled for)."""
         key = next(_KEYS)
         _REGIONS[key] = compiled.run
-        torch.ops.opara.register_region_inputs(key, compiled.examples)
+        torch.ops.opara.register_region_inputs(key, compiled.examples if examples is None else examples)
         self.keys.append(key)
         if compiled.native is not None:
             library, constants = compiled.native
@@ -84,6 +93,26 @@ class CompiledRegions:
 
     def __len__(self) -> int:
         return len(self.keys) + len(self.ahead_of_time)
+
+    def for_shape(self, inputs: list[torch.Tensor]) -> CompiledRegions | str:
+        """The regions of a dynamic-shape program for inputs of another shape: each registered again
+        under a new key, its inputs checked against the layouts this shape gives them; or why the
+        regions cannot run this shape (compiled for one shape, a condition Inductor assumed)."""
+        if self.binding is None:
+            return self.not_symbolic
+        values = self.binding.values(inputs)
+        if isinstance(values, str):
+            return values
+        shaped = CompiledRegions()
+        shaped.template = self
+        shaped.folded_inputs, shaped.constants, shaped.skipped = self.folded_inputs, self.constants, self.skipped
+        keys = {key: shaped.add(region, [layout.for_shape(values) for layout in layouts])
+                for key, (region, layouts) in self.symbolic.items()}
+        description = json.loads(self.description)
+        for call in description["regions"]:
+            call["key"] = keys[call["key"]]
+        shaped.description = json.dumps(description)
+        return shaped
 
     def input_copies(self) -> int:
         """How many of the regions' inputs came laid out otherwise than they were compiled for
@@ -157,18 +186,46 @@ def _example(value: Any) -> Any:
     return torch.ops.opara.region_example(value) if isinstance(value, torch.Tensor) else value
 
 
-def _compile_region(region: Region, values: dict[str, Any], device: torch.device) -> _CompiledRegion:
+def _compile_region(region: Region, values: dict[str, Any], device: torch.device,
+                    symbolic: list[torch.Tensor] | None = None,
+                    layouts: list[torch.Tensor] | None = None) -> _CompiledRegion:
+    """`region` compiled by Inductor for its inputs' `values`, or, `symbolic`, for the program's fake
+    inputs of symbolic sizes (its kernels then take any size), run on the values copied into the
+    `layouts` the fakes give this shape where theirs differ."""
     # A call's input in another layout is copied into the example's before the region runs
     # (csrc/ext/region_inputs.h): examples in a layout a copy can take.
     examples = [_example(values[name]) for name in region.inputs]
+    if layouts is not None:
+        examples = [example if example.stride() == layout.stride() else
+                    torch.empty_strided(layout.shape, layout.stride(), dtype=example.dtype,
+                                        device=example.device).copy_(example)
+                    for example, layout in zip(examples, layouts)]
     # `native` (CPU): Inductor's C++ wrapper, which releases the GIL while the region runs and whose
     # entry opara::native_region calls from C++, so no Python runs with the model; freezing folds the
     # constants the region holds (prepacked convolution weights). The measurements behind both:
     # docs/benchmarks.md, "Regions compiled by Inductor".
     native = device.type == "cpu"
-    compiled, modules = compile_region(region.module(examples), examples, native)
+    compiled, modules = compile_region(region.module(examples), symbolic or examples, native)
     with torch.no_grad():
         return _CompiledRegion(compiled, examples, modules if native else [])
+
+
+def _symbolic_inputs(regions: list[Region], values: dict[str, Any],
+                     graph: torch.fx.Graph) -> dict[int, list[torch.Tensor]] | str:
+    """By region index, the program's fake values of its inputs, whose sizes are the export's
+    symbols; or why the regions cannot be compiled for every shape."""
+    by_name = {node.name: node for node in graph.nodes}
+    fakes: dict[int, list[torch.Tensor]] = {}
+    for region in regions:
+        fakes[region.index] = []
+        for name in region.inputs:
+            fake = by_name[name].meta.get("val")
+            if not isinstance(values[name], torch.Tensor) or not isinstance(fake, torch.Tensor):
+                return f"a region reads the number {name}"
+            if _example(values[name]) is not values[name]:
+                return f"a region reads {name}, whose memory overlaps itself (an expanded tensor)"
+            fakes[region.index].append(fake)
+    return fakes
 
 
 def _ahead_of_time(region: Region, values: dict[str, Any]) -> bytes:
@@ -239,7 +296,9 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     state the program writes; `CompiledRegions.folded_inputs` says which inputs were. A region
     Inductor refuses stays ATen nodes. `ahead_of_time` (opara.package): each region compiled by
     AOTInductor into `CompiledRegions.ahead_of_time`, called through op opara::aoti_region, which
-    the library's package loader runs (csrc/package)."""
+    the library's package loader runs (csrc/package). A dynamic-shape program's regions are
+    compiled for every shape it takes (CompiledRegions.for_shape), or, where they cannot be, left
+    ATen nodes, saying why."""
     device = _compile_device(options, inputs, name)
     inputs = [placed(tensor, device) for tensor in inputs]
     # Functional, so that a region never writes what it reads; decomposed (traced again) with the
@@ -261,13 +320,28 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     set_outputs(graph, candidates)
     values = node_values(exported, inputs, constants)
     names = _library_names(exported, state)
+    binding, fakes = None, {}
+    if ShapeBinding(exported, 0).bound_symbols():  # a dynamic-shape program
+        fakes = _symbolic_inputs(candidates, values, graph) if not ahead_of_time else "AOTInductor compiles one shape"
+        if isinstance(fakes, str):
+            compiled.skipped.append(f"its regions: the program has symbolic sizes and {fakes}")
+            compiled.not_symbolic, candidates = fakes, []
+        else:
+            hints_of_symbols_only(exported)
+            binding = ShapeBinding(exported, guard_count(exported))
+            shape = binding.values(inputs)  # this shape's symbols: no guard is recorded yet
+            layouts = {index: [InputLayout(fake) for fake in region_fakes] for index, region_fakes in fakes.items()}
     calls = []
     for region in candidates:
         try:
             if ahead_of_time:
                 compiled.ahead_of_time.append(_ahead_of_time(region, values))
             else:
-                compiled_region = _compile_region(region, values, device)
+                symbolic_inputs, shaped = None, None
+                if binding is not None:
+                    symbolic_inputs = fakes[region.index]
+                    shaped = [layout.for_shape(shape) for layout in layouts[region.index]]
+                compiled_region = _compile_region(region, values, device, symbolic_inputs, shaped)
         except Exception as error:  # Inductor refuses some graphs; their nodes stay ATen
             compiled.skipped.append(f"the region of {sorted(region.part)[0]}: {_first_line(error)}")
             continue
@@ -278,9 +352,27 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
             continue
         key = compiled.add(compiled_region)
         calls.append(_call(region, key, key in compiled.native, constants, names, compiled.constants, device))
+        if binding is not None:
+            compiled.symbolic[key] = (compiled_region, layouts[region.index])
     if compiled.skipped:
         warnings.warn(f"opara: {len(compiled.skipped)} regions of {name} stay ATen nodes (Inductor could not "
                       f"compile them): {compiled.skipped[0]}", stacklevel=3)
     if calls:
         compiled.description = json.dumps({"plan": plan, "regions": calls})
+    if binding is not None:
+        _bind_symbolic(compiled, binding)
     return archive, compiled
+
+
+def _bind_symbolic(compiled: CompiledRegions, binding: ShapeBinding) -> None:
+    """Makes `compiled`'s symbolic regions usable for other shapes (CompiledRegions.for_shape)
+    where every size they read is one a shape's inputs give, else says why not."""
+    why_not = binding.record_guards()
+    unbound = set().union(*(layout.symbols() for _, layouts in compiled.symbolic.values() for layout in layouts))
+    unbound -= binding.bound_symbols()
+    if unbound:
+        why_not = f"a region reads sizes no input gives ({sorted(map(str, unbound))}: computed from data)"
+    if why_not:
+        compiled.not_symbolic, compiled.symbolic = why_not, {}
+    else:
+        compiled.binding = binding

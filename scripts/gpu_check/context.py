@@ -39,10 +39,11 @@ GPU_FILTER = "*Cuda.*:*.OnTheGpu*:SharedPool.*"
 # The Python GPU tests: these files, these names (the tests named for the GPU say cuda or on_the_gpu).
 # First the one file no C++ test stands in for (kernels="inductor" on CUDA): a run stopped at the
 # tests' bound loses the last files.
-PYTEST_FILES = ["test_inductor_regions_cuda.py", "test_package.py", "test_compile_cache.py", "test_python_package.py",
-                "test_dynamo_backend.py", "test_inductor_regions.py", "test_graph_set.py", "test_model_state.py",
-                "test_llm_decode.py", "test_decoder.py", "test_state_matrix.py", "test_input_layouts.py",
-                "test_bench_reports.py", "test_bench_profile.py", "test_bench_cli.py"]
+PYTEST_FILES = ["test_inductor_regions_cuda.py", "test_package.py", "test_compile_cache.py",
+                "test_symbolic_shapes.py", "test_python_package.py", "test_dynamo_backend.py",
+                "test_inductor_regions.py", "test_graph_set.py", "test_model_state.py", "test_llm_decode.py",
+                "test_decoder.py", "test_state_matrix.py", "test_input_layouts.py", "test_bench_reports.py",
+                "test_bench_profile.py", "test_bench_cli.py"]
 # googlenet's CPU test spends the bounded step's time on the CPU: left out.
 PYTEST_SELECTION = "(cuda or googlenet or cpu_by_name or on_the_gpu) and not for_the_cpu"
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <torch/cuda.h>
 
 #include <string>
 
@@ -88,6 +89,24 @@ TEST(SymbolicSizes, TwoSizesTheExportMadeOneMustBeEqual) {
       compile_error(testing::fixture_path("symbolic_guard.pt2"), {at::randn({4, 3}), at::randn({5, 3})});
   EXPECT_THAT(message, HasSubstr("input 1 ('y') dimension 0 is 5 and "));
   EXPECT_THAT(message, HasSubstr("input 0 ('x') dimension 0 is 4, and the program was exported with both the size "));
+}
+
+// On a GPU the sizes are computed while the graph is captured: each shape's graph holds its own,
+// and replays give the module's outputs (the program was exported on the CPU).
+TEST(SymbolicSizesCuda, EachShapesCapturedGraphGivesTheModulesOutputs) {
+  OPARA_REQUIRE_GPU();
+  Options options;
+  options.device = c10::Device(c10::kCUDA, 0);
+  for (int64_t rows : {3, 9}) {
+    const at::Tensor x = at::randn({rows, 3}, at::kCUDA);
+    const at::Tensor y = at::randn({rows, 3}, at::kCUDA);
+    CompiledModel model = compile(testing::fixture_path("symbolic_guard.pt2"), {x, y}, options);
+    for (int replay = 0; replay < 2; ++replay) {
+      const std::vector<at::Tensor> outputs = model.run({x, y});
+      ASSERT_EQ(outputs.size(), 1u);
+      EXPECT_TRUE(at::allclose(outputs[0], x.slice(0, 0, rows - 1) + y.slice(0, 1))) << rows << " rows";
+    }
+  }
 }
 
 // The arithmetic on sizes, as Python computes it.
