@@ -35,7 +35,7 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-from ._frontend import _compile_device, _first_line
+from ._frontend import _compile_device, _first_line, has_symbolic_sizes
 from ._library import __version__, library_path
 from ._lowering import Lowered, lower
 from ._package_file import loaded, read_info, tensor_memory, write_package
@@ -113,7 +113,10 @@ def _code_identity() -> dict[str, str]:
 
 
 def _uncacheable(program: torch.export.ExportedProgram) -> str:
-    """Why the key cannot stand for what `program` does, or "": an op whose code is not torch's."""
+    """Why the key cannot stand for what `program` does, or "": an op whose code is not torch's,
+    or symbolic sizes (the key holds one shape's sizes; such a program is lowered once for all)."""
+    if has_symbolic_sizes(program):
+        return "its sizes are symbolic (a dynamic-shape program; the cache keeps programs of one shape)"
     for node in program.graph.nodes:
         if node.op == "call_function":
             target = node.target

@@ -34,7 +34,7 @@ from torch._guards import tracing
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from ._cache import CacheSettings, cache_hook, settings
-from ._frontend import _first_line, _options_text, exported
+from ._frontend import _first_line, _options_text, exported, has_symbolic_sizes
 from ._inductor_compat import is_dynamo_static
 from ._library import load_library
 from ._lowering import Kernels, Lowered, kernels_option, lower, lower_and_load
@@ -233,12 +233,6 @@ def _dynamic_shapes(example_inputs: list[Any]) -> tuple[tuple[dict[int, Any], ..
                   for tensor in tensors),)
 
 
-def _has_symbolic_inputs(program: torch.export.ExportedProgram) -> bool:
-    """Whether torch.export left any size of the program's inputs symbolic."""
-    return any(isinstance(size, torch.SymInt) for node in program.graph.nodes if node.op == "placeholder"
-               for size in getattr(node.meta.get("val"), "shape", ()))
-
-
 class _SymbolicProgram:
     """One dynamic-shape export of a graph Dynamo made symbolic, lowered once: with ATen's kernels,
     or with Inductor's regions compiled for every shape. Each concrete shape is compiled from it by
@@ -395,7 +389,7 @@ class OparaGraph:
                 program = exported(specialized, tensors, dynamic_shapes=self.dynamic_shapes)
         except Exception as error:  # export fails in many ways; per shape remains
             return f"torch.export could not keep its sizes symbolic ({_first_line(error)})"
-        if not _has_symbolic_inputs(program):
+        if not has_symbolic_sizes(program):
             return "torch.export fixed every size"
         lowered = lower(program, tensors, options, self.kernels, self.name, folded_inputs=folded)
         if lowered.kernels is Kernels.INDUCTOR and lowered.regions.description and lowered.regions.binding is None:

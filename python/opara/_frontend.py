@@ -89,6 +89,12 @@ def exported(module: torch.nn.Module, inputs: list[torch.Tensor],
     return _casts_written(torch.export.export(module, tuple(inputs), dynamic_shapes=dynamic_shapes, strict=False))
 
 
+def has_symbolic_sizes(program: torch.export.ExportedProgram) -> bool:
+    """Whether a size of the program's inputs is symbolic (an export with dynamic_shapes)."""
+    return any(isinstance(size, torch.SymInt) for node in program.graph.nodes if node.op == "placeholder"
+               for size in getattr(node.meta.get("val"), "shape", ()))
+
+
 def loaded(path: str) -> torch.export.ExportedProgram | None:
     """The torch.export program of the file at `path`; None for a TorchScript file, which the
     library tells apart first (torch.export.load would log a long traceback for one)."""
