@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <torch/jit.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -53,14 +54,15 @@ void check_guards(const Graph& graph, const std::vector<at::Tensor>& inputs) {
 
 void check_symbolic_sizes(const Graph& graph, const std::vector<at::Tensor>& inputs) {
   const auto& expected = graph.symbolic_input_sizes;
-  if (expected.empty()) return;
+  // An undefined input: InputSignature names it.
+  const bool all_defined = std::all_of(inputs.begin(), inputs.end(), [](const at::Tensor& t) { return t.defined(); });
+  if (expected.empty() || !all_defined) return;
   // Where each symbol took its value first: "input 0 ('x') dimension 1".
   std::map<std::string, std::pair<std::int64_t, std::string>> bound;
   for (std::size_t i = 0; i < inputs.size() && i < expected.size(); ++i) {
     const at::Tensor& input = inputs[i];
     const std::string where =
         fmt::format("{}: input {} ('{}')", graph.source_path, i, graph.value(graph.inputs()[i]).name);
-    if (!input.defined()) continue;  // InputSignature names it
     if (static_cast<std::size_t>(input.dim()) != expected[i].size()) {
       throw Error(fmt::format("{} has {} dimensions ({}), the program takes {}", where, input.dim(),
                               shape_text(input.sizes()), expected[i].size()));
