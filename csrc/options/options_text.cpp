@@ -45,6 +45,21 @@ double parse_number(std::string_view key, const std::string& value, bool allow_z
   return number;
 }
 
+// "3,0" -> a graph memory pool's id, as torch.cuda.graph_pool_handle() gives it.
+std::pair<unsigned long long, unsigned long long> parse_pool(std::string_view key, std::string_view value) {
+  const auto comma = value.find(',');
+  std::pair<unsigned long long, unsigned long long> id{0, 0};
+  const auto number = [&](std::string_view text, unsigned long long& out) {
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return error == std::errc{} && end == text.data() + text.size() && !text.empty();
+  };
+  if (comma == std::string_view::npos || !number(value.substr(0, comma), id.first) ||
+      !number(value.substr(comma + 1), id.second)) {
+    bad_value(key, value, "two whole numbers 'a,b' (torch.cuda.graph_pool_handle())");
+  }
+  return id;
+}
+
 // "12,aten::relu" -> {"12", "aten::relu"}; empty pieces are dropped.
 std::vector<std::string> split_names(const std::string& value) {
   std::vector<std::string> names;
@@ -132,6 +147,7 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
        }},
       {"memory",
        [](Options& o, const std::string& v) { o.cuda.memory = parse_choice("memory", v, kMemoryProtections); }},
+      {"memory_pool", [](Options& o, const std::string& v) { o.cuda.memory_pool = parse_pool("memory_pool", v); }},
       {"on_uncapturable",
        [](Options& o, const std::string& v) {
          o.cuda.on_uncapturable = parse_choice("on_uncapturable", v,

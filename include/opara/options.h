@@ -67,12 +67,12 @@ struct CudaOptions {
   // Eager runs of each segment on its capture streams before capture, so that cuBLAS and cuDNN
   // handles and workspaces exist outside the graphs' memory pool. At least 2.
   int warmup_runs = 2;
-  // A graph memory pool (at::cuda::graph_pool_handle()) shared with other compiled models, so that
-  // each reuses what the others' captures freed; {0, 0}: a pool of the model's own. Models that
-  // share a pool take turns: a run, from any thread or stream, waits on the device for the last
-  // run of every model in the pool, and so does a compile into it (its warm-ups and captures). An id named again after
-  // every model using it is gone names a fresh pool. Not with kSmallerPool, which releases one of its two captures'
-  // pools.
+  // A graph memory pool (at::cuda::graph_pool_handle(); option text memory_pool="a,b") shared with
+  // other compiled models, so that each reuses what the others' captures freed; {0, 0}: a pool of
+  // the model's own. Models that share a pool take turns: a run, from any thread or stream, waits on
+  // the device for the last run of every model in the pool, and so does a compile into it (its
+  // warm-ups and captures). An id named again after every model using it is gone names a fresh
+  // pool. Not with kSmallerPool, which releases one of its two captures' pools.
   std::pair<unsigned long long, unsigned long long> memory_pool{0, 0};
 };
 

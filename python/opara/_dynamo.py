@@ -34,7 +34,7 @@ from torch._guards import tracing
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from ._cache import CacheSettings, cache_hook, settings
-from ._frontend import _first_line, _options_text, exported, has_symbolic_sizes
+from ._frontend import _compile_device, _first_line, _options_text, exported, has_symbolic_sizes
 from ._inductor_compat import is_dynamo_static
 from ._library import load_library
 from ._lowering import Kernels, Lowered, kernels_option, lower, lower_and_load
@@ -243,9 +243,19 @@ class _SymbolicProgram:
         self.specialized = specialized
         self.lowered = lowered
         self.tuned: dict[str, str] | None = None
+        self.pool: str | None = None  # on a GPU: the graph memory pool every shape captures into
 
-    def options(self, options: dict[str, str]) -> dict[str, str]:
-        return {**options, **self.tuned} if self.tuned else options
+    def options(self, options: dict[str, str], device: torch.device) -> dict[str, str]:
+        """A shape's options: the first shape's tuning, and on a GPU one memory pool for every
+        shape's graphs, as a graph set's buckets share one (they take turns; each call's outputs are
+        the caller's own, so a later shape's replay reuses only what its graph freed)."""
+        chosen = {**options, **(self.tuned or {})}
+        shares = options.get("memory") != "smaller-pool" and options.get("outputs", "clone") == "clone"
+        if device.type == "cuda" and shares:
+            if self.pool is None:
+                self.pool = ",".join(map(str, torch.cuda.graph_pool_handle()))
+            chosen.setdefault("memory_pool", self.pool)
+        return chosen
 
     def folds_weights(self) -> bool:
         """Whether Inductor's regions hold weights folded in, which a new weight tensor makes stale."""
@@ -415,7 +425,8 @@ class OparaGraph:
         try:
             if isinstance(lowered, str):  # a condition Inductor assumed while compiling the regions
                 raise RuntimeError(lowered)
-            handle = lowered.model(self.name, tensors, program.options(options))
+            handle = lowered.model(self.name, tensors,
+                                   program.options(options, _compile_device(options, tensors, self.name)))
         except RuntimeError as error:  # or sizes outside the export's ranges or conditions
             warnings.warn(f"opara: {self.name} is compiled for this shape alone: {_first_line(error)}", stacklevel=5)
             return None

@@ -40,7 +40,7 @@ TEST(OptionsText, EveryKeySetsItsMember) {
       {"pin_workers", "false"},     {"split_min_us", "0"},      {"cpu_tuning_ms", "0"},
       {"overflow", "manual"},       {"alpha_us", "0"},          {"cpu_nodes", "12,aten::relu,"},
       {"static_inputs", "0,2"},     {"state_in_place", "true"}, {"regions", "true"},
-      {"region_min_share", "0.25"},
+      {"region_min_share", "0.25"}, {"memory_pool", "3,1"},
   });
   ASSERT_TRUE(options.device.has_value());
   EXPECT_EQ(*options.device, c10::Device(c10::kCUDA, 1));
@@ -66,7 +66,8 @@ TEST(OptionsText, EveryKeySetsItsMember) {
   EXPECT_TRUE(options.state_in_place);
   EXPECT_TRUE(options.plan.regions);
   EXPECT_DOUBLE_EQ(options.plan.region_min_share, 0.25);
-  EXPECT_EQ(option_keys().size(), 22u) << "a key was added: test it here";
+  EXPECT_EQ(options.cuda.memory_pool, (std::pair<unsigned long long, unsigned long long>{3, 1}));
+  EXPECT_EQ(option_keys().size(), 23u) << "a key was added: test it here";
 }
 
 TEST(OptionsText, AnUnknownKeyListsTheKnownOnes) {
@@ -95,6 +96,11 @@ TEST(OptionsText, BadValuesNameTheKeyAndWhatItTakes) {
   EXPECT_THAT(error_of({{"static_inputs", "0,x"}}), HasSubstr("option static_inputs='x'"));
   EXPECT_THAT(error_of({{"static_inputs", "-1"}}), HasSubstr("a whole number of at least 0"));
   EXPECT_THAT(error_of({{"split_min_us", "fast"}}), HasSubstr("option split_min_us='fast'"));
+  for (const char* pool : {"3", "3,", "a,1", "3,1,2", "-1,0"}) {
+    EXPECT_THAT(error_of({{"memory_pool", pool}}),
+                HasSubstr("two whole numbers 'a,b' (torch.cuda.graph_pool_handle())"))
+        << pool;
+  }
 }
 
 }  // namespace
