@@ -155,6 +155,8 @@ def compile(
     memory: CUDA: "record-stream" (default) or "keep-alive", how capture protects tensors read on
         other streams; "smaller-pool" captures both ways and keeps the smaller pool (stats
         keep_alive, pool_bytes_record_stream, pool_bytes_keep_alive).
+    memory_pool: CUDA: "a,b", a torch.cuda.graph_pool_handle(): the model's graphs capture into
+        that pool, shared with other models given it (they take turns; not with "smaller-pool").
     on_uncapturable: CUDA: "split" (default: such a node runs as a host step between graph
         segments) or "error".
     warmup_runs: CUDA: eager warm-up runs on the capture streams before capture (default 2, at least 2).
