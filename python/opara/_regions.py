@@ -35,7 +35,7 @@ from ._frontend import _compile_device, _first_line, program_archive
 from ._inductor_compat import compile_region, dynamos_events_kept, entry_inputs_recorded, native_entry
 from ._partition import (Parts, ProgramState, Region, constants_of, devices_placed, linear_weights, node_values, placed,
                          set_outputs)
-from ._symbolic_regions import InputLayout, ShapeBinding, guard_count, hints_of_symbols_only
+from ._symbolic_regions import InputLayout, ShapeBinding
 
 # The compiled regions by key: what the op's kernel runs. A CompiledRegions removes its own.
 _REGIONS: dict[int, Callable[..., list[torch.Tensor]]] = {}
@@ -320,15 +320,16 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     set_outputs(graph, candidates)
     values = node_values(exported, inputs, constants)
     names = _library_names(exported, state)
-    binding, fakes = None, {}
-    if ShapeBinding(exported, 0).bound_symbols():  # a dynamic-shape program
+    binding, fakes = ShapeBinding(exported), {}
+    if not binding.bound_symbols():  # no dynamic-shape program
+        binding = None
+    else:
         fakes = _symbolic_inputs(candidates, values, graph) if not ahead_of_time else "AOTInductor compiles one shape"
         if isinstance(fakes, str):
             compiled.skipped.append(f"its regions: the program has symbolic sizes and {fakes}")
-            compiled.not_symbolic, candidates = fakes, []
+            compiled.not_symbolic, candidates, binding = fakes, [], None
         else:
-            hints_of_symbols_only(exported)
-            binding = ShapeBinding(exported, guard_count(exported))
+            binding.drop_expression_hints()
             shape = binding.values(inputs)  # this shape's symbols: no guard is recorded yet
             layouts = {index: [InputLayout(fake) for fake in region_fakes] for index, region_fakes in fakes.items()}
     calls = []

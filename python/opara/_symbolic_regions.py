@@ -46,13 +46,25 @@ class ShapeBinding:
     """How a shape's inputs give each symbol its value (the program's user inputs' recorded sizes),
     and the conditions on them Inductor added while compiling the regions."""
 
-    def __init__(self, exported: torch.export.ExportedProgram, guards_before: int):
+    def __init__(self, exported: torch.export.ExportedProgram):
         by_name = {node.name: node for node in exported.graph_module.graph.nodes if node.op == "placeholder"}
         self.inputs = [by_name[name].meta.get("val") for name in exported.graph_signature.user_inputs]
         self.shape_env = next((value.fake_mode.shape_env for value in self.inputs
                                if isinstance(value, torch.Tensor) and hasattr(value, "fake_mode")), None)
-        self.guards_before = guards_before
+        # The guards the program holds before the regions compile: Inductor's are the ones after.
+        self.guards_before = len(self.shape_env.guards) if self.shape_env is not None else 0
         self.guards: list[sympy.Basic] = []
+
+    def drop_expression_hints(self) -> None:
+        """torch.export.load's shape environment records hints of expressions (2*s27) among those of
+        its symbols, which Inductor's passes reject ("expected sympy.Symbol"): they are dropped (each
+        is known from its symbols')."""
+        if self.shape_env is None:
+            return
+        hints = getattr(self.shape_env, "backed_var_to_val", None)  # older torch: var_to_val
+        hints = self.shape_env.var_to_val if hints is None else hints
+        for expression in [key for key in hints if not isinstance(key, sympy.Symbol)]:
+            del hints[expression]
 
     def bound_symbols(self) -> set[sympy.Symbol]:
         """The symbols an input's size is, which each shape's inputs give values."""
@@ -80,25 +92,3 @@ class ShapeBinding:
             if not bool(guard.xreplace(values)):
                 return f"Inductor compiled the regions under the condition {guard}, which these sizes do not meet"
         return values
-
-
-def hints_of_symbols_only(exported: torch.export.ExportedProgram) -> None:
-    """torch.export.load's shape environment records hints of expressions (2*s27) among those of
-    its symbols, which Inductor's passes reject ("expected sympy.Symbol"): they are dropped (each
-    is known from its symbols')."""
-    shape_env = ShapeBinding(exported, 0).shape_env
-    if shape_env is not None:
-        hints = getattr(shape_env, "backed_var_to_val", None)  # older torch: var_to_val
-        hints = shape_env.var_to_val if hints is None else hints
-        for expression in [key for key in hints if not isinstance(key, sympy.Symbol)]:
-            del hints[expression]
-
-
-def guard_count(exported: torch.export.ExportedProgram) -> int:
-    """How many guards the program's shape environment holds (before the regions compile)."""
-    for node in exported.graph_module.graph.nodes:
-        value = node.meta.get("val")
-        if node.op == "placeholder" and isinstance(value, torch.Tensor) and hasattr(value, "fake_mode"):
-            shape_env = value.fake_mode.shape_env
-            return len(shape_env.guards) if shape_env is not None else 0
-    return 0

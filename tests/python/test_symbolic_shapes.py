@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import opara
+from test_dynamo_backend import small_bert
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.usefixtures("fresh_dynamo")]
 
@@ -91,14 +92,6 @@ def test_sizes_outside_the_exports_range_and_conditions_are_refused_naming_them(
 
 def cpu_options(**extra):
     return {"device": "cpu", "intra_op_threads": torch.get_num_threads(), "kernels": "aten", **extra}
-
-
-def small_bert():
-    import transformers
-
-    config = transformers.BertConfig(num_hidden_layers=2, hidden_size=128, num_attention_heads=4,
-                                     intermediate_size=256, vocab_size=1000)
-    return transformers.BertModel(config, add_pooling_layer=True)
 
 
 def test_new_sequence_lengths_compile_from_one_export_of_the_backends_symbolic_graph():
