@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <memory>
@@ -117,6 +118,27 @@ void describe_graph_mode(ModeResult& result, const CompiledModel& compiled, cons
                   stats.events, stats.segments > 1 ? fmt::format(", {} segments", stats.segments) : "");
 }
 
+// The candidates compile() captured and timed for `mode` (CudaOptions::measure_ms), the one kept
+// and the memory budget; empty where it measured none.
+std::string candidates_note(const std::string& mode, const CompiledStats& stats) {
+  if (stats.candidates.empty()) return "";
+  const auto mib = [](std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+  std::vector<std::string> parts;
+  for (std::size_t k = 0; k < stats.candidates.size(); ++k) {
+    const CudaCandidate& candidate = stats.candidates[k];
+    const std::string name = candidate.max_streams == 1   ? std::string("one stream")
+                             : candidate.max_streams == 0 ? fmt::format("the plan ({} streams)", candidate.streams)
+                                                          : fmt::format("capped at {}", candidate.max_streams);
+    const std::string timing = candidate.over_budget
+                                   ? std::string("over budget, not timed")
+                                   : fmt::format("{:.3f} ms, {:.2f}x", candidate.median_ms, candidate.speedup);
+    parts.push_back(fmt::format("{}{}: {}, pool {:.1f} MiB", k == stats.candidate_chosen ? "*" : "", name, timing,
+                                mib(candidate.pool_bytes)));
+  }
+  return fmt::format("{}: compile() measured {} candidates in {:.0f} ms (budget {:.1f} MiB of pool; * kept): {}", mode,
+                     stats.candidates.size(), stats.measure_ms, mib(stats.memory_budget_bytes), fmt::join(parts, "; "));
+}
+
 // One mode, built, warmed up and timed, with the peak memory it allocated (compile and runs).
 ModeResult measure_mode(const std::string& mode, const LoadedModel& model, const std::vector<at::Tensor>& inputs,
                         const CudaRunRequest& request, const c10::Device& device) {
@@ -141,7 +163,10 @@ ModeResult measure_mode(const std::string& mode, const LoadedModel& model, const
   c10::cuda::device_synchronize();
   const std::size_t most = peak(device.index());
   result.peak_bytes = most > before ? most - before : 0;
-  if (compiled) describe_graph_mode(result, *compiled, model, request);
+  if (compiled) {
+    describe_graph_mode(result, *compiled, model, request);
+    result.candidates_note = candidates_note(mode, compiled->stats());
+  }
   return result;
 }
 
@@ -176,6 +201,7 @@ MeasuredModes run_cuda_modes(const LoadedModel& model, const CudaRunRequest& req
   const std::vector<at::Tensor> reference = measured.modes.front().outputs;  // eager's
   for (ModeResult& result : measured.modes) {
     result.check = compare_outputs(result.outputs, reference);
+    if (result.reported && !result.candidates_note.empty()) measured.notes.push_back(result.candidates_note);
     if (result.reported && result.mode == kOverflowMode) {
       measured.notes.push_back(overflow_note(result, model.graph.size()));
     }

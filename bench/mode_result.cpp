@@ -41,6 +41,7 @@ nlohmann::json planned_figures(const CompiledModel& compiled, const Graph& graph
   figures.erase("peak_bytes");
   const bool tuned = !stats.tuning.empty();
   if (!tuned) figures.erase("tuning");
+  if (stats.candidates.empty()) figures.erase("candidates");
   const bool searched = tuned && stats.tuning[stats.tuning_chosen].searched_priorities;
   const bool on_gpu = stats.device.rfind("cuda", 0) == 0;
   figures["stream_policy"] = to_string(chosen.stream_policy);

@@ -44,6 +44,8 @@ struct ModeResult {
   std::string schedule;  // how it ran, in words: "node by node, one thread pool", "3 of 4 streams x 1 threads, ..."
   // Planned modes: planned_figures(), and on the GPU the overflow's; empty for eager.
   nlohmann::json figures = nlohmann::json::object();
+  // The GPU: the candidates compile() measured and the one it kept, for under the table; or empty.
+  std::string candidates_note;
 
   // Every timed run, round after round.
   [[nodiscard]] std::vector<double> samples_ms() const;

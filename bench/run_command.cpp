@@ -53,6 +53,7 @@ struct RunOptions {
   int rounds = kDefaultCpuRounds;  // the CPU: modes timed in interleaved rounds (round_timing.h)
   std::optional<std::int64_t> batch;
   std::string memory = "record-stream";
+  std::string memory_budget = "1.3x";  // CudaOptions::memory_budget, as options_from_text takes it
   std::string json;
   std::string csv;
   std::string input_shape;
@@ -104,7 +105,10 @@ MeasuredModes run_on_gpu(const RunOptions& options, const LoadedModel& model, co
   request.warmup = header.at("warmup").get<int>();
   request.options = options.compile;
   request.options.plan.max_streams = options.max_streams.value_or(0);
-  request.options.cuda.memory = options_from_text({{"memory", options.memory}}).cuda.memory;  // one table of the names
+  // One table of the names and one parser of the budget: the library's.
+  const Options named = options_from_text({{"memory", options.memory}, {"memory_budget", options.memory_budget}});
+  request.options.cuda.memory = named.cuda.memory;
+  request.options.cuda.memory_budget = named.cuda.memory_budget;
   header["memory"] = options.memory;
   // PyTorch's defaults, as every mode runs them: cuDNN convolutions may use TF32, cuBLAS not.
   header["tf32_cudnn"] = at::globalContext().allowTF32CuDNN();
@@ -210,6 +214,23 @@ void add_planning_flags(CLI::App* run, RunOptions& options) {
                   "planned modes on the CPU, with neither --max-streams nor --threads: about how long compile() "
                   "times the candidate schedules (default 1000; 0: every stream the plan opens, untimed)")
       ->check(kNonNegative);
+  run->add_option("--measure-ms", options.compile.cuda.measure_ms,
+                  "planned modes on the GPU, without --max-streams: about how long compile() times the captured "
+                  "candidates (one stream, a cap, the plan) before keeping one (default 200; 0: the plan, unmeasured)")
+      ->check(kNonNegative);
+  run->add_option("--memory-budget", options.memory_budget,
+                  "planned modes on the GPU: the most a measured candidate's graph pool may take, a ratio to the "
+                  "sequential graph's ('1.3x', the default) or a size ('512MiB')")
+      ->check(CLI::Validator(
+          [](const std::string& value) {
+            try {
+              options_from_text({{"memory_budget", value}});
+              return std::string();
+            } catch (const Error& error) {
+              return std::string(error.what());
+            }
+          },
+          "BUDGET"));
   run->add_option("--profile", options.compile.costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
   run->add_flag("--allow-profile-mismatch", options.compile.costs.allow_profile_mismatch,

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 
+#include "compile/cuda_capture.h"
 #include "compile/overflow_choice.h"
 #include "exec/eager_executor.h"
 #include "exec/input_signature.h"
@@ -110,78 +111,6 @@ std::vector<int> read_in_place(const Options& options, const std::vector<bool>& 
   return {indices.begin(), indices.end()};
 }
 
-// MemoryProtection::kSmallerPool's choice: keep-alive only when its pool is smaller, since
-// record-stream frees each tensor earlier (a tie keeps that).
-MemoryProtection smaller_pool(std::size_t record_stream_bytes, std::size_t keep_alive_bytes) {
-  return keep_alive_bytes < record_stream_bytes ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
-}
-
-// What every capture of one model is made from; `uncapturable` grows as captures fail.
-struct CaptureRequest {
-  const CompiledModel::State& state;
-  const std::vector<NodeCost>& costs;
-  std::vector<Placement> chosen;  // the overflow choice's placement
-  std::vector<bool> uncapturable;
-  std::vector<at::Tensor> examples;  // the graphs' examples, written inputs copied
-  std::vector<int> read_where_they_are;
-};
-
-struct CapturedModel {
-  std::unique_ptr<CudaModel> model;
-  std::vector<Placement> placement;
-};
-
-// Captures the model with `memory`; a node that fails capture becomes a host node and the model is
-// captured again. A pool of its own for each try, unless the options name one.
-CapturedModel capture_model(CaptureRequest& request, MemoryProtection memory) {
-  const CompiledModel::State& state = request.state;
-  CudaOptions attempt = state.options.cuda;
-  attempt.memory = memory;
-  const bool overlap = state.options.overflow.policy != OverflowPolicy::kNone;
-  for (;;) {
-    std::vector<Placement> placement = runnable_placement(state.graph, request.chosen, request.uncapturable);
-    try {
-      std::shared_ptr<CapturePool> pool =
-          state.named_pool ? state.named_pool : CapturePool::create(state.device.index());
-      // In the pool's turn: the warm-ups, captures and the replay that fills the outputs use the
-      // pool's memory and cuBLAS workspaces, which the models already in it use while they run.
-      std::unique_ptr<CudaModel> model;
-      pool->run_in_turn([&] {
-        model = std::make_unique<CudaModel>(state.graph, placement, overlap, request.costs, request.examples,
-                                            request.read_where_they_are, state.options.plan, attempt, pool);
-      });
-      return {std::move(model), std::move(placement)};
-    } catch (const CaptureError& error) {
-      if (attempt.on_uncapturable == CudaOptions::OnUncapturable::kError || request.uncapturable[error.node()]) throw;
-      request.uncapturable[error.node()] = true;
-    }
-  }
-}
-
-// MemoryProtection::kSmallerPool: captures both ways and keeps the smaller pool.
-CapturedModel capture_smaller_pool(CompiledModel::State& state, CaptureRequest& request) {
-  if (state.named_pool) {
-    throw Error(
-        fmt::format("{}: memory=smaller-pool keeps one of two captures and releases the other's pool, which "
-                    "a shared memory_pool cannot do; choose record-stream or keep-alive",
-                    state.graph.source_path));
-  }
-  CapturedModel record_stream = capture_model(request, MemoryProtection::kRecordStream);
-  CapturedModel keep_alive = capture_model(request, MemoryProtection::kKeepAlive);
-  CompiledStats record_stats, keep_stats;
-  record_stream.model->add_stats(record_stats);
-  keep_alive.model->add_stats(keep_stats);
-  state.stats.pool_bytes_record_stream = record_stats.pool_bytes;
-  state.stats.pool_bytes_keep_alive = keep_stats.pool_bytes;
-  state.stats.memory = smaller_pool(record_stats.pool_bytes, keep_stats.pool_bytes);
-  CapturedModel kept = std::move(state.stats.memory == MemoryProtection::kKeepAlive ? keep_alive : record_stream);
-  record_stream.model.reset();
-  keep_alive.model.reset();
-  // The caching allocator keeps a released graph pool's memory until it empties its cache.
-  c10::cuda::CUDACachingAllocator::emptyCache();
-  return kept;
-}
-
 // `examples`: the inputs as the model reads them (the caller's static inputs and the state
 // buffers themselves); each compile-time run gets `examples_for_a_run()`.
 void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& examples,
@@ -199,12 +128,16 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
       options.overflow.policy == OverflowPolicy::kCommSd ? make_plan(graph, options.plan, costs).stream_count : 0;
   const OverflowChoice choice =
       choose_placement(graph, examples_for_a_run(), options.overflow, options.costs.profile, gpu_streams);
-  CaptureRequest request{state,
+  CaptureRequest request{graph,
+                         options,
+                         state.device,
+                         state.named_pool,
                          costs,
                          choice.placement,
                          host_nodes_on_device(graph, examples_for_a_run(), state.device),
                          {},
-                         state.static_inputs};
+                         state.static_inputs,
+                         state.written};
   // The caller's static inputs, then the state buffers (after the caller's inputs): the graphs
   // read and write them where they live (CudaModel's warm-ups put back what they write). Every
   // other input gets a copy, which CudaModel copies into buffers of its own.
@@ -212,13 +145,7 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
     request.read_where_they_are.push_back(static_cast<int>(i));
   }
   request.examples = written_copied(examples, state.written, request.read_where_they_are);
-  CapturedModel captured;
-  if (options.cuda.memory == MemoryProtection::kSmallerPool) {
-    captured = capture_smaller_pool(state, request);
-  } else {
-    captured = capture_model(request, options.cuda.memory);
-    state.stats.memory = options.cuda.memory;
-  }
+  CapturedModel captured = capture_cuda_model(request, state.stats);
   state.cuda = std::move(captured.model);
   state.host = host_mask(captured.placement);
   const std::size_t peak = peak_allocated_bytes(index);

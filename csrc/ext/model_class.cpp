@@ -73,6 +73,16 @@ class Model : public torch::CustomClassHolder {
   // Every number CompiledStats has; the device is device().
   c10::Dict<std::string, double> stats() const { return stats_dict(model_.stats()); }
 
+  // All of CompiledStats as JSON (to_json): the lists too, the CPU's tuning and CUDA's candidates.
+  std::string stats_json() const { return to_json(model_.stats()); }
+
+  // chosen_schedule_options: what a warm start passes to get this schedule without timing again.
+  c10::Dict<std::string, std::string> chosen_options() const {
+    c10::Dict<std::string, std::string> options;
+    for (const auto& [key, value] : chosen_schedule_options(model_.stats())) options.insert(key, value);
+    return options;
+  }
+
  private:
   CompiledModel model_;
 };
@@ -122,6 +132,10 @@ TORCH_LIBRARY_FRAGMENT(opara, m) {
       .def("plan", &Model::plan, "The schedule as JSON (streams, launch order, events; each node's kind and source)")
       .def("save_plan", &Model::save_plan, "Writes plan() to a file")
       .def("stats", &Model::stats, "Compile-time and run-time counters")
+      .def("chosen_options", &Model::chosen_options,
+           "The options that compile again the schedule tuning (CPU) or measuring (CUDA) chose, without timing")
+      .def("stats_json", &Model::stats_json,
+           "Every stat as JSON, the lists included: the CPU's tuning candidates, CUDA's measured candidates")
       .def("device", &Model::device, "The device the model runs on")
       .def("static_inputs", &Model::static_inputs,
            "The inputs read and written where they are: each run must pass these very tensors")

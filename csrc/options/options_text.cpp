@@ -7,6 +7,8 @@
 #include <array>
 #include <charconv>
 #include <functional>
+#include <map>
+#include <regex>
 #include <sstream>
 #include <string_view>
 #include <utility>
@@ -58,6 +60,25 @@ std::pair<unsigned long long, unsigned long long> parse_pool(std::string_view ke
     bad_value(key, value, "two whole numbers 'a,b' (torch.cuda.graph_pool_handle())");
   }
   return id;
+}
+
+// "1.3x" -> a ratio to the sequential graph's pool; "512MiB", "2GB", "1048576" -> bytes.
+MemoryBudget parse_budget(std::string_view key, const std::string& value) {
+  static const std::regex form(R"(([0-9]*\.?[0-9]+)\s*(x|B|KB|MB|GB|KiB|MiB|GiB)?)");
+  static const std::map<std::string, double> units = {
+      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}};
+  std::smatch match;
+  if (!std::regex_match(value, match, form) || std::stod(match[1].str()) <= 0) {
+    bad_value(key, value, "a ratio to the sequential graph's pool ('1.3x') or a size ('512MiB', '2GB', bytes)");
+  }
+  const double number = std::stod(match[1].str());
+  MemoryBudget budget;
+  if (match[2].str() == "x") {
+    budget.ratio = number;
+  } else {
+    budget.bytes = static_cast<std::size_t>(number * units.at(match[2].str()));
+  }
+  return budget;
 }
 
 // "12,aten::relu" -> {"12", "aten::relu"}; empty pieces are dropped.
@@ -148,6 +169,12 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"memory",
        [](Options& o, const std::string& v) { o.cuda.memory = parse_choice("memory", v, kMemoryProtections); }},
       {"memory_pool", [](Options& o, const std::string& v) { o.cuda.memory_pool = parse_pool("memory_pool", v); }},
+      {"cuda_measure_ms",
+       [](Options& o, const std::string& v) {
+         o.cuda.measure_ms = parse_number("cuda_measure_ms", v, /*allow_zero=*/true);
+       }},
+      {"memory_budget",
+       [](Options& o, const std::string& v) { o.cuda.memory_budget = parse_budget("memory_budget", v); }},
       {"on_uncapturable",
        [](Options& o, const std::string& v) {
          o.cuda.on_uncapturable = parse_choice("on_uncapturable", v,

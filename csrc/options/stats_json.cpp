@@ -19,6 +19,21 @@ nlohmann::json tuning_json(const CompiledStats& stats) {
   return tuning;
 }
 
+nlohmann::json candidates_json(const CompiledStats& stats) {
+  nlohmann::json candidates = nlohmann::json::array();
+  for (std::size_t k = 0; k < stats.candidates.size(); ++k) {
+    const CudaCandidate& candidate = stats.candidates[k];
+    candidates.push_back({{"max_streams", candidate.max_streams},
+                          {"streams", candidate.streams},
+                          {"median_ms", candidate.median_ms},
+                          {"speedup", candidate.speedup},
+                          {"pool_bytes", candidate.pool_bytes},
+                          {"over_budget", candidate.over_budget},
+                          {"chosen", k == stats.candidate_chosen}});
+  }
+  return candidates;
+}
+
 }  // namespace
 
 nlohmann::json stats_json(const CompiledStats& stats) {
@@ -49,6 +64,9 @@ nlohmann::json stats_json(const CompiledStats& stats) {
       {"runs", stats.runs},
       {"eager_fallbacks", stats.eager_fallbacks},
       {"tuning", tuning_json(stats)},
+      {"measure_ms", stats.measure_ms},
+      {"memory_budget_bytes", stats.memory_budget_bytes},
+      {"candidates", candidates_json(stats)},
   };
 }
 

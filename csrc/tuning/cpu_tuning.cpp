@@ -12,6 +12,7 @@
 #include "graph/graph_analysis.h"
 #include "support/elapsed.h"
 #include "support/percentile.h"
+#include "tuning/measured_choice.h"
 #include "tuning/round_timing.h"
 #include "tuning/schedule_search.h"
 
@@ -107,26 +108,6 @@ std::optional<Candidate> with_searched_priorities(const Graph& graph, const Cand
   return searched;
 }
 
-struct RoundsAndRuns {
-  int rounds;
-  int runs;  // per round
-};
-
-// Runs per round, then rounds, cut until `candidates` blocks a round, each settling first, fit
-// the budget (CpuTuningOptions::budget_ms).
-RoundsAndRuns within_budget(const CpuTuningOptions& tuning, std::size_t candidates, double run_ms) {
-  const int rounds = std::max(1, tuning.rounds);
-  const int most = std::max(1, tuning.runs);
-  if (tuning.budget_ms <= 0 || run_ms <= 0) return {rounds, most};
-  const double count = static_cast<double>(candidates);
-  const double settle_ms = std::max(static_cast<double>(tuning.settle.count()), run_ms);
-  const double runs = std::floor((tuning.budget_ms / (rounds * count) - settle_ms) / run_ms);
-  if (runs >= 1) return {rounds, runs >= most ? most : static_cast<int>(runs)};
-  const double affordable_rounds = std::floor(tuning.budget_ms / (count * (settle_ms + run_ms)));
-  const int fewest = std::min(3, rounds);
-  return {affordable_rounds <= fewest ? fewest : static_cast<int>(affordable_rounds), 1};
-}
-
 // What every candidate is planned from and run on.
 struct TuningContext {
   const Graph& graph;
@@ -188,7 +169,9 @@ std::vector<Candidate> warmed_up_candidates(const TuningContext& context, const 
 RoundsAndRuns time_candidates(std::vector<Candidate>& candidates, const TuningContext& context) {
   double run_ms = 0;
   for (const Candidate& candidate : candidates) run_ms = std::max(run_ms, candidate.warmup_ms.back());
-  const RoundsAndRuns budget = within_budget(context.tuning, candidates.size(), run_ms);
+  const CpuTuningOptions& tuning = context.tuning;
+  const RoundsAndRuns budget =
+      within_budget(tuning.rounds, tuning.runs, tuning.budget_ms, tuning.settle, candidates.size(), run_ms);
   std::vector<BlockTimer> timers;
   for (Candidate& candidate : candidates) {
     timers.push_back([&candidate, &context](int runs) {
@@ -202,20 +185,6 @@ RoundsAndRuns time_candidates(std::vector<Candidate>& candidates, const TuningCo
     candidates[k].report.speedup = k == 0 ? 1.0 : times.speedup(k, 0);
   }
   return budget;
-}
-
-// Eager's schedule (the first) stays unless another is clearly faster by both measures; of those,
-// the fastest by its ratios within rounds.
-std::size_t kept_candidate(const std::vector<Candidate>& candidates, double min_speedup) {
-  std::size_t chosen = 0;
-  const double eager_schedule_ms = candidates.front().report.median_ms;
-  for (std::size_t k = 1; k < candidates.size(); ++k) {
-    const CpuTuningCandidate& candidate = candidates[k].report;
-    const bool clearly_faster =
-        candidate.speedup >= min_speedup && candidate.median_ms * min_speedup <= eager_schedule_ms;
-    if (clearly_faster && candidate.speedup > candidates[chosen].report.speedup) chosen = k;
-  }
-  return chosen;
 }
 
 }  // namespace
@@ -241,7 +210,10 @@ CpuTuning tune_cpu_executor(const Graph& graph, PlanOptions plan_options, const 
     const RoundsAndRuns budget = time_candidates(candidates, context);
     result.rounds = budget.rounds;
     result.runs_per_round = budget.runs;
-    result.chosen = kept_candidate(candidates, tuning.min_speedup);
+    std::vector<MeasuredCandidate> measured;
+    for (const Candidate& candidate : candidates)
+      measured.push_back({candidate.report.median_ms, candidate.report.speedup});
+    result.chosen = kept_candidate(measured, tuning.min_speedup);
   } else {
     candidates.front().report.median_ms = percentile(candidates.front().warmup_ms, 0.5);
   }

@@ -11,6 +11,7 @@
 #include "opara/options.h"
 #include "opara/plan.h"
 #include "runtime/cpu/cpu_parallel_executor.h"
+#include "tuning/measured_choice.h"
 
 namespace opara {
 
@@ -45,7 +46,7 @@ struct CpuTuningOptions {
   // A candidate replaces the first (eager's schedule) only when it is this much faster both ways:
   // by the median of its ratios within rounds, and by its median over all runs. A machine whose
   // speed drifts makes either alone pick a slower schedule now and then.
-  double min_speedup = 1.03;
+  double min_speedup = kClearlyFaster;
   // Before each timed block, untimed runs until this has passed: the previous candidate's OpenMP
   // threads spin for milliseconds after its last parallel region (round_timing.h).
   std::chrono::milliseconds settle{20};

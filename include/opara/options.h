@@ -53,6 +53,13 @@ struct CpuOptions {
   double tuning_ms = 1000;
 };
 
+// CUDA: how large a measured candidate's graph memory pool may be (CudaOptions::memory_budget):
+// `bytes` when set, else `ratio` times the sequential graph's pool (option text "1.3x", "512MiB").
+struct MemoryBudget {
+  double ratio = 1.3;
+  std::size_t bytes = 0;
+};
+
 // CUDA only: capture.
 struct CudaOptions {
   // kSmallerPool captures twice (compile time and, while compiling, memory double:
@@ -74,6 +81,16 @@ struct CudaOptions {
   // warm-ups and captures). An id named again after every model using it is gone names a fresh
   // pool. Not with kSmallerPool, which releases one of its two captures' pools.
   std::pair<unsigned long long, unsigned long long> memory_pool{0, 0};
+  // compile() only: with plan.max_streams 0 and a plan of several streams, compile() captures the
+  // candidates (one stream, i.e. the sequential graph, first; the plan capped at fewer streams; the
+  // plan), times their replays in interleaved rounds for about this long, and keeps the fastest
+  // unless it is not clearly faster than one stream (the CPU tuner's rule); the others' pools go
+  // back to the driver. With a shared memory_pool the candidates are captured in pools of their own
+  // and the one kept is captured into the shared pool. 0: the plan is captured unmeasured.
+  // CompiledStats::candidates says what was timed.
+  double measure_ms = 200;
+  // The most a candidate's pool may take; one over it is dropped (the sequential graph never is).
+  MemoryBudget memory_budget;
 };
 
 // CUDA only: CPU overflow. kNone: every node on the GPU but those that cannot be captured, which
@@ -146,6 +163,16 @@ struct CpuTuningCandidate {
   double replay_speedup = 1;
 };
 
+// CUDA: one captured candidate compile() timed (CudaOptions::measure_ms).
+struct CudaCandidate {
+  int max_streams = 0;         // the plan's cap (1: the sequential graph; 0: none)
+  int streams = 0;             // the most streams of any graph segment under that cap
+  double median_ms = 0;        // of its timed replays
+  double speedup = 1;          // over the sequential graph: the median over rounds of the ratio within a round
+  std::size_t pool_bytes = 0;  // its graphs' memory pool
+  bool over_budget = false;    // its pool was over CudaOptions::memory_budget: dropped
+};
+
 struct CompiledStats {
   std::string device;
   int streams = 0;                  // the most streams of any graph segment
@@ -181,11 +208,18 @@ struct CompiledStats {
   // CPU: the schedules tuning timed, the first eager's (empty: not tuned), and the one kept.
   std::vector<CpuTuningCandidate> tuning;
   std::size_t tuning_chosen = 0;
+  // CUDA: the candidates measured (empty: not measured), the sequential graph first, the one kept,
+  // the time capturing and timing them took, and the budget their pools were held to.
+  std::vector<CudaCandidate> candidates;
+  std::size_t candidate_chosen = 0;
+  double measure_ms = 0;
+  std::size_t memory_budget_bytes = 0;
 };
 
-// `stats` as a JSON object: every member by its name, `memory` as options_from_text spells it and
+// `stats` as a JSON object: every member by its name, `memory` as options_from_text spells it,
 // `tuning` as a list of objects (max_streams, intra_op_threads, streams, median_ms, speedup,
-// searched_priorities, replay_speedup, chosen). What opara-bench reports and the Python package's
+// searched_priorities, replay_speedup, chosen) and `candidates` as one (max_streams, streams,
+// median_ms, speedup, pool_bytes, over_budget, chosen). What opara-bench reports and the Python package's
 // stats() reads.
 OPARA_API std::string to_json(const CompiledStats& stats);
 
@@ -193,6 +227,13 @@ OPARA_API std::string to_json(const CompiledStats& stats);
 // captured with MemoryProtection::kKeepAlive, else 0) standing for `memory`, which is text: what the
 // Python package's CompiledModel.stats() returns.
 OPARA_API std::vector<std::pair<std::string, double>> numeric_stats(const CompiledStats& stats);
+
+// The options under which compile() makes again the schedule its tuning (CPU: the kept candidate's
+// cap and intra-op threads) or measuring (CUDA: the kept cap, or the plan unmeasured) chose,
+// without timing anything: what a warm start (a compile cache hit, a later shape of one dynamic
+// graph) adds to the caller's options. Empty when nothing was chosen. Searched priorities are not
+// among them: the schedule comes back with critical-path priorities.
+OPARA_API std::map<std::string, std::string> chosen_schedule_options(const CompiledStats& stats);
 
 // "record-stream", "keep-alive" or "smaller-pool", as options_from_text takes them.
 OPARA_API std::string_view to_string(MemoryProtection memory);

@@ -18,6 +18,11 @@ user owns or may write is not used, with a warning). The folder is bounded by $O
 (default 8192): after a store the entries used longest ago are removed. An entry that does not
 load (damaged, made for another CPU) is removed and the model compiled again, with a warning;
 stats()["cache"] says what happened: "hit", "stored", "off" or "bypassed: <why>".
+
+Beside an entry, <key>.choice keeps the schedule its first load chose (the CPU tuner's cap and
+threads, CUDA's measured cap: the library's chosen_options) and the usable CPUs then: a hit on a
+machine with as many compiles that schedule at once instead of timing candidates again (a
+warm start, issue 45), unless the caller fixed it.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from ._package_file import loaded, read_info, tensor_memory, write_package
 _DEFAULT_MAX_MB = 8192
 _ENTRY_SUFFIX = ".opara"
 _REFUSAL_SUFFIX = ".refused"  # why AOTInductor refused a key's compile: the next one goes in process at once
+_CHOICE_SUFFIX = ".choice"  # the schedule the entry's first load chose (tuned on the CPU, measured on CUDA)
 # ATen's and prims' ops are torch's: the torch release in the key stands for their code.
 _KEYED_NAMESPACES = ("aten", "prims")
 # Inductor's configuration that AOTInductor's compile writes itself (the first compile of a process
@@ -187,6 +193,33 @@ def _ahead_of_time(program: torch.export.ExportedProgram, inputs: list[torch.Ten
     return made, ""
 
 
+def _usable_cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def _chosen(entry: Path) -> dict[str, str]:
+    """The schedule options kept beside `entry` (chosen_options of its first load), or none: not
+    kept yet, unreadable, or chosen where another number of CPUs was usable."""
+    try:
+        kept = json.loads(entry.with_suffix(_CHOICE_SUFFIX).read_text())
+        if kept["cores"] == _usable_cores() and isinstance(kept["options"], dict):
+            return {str(key): str(value) for key, value in kept["options"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return {}
+
+
+def _keep_choice(entry: Path, options: dict[str, str]) -> None:
+    if options:
+        _write_owned(entry.with_suffix(_CHOICE_SUFFIX), json.dumps({"cores": _usable_cores(), "options": options}))
+
+
+def _remove(entry: Path) -> None:
+    """An entry (or a refusal) and the choice kept beside it."""
+    entry.unlink(missing_ok=True)
+    entry.with_suffix(_CHOICE_SUFFIX).unlink(missing_ok=True)
+
+
 def _write_owned(path: Path, text: str) -> None:
     """`text` into `path`, readable by its owner only, whole or not at all."""
     partial = path.with_name(f".{path.name}.{os.getpid()}")
@@ -238,14 +271,17 @@ class CompileCache:
               how: str) -> Lowered | None:
         """The entry loaded for `inputs`, marked as used now; None where it did not load (removed,
         with a warning)."""
+        choice = _chosen(entry)
         try:
             info = read_info(str(entry))
-            handle = torch.classes.opara.Model.from_package(str(entry), options, inputs)
+            handle = torch.classes.opara.Model.from_package(str(entry), {**choice, **options}, inputs)
         except Exception as error:  # damaged, truncated, made for another CPU: compiled again
             warnings.warn(f"opara: the compile cache's entry {entry} for {name} did not load "
                           f"({_first_line(error)}); it is removed and the model compiled again", stacklevel=6)
-            entry.unlink(missing_ok=True)
+            _remove(entry)
             return None
+        if not choice:
+            _keep_choice(entry, dict(handle.chosen_options()))
         os.utime(entry)
         lowered = loaded(str(entry), info, handle, "torch.export")
         lowered.cache = how
@@ -265,7 +301,7 @@ class CompileCache:
         for _, _, size, path in sorted(entries):
             if total <= self.max_bytes:
                 break
-            path.unlink(missing_ok=True)
+            _remove(path)
             total -= size
 
 

@@ -67,8 +67,15 @@ class CompiledModel(_Runs):
         regions that came in another layout than they were compiled for, a channels_last or
         transposed tensor say, and were copied into it; not counted yet for AOTInductor's regions,
         a package's or a cache hit's, which report 0); cache (the compile cache: "hit",
-        "stored", "off" or "bypassed: <why>")."""
-        return {**dict(self._handle.stats()), **self._lowerings[0].stats()}
+        "stored", "off" or "bypassed: <why>"); tuning (the CPU: each schedule the tuner timed, the
+        first eager's, as dicts of max_streams, intra_op_threads, streams, median_ms, speedup,
+        searched_priorities, replay_speedup and chosen; empty when not tuned) and candidates (CUDA:
+        each captured candidate compile() timed, the sequential graph first, as dicts of
+        max_streams, streams, median_ms, speedup, pool_bytes, over_budget and chosen; empty when
+        not measured), with measure_ms and memory_budget_bytes."""
+        lists = json.loads(self._handle.stats_json())
+        return {**dict(self._handle.stats()), "tuning": lists["tuning"], "candidates": lists["candidates"],
+                **self._lowerings[0].stats()}
 
     def state(self) -> dict[str, torch.Tensor]:
         """The buffers the model keeps between calls and writes in place (a counter, a cache
@@ -157,6 +164,13 @@ def compile(
         keep_alive, pool_bytes_record_stream, pool_bytes_keep_alive).
     memory_pool: CUDA: "a,b", a torch.cuda.graph_pool_handle(): the model's graphs capture into
         that pool, shared with other models given it (they take turns; not with "smaller-pool").
+    cuda_measure_ms: CUDA, without max_streams: compile() captures the sequential graph, the plan
+        capped at half its streams and the plan, times their replays in interleaved rounds for
+        about this long and keeps the fastest unless it is not clearly (3%) faster than one stream
+        (default 200; stats()["candidates"]); 0: the plan, captured unmeasured.
+    memory_budget: CUDA: the most a measured candidate's graph pool may take, "1.3x" (default: a
+        ratio to the sequential graph's pool) or a size ("512MiB", "2GB", bytes); one over it is
+        dropped (stats()["memory_budget_bytes"]).
     on_uncapturable: CUDA: "split" (default: such a node runs as a host step between graph
         segments) or "error".
     warmup_runs: CUDA: eager warm-up runs on the capture streams before capture (default 2, at least 2).

@@ -262,14 +262,12 @@ class _SymbolicProgram:
         return bool(self.lowered.regions and self.lowered.regions.folded_inputs)
 
     def remember_tuning(self, handle: Any, options: dict[str, str]) -> None:
-        """After the first shape: the schedule its tuning chose, as options, unless the user fixed one."""
+        """After the first shape: the schedule its tuning (the CPU) or measuring (CUDA) chose, as
+        the options that make it again untimed (the library's chosen_options), unless the user
+        fixed one."""
         if self.tuned is not None or "max_streams" in options or "intra_op_threads" in options:
             return
-        stats = handle.stats()
-        self.tuned = {}
-        if stats["tuning_ms"] > 0:
-            self.tuned = {"max_streams": str(int(stats["streams"])),
-                          "intra_op_threads": str(int(stats["intra_op_threads"]))}
+        self.tuned = dict(handle.chosen_options())
 
 
 class _EagerGraph:

@@ -88,3 +88,7 @@ def no_tf32():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "serve: needs the optional Ray Serve extra (requirements-serve.txt)")
+    config.addinivalue_line(
+        "markers", "same_on_every_torch: what no torch release changes (opara-bench's flags and reports over the "
+        "library ctest runs on each release, the GPU check's scripting, the layers check, serving through Ray): "
+        "the pass over the second torch release (OPARA_TORCH_FREE_CHECKS=0, .ci/run) leaves it out")

@@ -10,6 +10,8 @@ import pytest
 
 from conftest import ALL_MODELS, BENCH, MODELS, model_file
 
+pytestmark = pytest.mark.same_on_every_torch
+
 INFO_KEYS = {"model", "format", "import_ms", "inputs", "state_buffers", "outputs", "nodes", "kernel_nodes", "edges", "data_edges",
              "ordering_edges", "reduced_edges", "inplace_nodes", "not_capturable_nodes", "width", "critical_path",
              "op_kinds"}
@@ -254,6 +256,14 @@ def test_run_cpu_planned_modes_match_the_model_bitwise(bench, name, extension):
     assert modes["opara"]["streams_uncapped"] >= modes["opara"]["streams"] >= 1
 
 
+def test_a_bad_memory_budget_is_refused_naming_what_it_takes(bench):
+    for budget in ("lots", "0x", "-1GB"):
+        result = bench("run", "--model", "chain", "--device", "cpu", "--memory-budget", budget, check=False)
+        assert result.returncode != 0, budget
+        assert "--memory-budget" in result.stderr and "a ratio to the sequential graph's pool" in result.stderr, (
+            budget, result.stderr)
+
+
 def test_a_tuned_run_reports_the_candidates_it_timed(bench):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one usable CPU: nothing to tune")
@@ -361,7 +371,14 @@ def test_cuda_modes_report_the_documented_keys(bench):
     assert report["rounds"] == 1
     assert report["dtype"] == "float32"
     assert modes["sequential"]["streams"] == 1
-    assert modes["opara"]["streams"] > 1
+    # compile() measured one stream, a cap and opara's plan, and kept one: the mode runs its graphs.
+    candidates = modes["opara"]["candidates"]
+    assert [candidate["max_streams"] for candidate in candidates][0] == 1 and candidates[-1]["max_streams"] == 0
+    assert candidates[-1]["streams"] == modes["opara"]["streams_uncapped"] > 1
+    (kept,) = [candidate for candidate in candidates if candidate["chosen"]]
+    assert kept["streams"] == modes["opara"]["streams"] and not kept["over_budget"]
+    assert kept is candidates[0] or kept["speedup"] >= 1.03
+    assert "candidates" not in modes["sequential"], "one stream: nothing to measure"
     assert modes["sequential"]["peak_vs_sequential"] == 1.0 and modes["nimble"]["speedup_vs_nimble"] == 1.0
     for name in ("sequential", "nimble", "opara"):
         assert {"memory", "stream_policy", "order_policy", "pool_bytes"} <= modes[name].keys()

@@ -8,6 +8,8 @@ import pytest
 from conftest import model_file
 from test_bench_profile import full_profile
 
+pytestmark = pytest.mark.same_on_every_torch
+
 
 def timed_profile(bench, model):
     """A full profile of branchy whose convolutions are slow on the CPU and everything else cheap."""

@@ -8,6 +8,8 @@ import pytest
 
 from conftest import model_file
 
+pytestmark = pytest.mark.same_on_every_torch
+
 
 def fnv1a64(path):
     """The model fingerprint a profile records: 64-bit FNV-1a over the file's bytes."""

@@ -15,6 +15,8 @@ import torch
 import opara
 from conftest import BENCH, model_file
 
+pytestmark = pytest.mark.same_on_every_torch
+
 
 def read_csv(text):
     return list(csv.DictReader(io.StringIO(text)))

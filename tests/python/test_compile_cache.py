@@ -219,6 +219,39 @@ def test_state_written_in_place_runs_from_a_hit_as_from_the_compile(library, tmp
     assert model.calls.item() == 0  # compiling never advances the module's own state
 
 
+def test_a_hit_runs_the_schedule_the_first_load_tuned_without_tuning_again(library, tmp_path):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one usable CPU: there is one schedule and nothing to tune")
+    from test_inductor_regions import ThreeBranches
+
+    torch.manual_seed(0)
+    model, x = ThreeBranches().eval(), torch.randn(1, 8, 32, 32)
+    # The plan's regions on streams of their own: a schedule the CPU tuner chooses.
+    options = {"kernels": "inductor", "region_min_share": 0.1, "cache_dir": str(tmp_path), "cpu_tuning_ms": 50}
+    first = opara.compile(model, [x], **options)
+    stored = first.stats()
+    assert stored["cache"] == "stored" and stored["tuning_ms"] > 0 and stored["tuning"], stored
+    (choice,) = tmp_path.glob("*.choice")
+    assert stat.S_IMODE(choice.stat().st_mode) == 0o600
+    second = opara.compile(model, [x], **options)
+    hit = second.stats()
+    assert hit["cache"] == "hit" and hit["tuning_ms"] == 0 and hit["tuning"] == [], hit
+    assert (hit["streams"], hit["intra_op_threads"]) == (stored["streams"], stored["intra_op_threads"])
+    assert second.plan()["stream_of"] == first.plan()["stream_of"]
+    with torch.no_grad():
+        expected = model(x)
+    for got, want in zip(second(x), expected):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-5)
+    # A choice made where another number of CPUs was usable is not taken: tuned again, and kept anew.
+    kept = json.loads(choice.read_text())
+    choice.write_text(json.dumps({**kept, "cores": kept["cores"] + 1}))
+    assert opara.compile(model, [x], **options).stats()["tuning_ms"] > 0
+    assert json.loads(choice.read_text())["cores"] == kept["cores"]
+    # A damaged one neither.
+    choice.write_text("{not json")
+    assert opara.compile(model, [x], **options).stats()["tuning_ms"] > 0
+
+
 _PROCESS = textwrap.dedent("""
     import json, sys, torch, opara
     sys.path.insert(0, {tests!r})

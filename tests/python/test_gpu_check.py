@@ -22,6 +22,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from gpu_check import report, runner  # noqa: E402  scripts/gpu_check/
 from gpu_check.pack import SOURCE_ROOTS, SOURCE_SUFFIXES, source_hash  # noqa: E402
 
+pytestmark = pytest.mark.same_on_every_torch
+
 
 def wait_for(predicate, seconds=20):
     end = time.monotonic() + seconds

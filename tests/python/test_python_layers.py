@@ -7,9 +7,13 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import check_layers  # noqa: E402
+
+pytestmark = pytest.mark.same_on_every_torch
 
 
 def test_the_package_imports_only_downwards():

@@ -316,6 +316,11 @@ def test_the_cpu_schedule_is_tuned_unless_told_otherwise(library):
     compiled = opara.compile(path, [x], device="cpu", cpu_tuning_ms=50)
     stats = compiled.stats()
     assert stats["tuning_ms"] > 0
+    # The schedules timed, eager's first, the kept one's streams and threads the model's own.
+    (kept,) = [candidate for candidate in stats["tuning"] if candidate["chosen"]]
+    assert stats["tuning"][0]["streams"] == 1 and stats["tuning"][0]["speedup"] == 1.0
+    assert (kept["streams"], kept["intra_op_threads"]) == (stats["streams"], stats["intra_op_threads"])
+    assert stats["candidates"] == [] and stats["measure_ms"] == 0, "CUDA's candidates: not measured on the CPU"
     previous = torch.get_num_threads()
     torch.set_num_threads(int(stats["intra_op_threads"]))
     try:
@@ -324,7 +329,7 @@ def test_the_cpu_schedule_is_tuned_unless_told_otherwise(library):
         torch.set_num_threads(previous)
     assert torch.equal(compiled(x), expected), "equal to eager at the thread count the tuner kept"
     untuned = opara.compile(path, [x], device="cpu", cpu_tuning_ms=0)
-    assert untuned.stats()["tuning_ms"] == 0
+    assert untuned.stats()["tuning_ms"] == 0 and untuned.stats()["tuning"] == []
     assert untuned.stats()["streams"] == opara.plan(path, [x])["streams"], "every stream the plan opens"
 
 

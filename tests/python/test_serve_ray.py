@@ -21,7 +21,8 @@ import torch
 
 from conftest import ROOT
 
-pytestmark = [pytest.mark.serve, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = [pytest.mark.serve, pytest.mark.same_on_every_torch,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 # The example sets Ray's environment before it imports Ray; without Ray the module is skipped.
 _spec = importlib.util.spec_from_file_location("serve_ray_example", ROOT / "examples" / "serve_ray.py")

@@ -161,6 +161,15 @@ TEST(CompiledModelCpu, WithoutACapOrThreadCountTheScheduleIsTuned) {
   at::set_num_threads(previous);
   EXPECT_TRUE(bitwise_equal(tuned.run(loaded.inputs), expected));
 
+  // A warm start: the chosen schedule's options compile it again without tuning.
+  std::map<std::string, std::string> again = chosen_schedule_options(stats);
+  again["device"] = "cpu";
+  const CompiledModel warm = compile(loaded.path, loaded.inputs, options_from_text(again));
+  EXPECT_THAT(warm.stats().tuning, IsEmpty());
+  EXPECT_EQ(warm.stats().tuning_ms, 0);
+  EXPECT_EQ(warm.plan().stream_of, tuned.plan().stream_of);
+  EXPECT_EQ(warm.stats().intra_op_threads, stats.intra_op_threads);
+
   options.cpu.tuning_ms = 0;
   const CompiledModel untuned = compile(loaded.path, loaded.inputs, options);
   EXPECT_EQ(untuned.stats().tuning_ms, 0);
@@ -330,6 +339,7 @@ TEST(CompiledModelCuda, EveryModeOfEveryModelIsCloseToEager) {
           options.plan.streams = streams;
           options.plan.order = streams == StreamPolicy::kOpara ? OrderPolicy::kOpara : OrderPolicy::kTopological;
           options.cuda.memory = memory;
+          options.cuda.measure_ms = 0;  // each policy's own plan, not the measured choice among caps
           const CompiledModel compiled = compile(graph, inputs, options);
           const std::string label =
               fmt::format("{}.{} {} {}", model, extension, to_string(streams),
@@ -346,7 +356,9 @@ TEST(CompiledModelCuda, SixtyFourBranchesUseSixtyFourStreamsAndAreRight) {
   OPARA_REQUIRE_GPU();
   const Graph graph = testing::wide_graph(64);
   const std::vector<at::Tensor> inputs{at::randn({256, 256}, at::kCUDA)};
-  const CompiledModel compiled = compile(graph, inputs);
+  Options unmeasured;
+  unmeasured.cuda.measure_ms = 0;  // the plan itself, not the measured choice among caps
+  const CompiledModel compiled = compile(graph, inputs, unmeasured);
   EXPECT_EQ(compiled.stats().streams, 64);
   expect_close(compiled.run(inputs), eager_cuda(graph, inputs), "64 branches");
 }

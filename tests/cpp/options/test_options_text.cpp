@@ -40,7 +40,8 @@ TEST(OptionsText, EveryKeySetsItsMember) {
       {"pin_workers", "false"},     {"split_min_us", "0"},      {"cpu_tuning_ms", "0"},
       {"overflow", "manual"},       {"alpha_us", "0"},          {"cpu_nodes", "12,aten::relu,"},
       {"static_inputs", "0,2"},     {"state_in_place", "true"}, {"regions", "true"},
-      {"region_min_share", "0.25"}, {"memory_pool", "3,1"},
+      {"region_min_share", "0.25"}, {"memory_pool", "3,1"},     {"cuda_measure_ms", "0"},
+      {"memory_budget", "1.5x"},
   });
   ASSERT_TRUE(options.device.has_value());
   EXPECT_EQ(*options.device, c10::Device(c10::kCUDA, 1));
@@ -67,7 +68,26 @@ TEST(OptionsText, EveryKeySetsItsMember) {
   EXPECT_TRUE(options.plan.regions);
   EXPECT_DOUBLE_EQ(options.plan.region_min_share, 0.25);
   EXPECT_EQ(options.cuda.memory_pool, (std::pair<unsigned long long, unsigned long long>{3, 1}));
-  EXPECT_EQ(option_keys().size(), 23u) << "a key was added: test it here";
+  EXPECT_DOUBLE_EQ(options.cuda.measure_ms, 0);
+  EXPECT_DOUBLE_EQ(options.cuda.memory_budget.ratio, 1.5);
+  EXPECT_EQ(options.cuda.memory_budget.bytes, 0u);
+  EXPECT_EQ(option_keys().size(), 25u) << "a key was added: test it here";
+}
+
+TEST(OptionsText, AMemoryBudgetIsARatioOrASize) {
+  EXPECT_DOUBLE_EQ(options_from_text({}).cuda.memory_budget.ratio, 1.3) << "the documented default";
+  EXPECT_EQ(options_from_text({}).cuda.memory_budget.bytes, 0u);
+  EXPECT_EQ(options_from_text({{"memory_budget", "512MiB"}}).cuda.memory_budget.bytes, 512u << 20);
+  EXPECT_EQ(options_from_text({{"memory_budget", "2GB"}}).cuda.memory_budget.bytes, 2000000000u);
+  EXPECT_EQ(options_from_text({{"memory_budget", "1.5GiB"}}).cuda.memory_budget.bytes, 3u << 29);
+  EXPECT_EQ(options_from_text({{"memory_budget", "1048576"}}).cuda.memory_budget.bytes, 1048576u);
+  EXPECT_DOUBLE_EQ(options_from_text({{"memory_budget", "2x"}}).cuda.memory_budget.ratio, 2.0);
+  for (const char* budget : {"", "x", "0x", "0", "-1x", "1.3X", "12 parsecs", "1e9", "nan"}) {
+    EXPECT_THAT(error_of({{"memory_budget", budget}}),
+                HasSubstr("a ratio to the sequential graph's pool ('1.3x') or a size ('512MiB', '2GB', bytes)"))
+        << budget;
+  }
+  EXPECT_THAT(error_of({{"cuda_measure_ms", "-1"}}), HasSubstr("option cuda_measure_ms='-1'"));
 }
 
 TEST(OptionsText, AnUnknownKeyListsTheKnownOnes) {

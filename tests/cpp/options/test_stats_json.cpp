@@ -1,6 +1,7 @@
 // to_json(CompiledStats): what opara-bench reports and the Python package's stats() reads. Every
 // member appears under its own name with its value, the memory protection as the option text
-// spells it, and the tuning candidates with the kept one marked; numeric_stats() gives its numbers.
+// spells it, and the CPU's tuning and CUDA's measured candidates with the kept one marked;
+// numeric_stats() gives its numbers.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -48,6 +49,11 @@ CompiledStats numbered_stats() {
   stats.tuning = {CpuTuningCandidate{{1, 2}, 1, 3.5, 1.0, false, 1.0},
                   CpuTuningCandidate{{0, 1}, 4, 2.5, 1.4, true, 1.1}};
   stats.tuning_chosen = 1;
+  stats.candidates = {CudaCandidate{1, 1, 2.0, 1.0, 1000, false}, CudaCandidate{2, 2, 1.6, 1.25, 1200, false},
+                      CudaCandidate{0, 6, 1.2, 1.6, 4000, true}};
+  stats.candidate_chosen = 1;
+  stats.measure_ms = 24.5;
+  stats.memory_budget_bytes = 25;
   return stats;
 }
 
@@ -79,11 +85,13 @@ TEST(StatsJson, EveryMemberIsThereUnderItsName) {
       {"peak_bytes", 21},
       {"runs", 22},
       {"eager_fallbacks", 23},
+      {"measure_ms", 24.5},
+      {"memory_budget_bytes", 25},
   };
   for (const auto& [key, value] : expected.items()) EXPECT_EQ(json.at(key), value) << key;
   std::vector<std::string> keys;
   for (const auto& [key, value] : json.items()) keys.push_back(key);
-  std::vector<std::string> expected_keys{"tuning"};
+  std::vector<std::string> expected_keys{"tuning", "candidates"};
   for (const auto& [key, value] : expected.items()) expected_keys.push_back(key);
   EXPECT_THAT(keys, UnorderedElementsAreArray(expected_keys));
 }
@@ -103,6 +111,21 @@ TEST(StatsJson, TheTuningCandidatesNameTheKeptOne) {
   EXPECT_EQ(tuning[1].at("searched_priorities"), true);
   EXPECT_EQ(tuning[1].at("streams"), 4);
   EXPECT_TRUE(nlohmann::json::parse(to_json(CompiledStats{})).at("tuning").empty()) << "untuned: no candidates";
+}
+
+TEST(StatsJson, TheCudaCandidatesNameTheKeptOneAndThoseOverBudget) {
+  const nlohmann::json candidates = nlohmann::json::parse(to_json(numbered_stats())).at("candidates");
+  ASSERT_EQ(candidates.size(), 3u);
+  EXPECT_EQ(candidates[1], (nlohmann::json{{"max_streams", 2},
+                                           {"streams", 2},
+                                           {"median_ms", 1.6},
+                                           {"speedup", 1.25},
+                                           {"pool_bytes", 1200},
+                                           {"over_budget", false},
+                                           {"chosen", true}}));
+  EXPECT_EQ(candidates[0].at("chosen"), false);
+  EXPECT_EQ(candidates[2].at("over_budget"), true);
+  EXPECT_TRUE(nlohmann::json::parse(to_json(CompiledStats{})).at("candidates").empty()) << "unmeasured: none";
 }
 
 TEST(StatsJson, NumericStatsAreTheJsonsNumbersAndKeepAlive) {

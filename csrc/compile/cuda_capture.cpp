@@ -1,0 +1,194 @@
+#include "compile/cuda_capture.h"
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <utility>
+
+#include "exec/undo_writes.h"
+#include "opara/error.h"
+#include "overflow/cpu_steps.h"
+#include "runtime/cuda/replay_timing.h"
+#include "support/elapsed.h"
+#include "support/percentile.h"
+#include "tuning/measured_choice.h"
+#include "tuning/round_timing.h"
+
+namespace opara {
+
+MemoryProtection smaller_pool(std::size_t record_stream_bytes, std::size_t keep_alive_bytes) {
+  return keep_alive_bytes < record_stream_bytes ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
+}
+
+namespace {
+
+// Rounds and runs per round of the candidates' timing at most (the budget cuts them).
+constexpr int kRounds = 5;
+constexpr int kRunsPerRound = 20;
+
+// Captures the model with `memory` and `plan`; a node that fails capture becomes a host node and
+// the model is captured again. Into the named pool unless `own_pool`, else a pool of its own.
+CapturedModel capture_model(CaptureRequest& request, MemoryProtection memory, const PlanOptions& plan, bool own_pool) {
+  CudaOptions attempt = request.options.cuda;
+  attempt.memory = memory;
+  const bool overlap = request.options.overflow.policy != OverflowPolicy::kNone;
+  for (;;) {
+    std::vector<Placement> placement = runnable_placement(request.graph, request.chosen, request.uncapturable);
+    try {
+      std::shared_ptr<CapturePool> pool =
+          request.named_pool && !own_pool ? request.named_pool : CapturePool::create(request.device.index());
+      // In the pool's turn: the warm-ups, captures and the replay that fills the outputs use the
+      // pool's memory and cuBLAS workspaces, which the models already in it use while they run.
+      std::unique_ptr<CudaModel> model;
+      pool->run_in_turn([&] {
+        model = std::make_unique<CudaModel>(request.graph, placement, overlap, request.costs, request.examples,
+                                            request.read_where_they_are, plan, attempt, pool);
+      });
+      return {std::move(model), std::move(placement)};
+    } catch (const CaptureError& error) {
+      if (attempt.on_uncapturable == CudaOptions::OnUncapturable::kError || request.uncapturable[error.node()]) throw;
+      request.uncapturable[error.node()] = true;
+    }
+  }
+}
+
+std::size_t pool_bytes(const CudaModel& model) {
+  CompiledStats stats;
+  model.add_stats(stats);
+  return stats.pool_bytes;
+}
+
+// MemoryProtection::kSmallerPool: captures both ways and keeps the smaller pool.
+CapturedModel capture_smaller_pool(CaptureRequest& request, const PlanOptions& plan, CompiledStats& stats) {
+  if (request.named_pool) {
+    throw Error(
+        fmt::format("{}: memory=smaller-pool keeps one of two captures and releases the other's pool, which "
+                    "a shared memory_pool cannot do; choose record-stream or keep-alive",
+                    request.graph.source_path));
+  }
+  CapturedModel record_stream = capture_model(request, MemoryProtection::kRecordStream, plan, false);
+  CapturedModel keep_alive = capture_model(request, MemoryProtection::kKeepAlive, plan, false);
+  stats.pool_bytes_record_stream = pool_bytes(*record_stream.model);
+  stats.pool_bytes_keep_alive = pool_bytes(*keep_alive.model);
+  stats.memory = smaller_pool(stats.pool_bytes_record_stream, stats.pool_bytes_keep_alive);
+  CapturedModel kept = std::move(stats.memory == MemoryProtection::kKeepAlive ? keep_alive : record_stream);
+  record_stream.model.reset();
+  keep_alive.model.reset();
+  // The caching allocator keeps a released graph pool's memory until it empties its cache.
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  return kept;
+}
+
+CapturedModel capture_as_asked(CaptureRequest& request, const PlanOptions& plan, CompiledStats& stats) {
+  if (request.options.cuda.memory == MemoryProtection::kSmallerPool) return capture_smaller_pool(request, plan, stats);
+  stats.memory = request.options.cuda.memory;
+  return capture_model(request, request.options.cuda.memory, plan, false);
+}
+
+// The caps worth measuring: none (capture as asked) unless measuring is on, the plan uncapped and
+// of several streams.
+std::vector<int> measured_caps(const CaptureRequest& request) {
+  const Options& options = request.options;
+  if (options.cuda.measure_ms <= 0 || options.plan.max_streams != 0 || options.plan.streams == StreamPolicy::kSingle) {
+    return {};
+  }
+  const std::vector<int> caps = cuda_stream_caps(make_plan(request.graph, options.plan, request.costs).stream_count);
+  return caps.size() > 1 ? caps : std::vector<int>{};
+}
+
+struct Candidate {
+  CudaCandidate report;
+  CapturedModel captured;
+};
+
+// Times the candidates within the budget in interleaved rounds, each replay from the inputs as
+// they were before the first (what a replay writes is put back, untimed): medians and speedups
+// over the first.
+void time_candidates(std::vector<Candidate>& candidates, const CaptureRequest& request) {
+  const UndoWrites writes(std::vector<c10::IValue>(request.examples.begin(), request.examples.end()), request.written);
+  const auto put_back = [&writes] { writes.undo(); };
+  std::vector<std::size_t> timed;  // the candidates within the budget, by index
+  for (std::size_t k = 0; k < candidates.size(); ++k) {
+    if (!candidates[k].report.over_budget) timed.push_back(k);
+  }
+  double run_ms = 0;
+  for (std::size_t k : timed) {
+    const std::vector<double> warm = time_replays(*candidates[k].captured.model, request.examples, put_back, 2);
+    run_ms = std::max(run_ms, warm.back());
+  }
+  const RoundsAndRuns budget = within_budget(kRounds, kRunsPerRound, request.options.cuda.measure_ms,
+                                             std::chrono::milliseconds(0), timed.size(), run_ms);
+  std::vector<BlockTimer> timers;
+  for (std::size_t k : timed) {
+    timers.push_back(
+        [&, k](int runs) { return time_replays(*candidates[k].captured.model, request.examples, put_back, runs); });
+  }
+  const RoundTimes times = time_in_rounds(timers, budget.rounds, budget.rounds * budget.runs, Settle{1, {}});
+  for (std::size_t t = 0; t < timed.size(); ++t) {
+    CudaCandidate& report = candidates[timed[t]].report;
+    report.median_ms = percentile(times.all(t), 0.5);
+    report.speedup = t == 0 ? 1.0 : times.speedup(t, 0);
+  }
+  put_back();
+}
+
+CapturedModel capture_measured(CaptureRequest& request, const std::vector<int>& caps, CompiledStats& stats) {
+  const auto started = std::chrono::steady_clock::now();
+  const Options& options = request.options;
+  // Candidates are captured with the protection asked (record-stream for smaller-pool, which
+  // captures the kept plan both ways afterwards).
+  const MemoryProtection memory =
+      options.cuda.memory == MemoryProtection::kSmallerPool ? MemoryProtection::kRecordStream : options.cuda.memory;
+  std::vector<Candidate> candidates;
+  for (int cap : caps) {
+    PlanOptions plan = options.plan;
+    plan.max_streams = cap;
+    Candidate& candidate = candidates.emplace_back();
+    candidate.captured = capture_model(request, memory, plan, /*own_pool=*/true);
+    CompiledStats captured;
+    candidate.captured.model->add_stats(captured);
+    candidate.report.max_streams = cap;
+    candidate.report.streams = captured.streams;
+    candidate.report.pool_bytes = captured.pool_bytes;
+  }
+  stats.memory_budget_bytes = budget_bytes(options.cuda.memory_budget, candidates.front().report.pool_bytes);
+  for (std::size_t k = 1; k < candidates.size(); ++k) {
+    candidates[k].report.over_budget = candidates[k].report.pool_bytes > stats.memory_budget_bytes;
+  }
+  time_candidates(candidates, request);
+  std::vector<MeasuredCandidate> measured;
+  for (const Candidate& candidate : candidates) {
+    measured.push_back({candidate.report.median_ms, candidate.report.speedup, !candidate.report.over_budget});
+  }
+  stats.candidate_chosen = kept_candidate(measured, kClearlyFaster);
+  CapturedModel kept = std::move(candidates[stats.candidate_chosen].captured);
+  for (Candidate& candidate : candidates) {
+    stats.candidates.push_back(candidate.report);
+    candidate.captured.model.reset();
+  }
+  const bool again = request.named_pool || options.cuda.memory == MemoryProtection::kSmallerPool;
+  if (again) kept.model.reset();
+  // The caching allocator keeps a released graph pool's memory until it empties its cache.
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  if (again) {
+    PlanOptions plan = options.plan;
+    plan.max_streams = caps[stats.candidate_chosen];
+    kept = capture_as_asked(request, plan, stats);
+  } else {
+    stats.memory = memory;
+  }
+  stats.measure_ms = milliseconds_since(started);
+  return kept;
+}
+
+}  // namespace
+
+CapturedModel capture_cuda_model(CaptureRequest& request, CompiledStats& stats) {
+  const std::vector<int> caps = measured_caps(request);
+  if (caps.empty()) return capture_as_asked(request, request.options.plan, stats);
+  return capture_measured(request, caps, stats);
+}
+
+}  // namespace opara

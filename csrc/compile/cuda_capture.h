@@ -1,0 +1,55 @@
+#pragma once
+
+// compile()'s captures of a model's CUDA graphs: a node that fails capture made a host step and
+// the model captured again, memory=smaller-pool's two captures, and the measured choice among
+// stream caps (CudaOptions::measure_ms, CudaOptions::memory_budget).
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <vector>
+
+#include "opara/graph.h"
+#include "opara/options.h"
+#include "opara/placement.h"
+#include "opara/plan.h"
+#include "runtime/cuda/capture_pool.h"
+#include "runtime/cuda/cuda_model.h"
+
+namespace opara {
+
+// What every capture of one model is made from; `uncapturable` grows as captures fail.
+struct CaptureRequest {
+  const Graph& graph;
+  const Options& options;
+  c10::Device device;
+  std::shared_ptr<CapturePool> named_pool;  // CudaOptions::memory_pool's; null: a pool per capture
+  const std::vector<NodeCost>& costs;
+  std::vector<Placement> chosen;  // the overflow choice's placement
+  std::vector<bool> uncapturable;
+  std::vector<at::Tensor> examples;  // the graphs' examples, written inputs copied
+  std::vector<int> read_where_they_are;
+  std::vector<bool> written;  // by input: the model writes it (put back between timed replays)
+};
+
+struct CapturedModel {
+  std::unique_ptr<CudaModel> model;
+  std::vector<Placement> placement;
+};
+
+// MemoryProtection::kSmallerPool's choice: keep-alive only when its pool is smaller, since
+// record-stream frees each tensor earlier (a tie keeps that).
+MemoryProtection smaller_pool(std::size_t record_stream_bytes, std::size_t keep_alive_bytes);
+
+// The model captured as the options ask; `stats` gets the protection kept (and under
+// smaller-pool both pools) and, when the candidates were measured, each one and the choice.
+// Measured (CudaOptions::measure_ms above 0, no plan.max_streams, a plan of several streams):
+// every candidate of cuda_stream_caps is captured in a pool of its own, a candidate whose pool is
+// over the memory budget is dropped, the others' replays are timed in interleaved rounds (each
+// replay from the same inputs: what one writes is put back, untimed), the rule of
+// kept_candidate keeps one, and the others' pools go back to the driver. With a shared pool (or
+// memory=smaller-pool) the kept candidate's plan is then captured as the options ask.
+CapturedModel capture_cuda_model(CaptureRequest& request, CompiledStats& stats);
+
+}  // namespace opara

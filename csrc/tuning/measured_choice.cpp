@@ -1,0 +1,47 @@
+#include "tuning/measured_choice.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace opara {
+
+std::size_t kept_candidate(const std::vector<MeasuredCandidate>& candidates, double min_speedup) {
+  std::size_t chosen = 0;
+  if (candidates.empty()) return chosen;
+  const double baseline_ms = candidates.front().median_ms;
+  for (std::size_t k = 1; k < candidates.size(); ++k) {
+    const MeasuredCandidate& candidate = candidates[k];
+    const bool clearly_faster = candidate.speedup >= min_speedup && candidate.median_ms * min_speedup <= baseline_ms;
+    if (candidate.allowed && clearly_faster && candidate.speedup > candidates[chosen].speedup) chosen = k;
+  }
+  return chosen;
+}
+
+RoundsAndRuns within_budget(int rounds, int runs, double budget_ms, std::chrono::milliseconds settle,
+                            std::size_t candidates, double run_ms) {
+  rounds = std::max(1, rounds);
+  const int most = std::max(1, runs);
+  if (budget_ms <= 0 || run_ms <= 0) return {rounds, most};
+  const double count = static_cast<double>(std::max<std::size_t>(candidates, 1));
+  const double settle_ms = std::max(static_cast<double>(settle.count()), run_ms);
+  const double affordable = std::floor((budget_ms / (rounds * count) - settle_ms) / run_ms);
+  if (affordable >= 1) return {rounds, affordable >= most ? most : static_cast<int>(affordable)};
+  const double affordable_rounds = std::floor(budget_ms / (count * (settle_ms + run_ms)));
+  const int fewest = std::min(3, rounds);
+  return {affordable_rounds <= fewest ? fewest : static_cast<int>(affordable_rounds), 1};
+}
+
+std::vector<int> cuda_stream_caps(int uncapped_streams) {
+  std::vector<int> caps = {1};
+  if (uncapped_streams < 2) return caps;
+  if (const int half = std::max(2, uncapped_streams / 2); half < uncapped_streams) caps.push_back(half);
+  caps.push_back(0);
+  return caps;
+}
+
+std::size_t budget_bytes(const MemoryBudget& budget, std::size_t sequential_pool_bytes) {
+  if (budget.bytes > 0) return budget.bytes;
+  return static_cast<std::size_t>(std::ceil(budget.ratio * static_cast<double>(sequential_pool_bytes)));
+}
+
+}  // namespace opara

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <vector>
+
+#include "opara/options.h"
+
+namespace opara {
+
+// Choosing among measured candidates: the rule the CPU tuner (cpu_tuning.h) and CUDA's captured
+// candidates (CudaOptions::measure_ms) share. The first candidate is the baseline, the schedule
+// that never loses much (eager's on the CPU, the sequential graph on CUDA): another replaces it
+// only when clearly faster, since on a machine whose speed drifts a candidate that is only a
+// little faster is as often a little slower.
+
+struct MeasuredCandidate {
+  double median_ms = 0;  // of all its timed runs
+  double speedup = 1;    // over the first: the median over rounds of the ratio within a round
+  bool allowed = true;   // false: out of the running (a CUDA pool over the memory budget)
+};
+
+// The first stays unless an allowed candidate is at least `min_speedup` faster both by its ratios
+// within rounds and by its median time (either alone, on a machine whose speed drifts, picks a
+// slower schedule now and then); of those, the fastest by its ratios.
+std::size_t kept_candidate(const std::vector<MeasuredCandidate>& candidates, double min_speedup);
+
+// What both tuners keep unless clearly beaten: 3% (CpuTuningOptions::min_speedup's default).
+inline constexpr double kClearlyFaster = 1.03;
+
+struct RoundsAndRuns {
+  int rounds;
+  int runs;  // per round
+};
+
+// Runs per round, then rounds, cut until `candidates` blocks a round of `runs` runs of `run_ms`,
+// each block settling first for `settle` (at least one run), fit `budget_ms`; never below
+// min(3, rounds) rounds of one run. budget_ms or run_ms 0: `rounds` of `runs`.
+RoundsAndRuns within_budget(int rounds, int runs, double budget_ms, std::chrono::milliseconds settle,
+                            std::size_t candidates, double run_ms);
+
+// CUDA: the caps (PlanOptions::max_streams) of the candidates for a plan of `uncapped_streams`
+// streams: the sequential graph (1) first, then the plan capped at half its streams (at least 2)
+// where that is fewer than it opens, then the plan (0: no cap). A plan of one stream: {1} alone.
+std::vector<int> cuda_stream_caps(int uncapped_streams);
+
+// The pool bytes a candidate may take: the budget's bytes when given, else its ratio times the
+// sequential graph's pool.
+std::size_t budget_bytes(const MemoryBudget& budget, std::size_t sequential_pool_bytes);
+
+}  // namespace opara

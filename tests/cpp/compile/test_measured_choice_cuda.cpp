@@ -1,0 +1,158 @@
+// compile()'s measured choice on CUDA (CudaOptions::measure_ms, memory_budget): the sequential
+// graph, a capped plan and the plan are captured and timed, the kept one is the fastest unless not
+// clearly faster than one stream, a candidate over the memory budget is dropped, and the timed
+// replays leave the model's state as it was. The rule itself is tested on the CPU
+// (tests/cpp/tuning/test_measured_choice.cpp); these are its GPU twins, skipped without a GPU.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/cuda.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "exec/eager_executor.h"
+#include "exec/outputs.h"
+#include "model_files.h"
+#include "opara/compiled_model.h"
+#include "opara/load.h"
+#include "random_models.h"
+#include "tuning/measured_choice.h"
+
+namespace opara {
+namespace {
+
+const c10::Device kGpu(c10::kCUDA, 0);
+
+std::vector<at::Tensor> eager_on_gpu(const Graph& graph, const std::vector<at::Tensor>& inputs) {
+  EagerExecutor eager(graph, kGpu);
+  return flatten_tensors(eager.run(std::vector<c10::IValue>(inputs.begin(), inputs.end())));
+}
+
+void expect_close(const std::vector<at::Tensor>& actual, const std::vector<at::Tensor>& expected) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (std::size_t k = 0; k < actual.size(); ++k) {
+    EXPECT_TRUE(at::allclose(actual[k].cpu(), expected[k].cpu(), 1e-4, 1e-4)) << "output " << k;
+  }
+}
+
+TEST(MeasuredChoiceCuda, TheKeptCandidateIsTheSequentialGraphOrClearlyFasterAndWithinBudget) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run";
+  const Graph graph = testing::wide_graph(8);
+  const std::vector<at::Tensor> inputs{at::randn({512, 512}, at::kCUDA)};
+  const CompiledModel compiled = compile(graph, inputs);
+  const CompiledStats stats = compiled.stats();
+  ASSERT_EQ(stats.candidates.size(), 3u) << "one stream, capped at 4, the plan";
+  EXPECT_EQ(stats.candidates[0].max_streams, 1);
+  EXPECT_EQ(stats.candidates[0].streams, 1);
+  EXPECT_EQ(stats.candidates[1].max_streams, 4);
+  EXPECT_EQ(stats.candidates[2].max_streams, 0);
+  EXPECT_EQ(stats.candidates[2].streams, 8);
+  EXPECT_GT(stats.measure_ms, 0);
+  EXPECT_EQ(stats.memory_budget_bytes,
+            static_cast<std::size_t>(std::ceil(1.3 * static_cast<double>(stats.candidates[0].pool_bytes))));
+  for (const CudaCandidate& candidate : stats.candidates) {
+    EXPECT_GT(candidate.pool_bytes, 0u);
+    EXPECT_EQ(candidate.over_budget, candidate.pool_bytes > stats.memory_budget_bytes);
+    if (!candidate.over_budget) {
+      EXPECT_GT(candidate.median_ms, 0);
+    }
+  }
+  const CudaCandidate& kept = stats.candidates.at(stats.candidate_chosen);
+  EXPECT_FALSE(kept.over_budget);
+  if (stats.candidate_chosen != 0) {
+    EXPECT_GE(kept.speedup, kClearlyFaster);
+    EXPECT_LE(kept.median_ms * kClearlyFaster, stats.candidates[0].median_ms);
+  }
+  EXPECT_EQ(stats.streams, kept.streams) << "the model runs the kept candidate's graphs";
+  EXPECT_EQ(stats.pool_bytes, kept.pool_bytes);
+  expect_close(compiled.run(inputs), eager_on_gpu(graph, inputs));
+}
+
+TEST(MeasuredChoiceCuda, ABudgetOfOneByteKeepsTheSequentialGraph) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run";
+  const Graph graph = testing::wide_graph(8);
+  const std::vector<at::Tensor> inputs{at::randn({256, 256}, at::kCUDA)};
+  Options options;
+  options.cuda.memory_budget.bytes = 1;
+  const CompiledModel compiled = compile(graph, inputs, options);
+  const CompiledStats stats = compiled.stats();
+  ASSERT_EQ(stats.candidates.size(), 3u);
+  EXPECT_EQ(stats.memory_budget_bytes, 1u);
+  EXPECT_FALSE(stats.candidates[0].over_budget) << "the sequential graph is never dropped";
+  EXPECT_TRUE(stats.candidates[1].over_budget);
+  EXPECT_TRUE(stats.candidates[2].over_budget);
+  EXPECT_EQ(stats.candidate_chosen, 0u);
+  EXPECT_EQ(stats.streams, 1);
+  expect_close(compiled.run(inputs), eager_on_gpu(graph, inputs));
+}
+
+TEST(MeasuredChoiceCuda, UnmeasuredOrCappedTheGraphIsThePlansAlone) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run";
+  const Graph graph = testing::wide_graph(8);
+  const std::vector<at::Tensor> inputs{at::randn({256, 256}, at::kCUDA)};
+  Options unmeasured;
+  unmeasured.cuda.measure_ms = 0;
+  const CompiledStats plain = compile(graph, inputs, unmeasured).stats();
+  EXPECT_TRUE(plain.candidates.empty());
+  EXPECT_EQ(plain.measure_ms, 0);
+  EXPECT_EQ(plain.streams, 8);
+  Options capped;
+  capped.plan.max_streams = 2;
+  const CompiledStats two = compile(graph, inputs, capped).stats();
+  EXPECT_TRUE(two.candidates.empty()) << "a cap the caller chose is not measured against others";
+  EXPECT_EQ(two.streams, 2);
+}
+
+// A model that counts its calls in a buffer: dozens of timed replays while measuring, and the
+// first call after compile still counts 1, as eager's does.
+TEST(MeasuredChoiceCuda, TimedReplaysLeaveTheStateAsFound) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run";
+  const std::string path = testing::scratch_path("counts_its_calls.pt");
+  torch::jit::Module module("CountsItsCalls");
+  module.register_buffer("count", at::zeros({1}));
+  module.define(R"(
+def forward(self, x):
+    self.count.add_(1)
+    a = torch.mm(x, x)
+    b = torch.mm(x.t(), x)
+    c = torch.mm(x, x.t())
+    return a + b + c * self.count
+)");
+  module.save(path);
+  const Graph graph = load(path);
+  const at::Tensor x = at::randn({128, 128}, at::kCUDA);
+  const CompiledModel compiled = compile(graph, {x});
+  const CompiledStats stats = compiled.stats();
+  ASSERT_FALSE(stats.candidates.empty()) << "three branches: measured";
+  EXPECT_EQ(compiled.state().at(0).second.item<float>(), 0) << "measuring advanced the counter";
+  const at::Tensor expected = at::mm(x, x) + at::mm(x.t(), x) + at::mm(x, x.t());
+  EXPECT_TRUE(at::allclose(compiled.run({x}).at(0), expected, 1e-4, 1e-3));
+  EXPECT_EQ(compiled.state().at(0).second.item<float>(), 1);
+}
+
+// Buckets sharing one pool: the candidates are measured in pools of their own and the kept plan
+// captured into the shared pool, whose models then take turns as before.
+TEST(MeasuredChoiceCuda, InASharedPoolTheKeptPlanIsCapturedThere) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run";
+  const Graph graph = testing::wide_graph(8);
+  const std::vector<at::Tensor> inputs{at::randn({256, 256}, at::kCUDA)};
+  Options options;
+  options.cuda.memory_pool = at::cuda::graph_pool_handle();
+  const CompiledModel first = compile(graph, inputs, options);
+  const CompiledModel second = compile(graph, {inputs[0] * 2}, options);
+  for (const CompiledModel* model : {&first, &second}) {
+    const CompiledStats stats = model->stats();
+    ASSERT_EQ(stats.candidates.size(), 3u);
+    EXPECT_EQ(stats.streams, stats.candidates.at(stats.candidate_chosen).streams);
+  }
+  expect_close(first.run(inputs), eager_on_gpu(graph, inputs));
+  expect_close(second.run({inputs[0] * 3}), eager_on_gpu(graph, {inputs[0] * 3}));
+}
+
+}  // namespace
+}  // namespace opara

@@ -1,0 +1,100 @@
+// The rule both tuners choose by, on injected timings: the baseline (first) stays unless another
+// candidate is clearly faster by its ratios within rounds and by its median; a candidate out of
+// the running (a CUDA pool over budget) is never kept; the budget cuts runs, then rounds.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "support/percentile.h"
+#include "tuning/measured_choice.h"
+#include "tuning/round_timing.h"
+
+namespace opara {
+namespace {
+
+// Candidates timed in rounds by runners whose run takes `ms[runner][round]` (every run of a
+// block alike), then measured as the tuners measure them.
+std::vector<MeasuredCandidate> measured(const std::vector<std::vector<double>>& ms) {
+  const std::size_t rounds = ms.front().size();
+  std::vector<std::size_t> blocks(ms.size(), 0);
+  std::vector<BlockTimer> timers;
+  for (std::size_t k = 0; k < ms.size(); ++k) {
+    timers.push_back([&ms, &blocks, k](int runs) {
+      // A block is settling (1 run) then timing: the round is every second block.
+      const std::size_t round = blocks[k]++ / 2;
+      return std::vector<double>(static_cast<std::size_t>(runs), ms[k][round]);
+    });
+  }
+  const RoundTimes times = time_in_rounds(timers, static_cast<int>(rounds), static_cast<int>(rounds) * 4,
+                                          Settle{1, std::chrono::milliseconds(0)});
+  std::vector<MeasuredCandidate> candidates;
+  for (std::size_t k = 0; k < ms.size(); ++k) {
+    candidates.push_back({percentile(times.all(k), 0.5), k == 0 ? 1.0 : times.speedup(k, 0)});
+  }
+  return candidates;
+}
+
+TEST(MeasuredChoice, TheBaselineStaysUnlessAnotherIsClearlyFaster) {
+  // 2% faster in every round: within noise, the sequential graph stays.
+  EXPECT_EQ(kept_candidate(measured({{10, 10, 10}, {9.8, 9.8, 9.8}}), kClearlyFaster), 0u);
+  // 20% faster in every round: kept.
+  EXPECT_EQ(kept_candidate(measured({{10, 10, 10}, {8, 8, 8}}), kClearlyFaster), 1u);
+  // Of two clearly faster ones, the faster by ratios within rounds.
+  EXPECT_EQ(kept_candidate(measured({{10, 10, 10}, {8, 8, 8}, {7, 7, 7}}), kClearlyFaster), 2u);
+  // Slower than the baseline: never kept.
+  EXPECT_EQ(kept_candidate(measured({{10, 10, 10}, {12, 12, 12}}), kClearlyFaster), 0u);
+}
+
+TEST(MeasuredChoice, BothMeasuresMustAgree) {
+  // A slow minute of the machine during the baseline's blocks: its median looks 40% slower, the
+  // ratios within rounds say 1%. Stays.
+  EXPECT_EQ(kept_candidate({{10, 1}, {6, 1.01}}, kClearlyFaster), 0u);
+  // Faster by its ratios, its median no faster than the baseline's: stays.
+  EXPECT_EQ(kept_candidate({{10, 1}, {10.1, 1.2}}, kClearlyFaster), 0u);
+  // A slow round for everyone changes neither.
+  EXPECT_EQ(kept_candidate(measured({{10, 20, 20, 10, 10}, {8, 16, 16, 8, 8}}), kClearlyFaster), 1u);
+}
+
+TEST(MeasuredChoice, ACandidateOutOfTheRunningIsNeverKept) {
+  std::vector<MeasuredCandidate> candidates = measured({{10, 10, 10}, {8, 8, 8}, {6, 6, 6}});
+  candidates[2].allowed = false;  // the fastest's pool is over the memory budget
+  EXPECT_EQ(kept_candidate(candidates, kClearlyFaster), 1u);
+  candidates[1].allowed = false;
+  EXPECT_EQ(kept_candidate(candidates, kClearlyFaster), 0u);
+  EXPECT_EQ(kept_candidate({}, kClearlyFaster), 0u);
+}
+
+TEST(MeasuredChoice, TheBudgetCutsRunsThenRoundsButNeverToNone) {
+  using std::chrono::milliseconds;
+  // No budget, or nothing measured yet: as asked.
+  EXPECT_EQ(within_budget(5, 10, 0, milliseconds(20), 3, 1.0).runs, 10);
+  EXPECT_EQ(within_budget(5, 10, 100, milliseconds(20), 3, 0).rounds, 5);
+  // 3 candidates x 5 rounds x (20 ms settling + runs of 1 ms) in 600 ms: 20 runs fit, capped at 10.
+  const RoundsAndRuns roomy = within_budget(5, 10, 600, milliseconds(20), 3, 1.0);
+  EXPECT_EQ(roomy.rounds, 5);
+  EXPECT_EQ(roomy.runs, 10);
+  // In 400 ms: 40 / 15 - 20 = 6 runs of 1 ms each round.
+  EXPECT_EQ(within_budget(5, 10, 400, milliseconds(20), 3, 1.0).runs, 6);
+  // Runs of 50 ms (settling takes one run): a round of one run each is 300 ms, 600 ms buys two
+  // rounds, and three is the fewest.
+  const RoundsAndRuns slow = within_budget(5, 10, 600, milliseconds(20), 3, 50);
+  EXPECT_EQ(slow.rounds, 3);
+  EXPECT_EQ(slow.runs, 1);
+}
+
+TEST(MeasuredChoice, CudaCandidatesAreTheSequentialGraphACapAndThePlan) {
+  EXPECT_EQ(cuda_stream_caps(1), (std::vector<int>{1}));
+  EXPECT_EQ(cuda_stream_caps(2), (std::vector<int>{1, 0}));
+  EXPECT_EQ(cuda_stream_caps(3), (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(cuda_stream_caps(8), (std::vector<int>{1, 4, 0}));
+  EXPECT_EQ(cuda_stream_caps(61), (std::vector<int>{1, 30, 0}));
+}
+
+TEST(MeasuredChoice, TheBudgetIsBytesOrARatioToTheSequentialPool) {
+  EXPECT_EQ(budget_bytes(MemoryBudget{}, 1000), 1300u) << "the default: 1.3x the sequential graph's pool";
+  EXPECT_EQ(budget_bytes(MemoryBudget{2.0, 0}, 1000), 2000u);
+  EXPECT_EQ(budget_bytes(MemoryBudget{1.3, 4096}, 1000), 4096u) << "bytes, when given, win";
+}
+
+}  // namespace
+}  // namespace opara
