@@ -77,6 +77,7 @@ MemoryBudget parse_budget(std::string_view key, const std::string& value) {
     budget.ratio = number;
   } else {
     budget.bytes = static_cast<std::size_t>(number * units.at(match[2].str()));
+    if (budget.bytes == 0) bad_value(key, value, "a size of at least one byte ('512MiB', '2GB', bytes) or a ratio");
   }
   return budget;
 }

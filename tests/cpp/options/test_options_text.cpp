@@ -87,6 +87,8 @@ TEST(OptionsText, AMemoryBudgetIsARatioOrASize) {
                 HasSubstr("a ratio to the sequential graph's pool ('1.3x') or a size ('512MiB', '2GB', bytes)"))
         << budget;
   }
+  EXPECT_THAT(error_of({{"memory_budget", "0.5B"}}), HasSubstr("a size of at least one byte"))
+      << "0 bytes would mean no size given";
   EXPECT_THAT(error_of({{"cuda_measure_ms", "-1"}}), HasSubstr("option cuda_measure_ms='-1'"));
 }
 
