@@ -1,7 +1,6 @@
 #include "compile/cuda_capture.h"
 
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <fmt/format.h>
 
 #include <chrono>
@@ -18,11 +17,13 @@
 
 namespace opara {
 
+namespace {
+
+// MemoryProtection::kSmallerPool's choice: keep-alive only when its pool is smaller, since
+// record-stream frees each tensor earlier (a tie keeps that).
 MemoryProtection smaller_pool(std::size_t record_stream_bytes, std::size_t keep_alive_bytes) {
   return keep_alive_bytes < record_stream_bytes ? MemoryProtection::kKeepAlive : MemoryProtection::kRecordStream;
 }
-
-namespace {
 
 // Rounds and runs per round of the candidates' timing at most (the budget cuts them).
 constexpr int kRounds = 5;

@@ -38,10 +38,6 @@ struct CapturedModel {
   std::vector<Placement> placement;
 };
 
-// MemoryProtection::kSmallerPool's choice: keep-alive only when its pool is smaller, since
-// record-stream frees each tensor earlier (a tie keeps that).
-MemoryProtection smaller_pool(std::size_t record_stream_bytes, std::size_t keep_alive_bytes);
-
 // The model captured as the options ask; `stats` gets the protection kept (and under
 // smaller-pool both pools) and, when the candidates were measured, each one and the choice.
 // Measured (CudaOptions::measure_ms above 0, no plan.max_streams, a plan of several streams):
