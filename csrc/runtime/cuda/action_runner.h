@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "exec/node_op.h"
-#include "runtime/cuda/capture_actions.h"
 #include "runtime/cuda/cuda_graph_executor.h"
+#include "schedule/capture_actions.h"
 
 namespace opara {
 

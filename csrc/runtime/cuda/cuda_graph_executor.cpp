@@ -16,10 +16,10 @@
 #include "exec/node_op.h"
 #include "opara/error.h"
 #include "runtime/cuda/action_runner.h"
-#include "runtime/cuda/capture_actions.h"
 #include "runtime/cuda/capture_pool.h"
 #include "runtime/cuda/device_memory.h"
 #include "runtime/cuda/graph_capture.h"
+#include "schedule/capture_actions.h"
 #include "support/elapsed.h"
 #include "support/internal_assert.h"
 

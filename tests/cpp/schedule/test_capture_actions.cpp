@@ -14,7 +14,7 @@
 #include "opara/plan.h"
 #include "plan_fixtures.h"
 #include "random_models.h"
-#include "runtime/cuda/capture_actions.h"
+#include "schedule/capture_actions.h"
 
 namespace opara {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/cuda/capture_actions.h"
+#include "schedule/capture_actions.h"
 
 #include <fmt/format.h>
 

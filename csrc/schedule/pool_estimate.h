@@ -1,0 +1,45 @@
+#pragma once
+
+// The memory pool a plan's CUDA graph will reserve, estimated without a GPU from the shapes one
+// run recorded: the capture's allocations and frees replayed, in the capture's order and on its
+// streams (capture_actions), through a model of the caching allocator (caching_allocator_model.h).
+// The measured pool decides (CompiledStats::pool_bytes); the estimate plans: it caps a plan's
+// streams until the pool fits the memory budget before anything is captured.
+
+#include <cstddef>
+#include <vector>
+
+#include "opara/graph.h"
+#include "opara/plan.h"
+
+namespace opara {
+
+// How the capture keeps a tensor another stream reads from being reused too early
+// (MemoryProtection's two captures).
+enum class CaptureHold : std::uint8_t {
+  kRecordStream,  // a tensor read on another stream than its own is held until the capture ends
+  kKeepAlive,     // every tensor is held until the capture ends
+};
+
+struct PoolEstimate {
+  std::size_t pool_bytes = 0;       // the segments reserved: what CompiledStats::pool_bytes measures
+  std::size_t peak_live_bytes = 0;  // the most bytes of blocks in use at once
+  std::size_t held_bytes = 0;       // of blocks never freed during the capture (outputs included)
+};
+
+// The capture's results: a kernel node's results are new tensors unless it is a view or writes
+// in place; a tensor lives until the last node that reads it or any view of it has run (the
+// graph's outputs and what they view, for good), on the stream it was allocated on. Tensors a
+// node allocates and frees inside itself (workspaces, an Inductor region's buffers) are not seen.
+// `shapes`: by node id (record_shapes); empty gives an empty estimate.
+PoolEstimate estimate_pool(const Graph& graph, const Plan& plan, const std::vector<NodeShapes>& shapes,
+                           CaptureHold hold = CaptureHold::kRecordStream);
+
+// The cap (PlanOptions::max_streams) under which make_plan(graph, options, costs) is estimated to
+// fit `budget_bytes`: 0 when the plan fits as it is, else the most streams that fit (1 when only
+// the sequential graph does, or nothing fits). `options.max_streams` is ignored.
+int stream_cap_within(const Graph& graph, PlanOptions options, const std::vector<NodeCost>& costs,
+                      const std::vector<NodeShapes>& shapes, std::size_t budget_bytes,
+                      CaptureHold hold = CaptureHold::kRecordStream);
+
+}  // namespace opara
