@@ -118,25 +118,39 @@ void describe_graph_mode(ModeResult& result, const CompiledModel& compiled, cons
                   stats.events, stats.segments > 1 ? fmt::format(", {} segments", stats.segments) : "");
 }
 
-// The candidates compile() captured and timed for `mode` (CudaOptions::measure_ms), the one kept
-// and the memory budget; empty where it measured none.
+// What compile() chose for `mode` on the GPU's memory and time: the cap the memory budget put on
+// the plan before capture (the pool estimates), and the candidates it captured and timed
+// (CudaOptions::measure_ms) with the one kept; empty where it did neither.
 std::string candidates_note(const std::string& mode, const CompiledStats& stats) {
-  if (stats.candidates.empty()) return "";
   const auto mib = [](std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+  const std::string capped =
+      stats.budget_stream_cap == 0
+          ? std::string()
+          : fmt::format(
+                "the memory budget ({:.1f} MiB of pool) capped the plan at {} streams before capture "
+                "(sequential graph's pool estimated at {:.1f} MiB)",
+                mib(stats.memory_budget_bytes), stats.budget_stream_cap, mib(stats.sequential_pool_estimate_bytes));
+  if (stats.candidates.empty()) {
+    if (capped.empty()) return "";
+    return fmt::format("{}: {}; pool {:.1f} MiB, estimated {:.1f} MiB", mode, capped, mib(stats.pool_bytes),
+                       mib(stats.pool_estimate_bytes));
+  }
   std::vector<std::string> parts;
   for (std::size_t k = 0; k < stats.candidates.size(); ++k) {
     const CudaCandidate& candidate = stats.candidates[k];
-    const std::string name = candidate.max_streams == 1   ? std::string("one stream")
-                             : candidate.max_streams == 0 ? fmt::format("the plan ({} streams)", candidate.streams)
-                                                          : fmt::format("capped at {}", candidate.max_streams);
+    const bool plan = k + 1 == stats.candidates.size();
+    const std::string name = candidate.max_streams == 1 ? std::string("one stream")
+                             : plan                     ? fmt::format("the plan ({} streams)", candidate.streams)
+                                                        : fmt::format("capped at {}", candidate.max_streams);
     const std::string timing = candidate.over_budget
                                    ? std::string("over budget, not timed")
                                    : fmt::format("{:.3f} ms, {:.2f}x", candidate.median_ms, candidate.speedup);
-    parts.push_back(fmt::format("{}{}: {}, pool {:.1f} MiB", k == stats.candidate_chosen ? "*" : "", name, timing,
-                                mib(candidate.pool_bytes)));
+    parts.push_back(fmt::format("{}{}: {}, pool {:.1f} MiB (estimated {:.1f})", k == stats.candidate_chosen ? "*" : "",
+                                name, timing, mib(candidate.pool_bytes), mib(candidate.pool_estimate_bytes)));
   }
-  return fmt::format("{}: compile() measured {} candidates in {:.0f} ms (budget {:.1f} MiB of pool; * kept): {}", mode,
-                     stats.candidates.size(), stats.measure_ms, mib(stats.memory_budget_bytes), fmt::join(parts, "; "));
+  return fmt::format("{}: {}compile() measured {} candidates in {:.0f} ms (budget {:.1f} MiB of pool; * kept): {}",
+                     mode, capped.empty() ? "" : capped + "; ", stats.candidates.size(), stats.measure_ms,
+                     mib(stats.memory_budget_bytes), fmt::join(parts, "; "));
 }
 
 // One mode, built, warmed up and timed, with the peak memory it allocated (compile and runs).

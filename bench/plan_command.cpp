@@ -10,6 +10,7 @@
 #include "csv_output.h"
 #include "graph/graph_analysis.h"
 #include "json_output.h"
+#include "memory_budget_flag.h"
 #include "model_flags.h"
 #include "model_loading.h"
 #include "number_checks.h"
@@ -17,8 +18,10 @@
 #include "overflow_flags.h"
 #include "overflow_report.h"
 #include "planning.h"
+#include "schedule/pool_estimate.h"
 #include "support/text_file.h"
 #include "svg_render.h"
+#include "tuning/measured_choice.h"
 
 namespace opara::bench {
 namespace {
@@ -40,6 +43,8 @@ struct PlanCommandOptions {
   std::string svg;
   OverflowOptions overflow;    // --overflow, --alpha-us, --cpu-nodes
   bool show_overflow = false;  // --overflow given
+  std::string memory_budget =
+      kDefaultMemoryBudget;  // --memory-budget: CudaOptions::memory_budget, as options_from_text takes it
 };
 
 constexpr std::size_t kLaunchOrderHead = 12;
@@ -72,17 +77,44 @@ struct PlannedModel {
   std::size_t kernels = 0;            // nodes that launch kernels
   std::size_t critical_path = 0;      // nodes on it
   std::vector<std::string> problems;  // with --check: what validate() found
+  // The CUDA graph pool estimated from the recorded shapes (all zero without example inputs): the
+  // plan's under record-stream and keep-alive, the sequential graph's, the memory budget's bytes
+  // and the cap compile() would put on the plan to fit it (0: none needed).
+  PoolEstimate pool;
+  PoolEstimate pool_keep_alive;
+  PoolEstimate sequential_pool;
+  std::size_t budget_bytes = 0;
+  int budget_stream_cap = 0;
 };
+
+// What compile() on a GPU would estimate of the plan's memory pool, and the cap its budget asks.
+void estimate_memory(PlannedModel& planned, const PlanOptions& plan_options, const ModelCosts& costs,
+                     const std::string& memory_budget) {
+  if (costs.shapes.empty()) return;
+  const Graph& graph = planned.model.graph;
+  const Plan& plan = planned.timed.plan;
+  planned.pool = estimate_pool(graph, plan, costs.shapes, CaptureHold::kRecordStream);
+  planned.pool_keep_alive = estimate_pool(graph, plan, costs.shapes, CaptureHold::kKeepAlive);
+  PlanOptions sequential = plan_options;
+  sequential.streams = StreamPolicy::kSingle;
+  planned.sequential_pool = estimate_pool(graph, make_plan(graph, sequential, costs.costs), costs.shapes);
+  const MemoryBudget budget = options_from_text({{"memory_budget", memory_budget}}).cuda.memory_budget;
+  planned.budget_bytes = opara::budget_bytes(budget, planned.sequential_pool.pool_bytes);
+  if (plan_options.max_streams == 0 && plan_options.streams != StreamPolicy::kSingle) {
+    planned.budget_stream_cap = stream_cap_within(graph, plan_options, costs.costs, costs.shapes, planned.budget_bytes);
+  }
+}
 
 PlannedModel plan_model(const LoadedModel& model, const std::vector<at::Tensor>& inputs,
                         const PlanCommandOptions& options) {
   const PlanOptions plan_options{parse_stream_policy(options.allocator), parse_order_policy(options.order),
                                  options.max_streams, options.regions, options.region_min_share};
   const ModelCosts costs = model_costs(model.graph, inputs, options.costs);
-  PlannedModel planned{model, costs.source, timed_plan(model.graph, plan_options, costs), 0, 0, {}};
+  PlannedModel planned{model, costs.source, timed_plan(model.graph, plan_options, costs), 0, 0, {}, {}, {}, {}, 0, 0};
   for (const Node& node : model.graph.nodes()) planned.kernels += node.has(kLaunchesKernel);
   planned.critical_path = critical_path(model.graph).nodes.size();
   if (options.check) planned.problems = validate(model.graph, planned.timed.plan);
+  estimate_memory(planned, plan_options, costs, options.memory_budget);
   return planned;
 }
 
@@ -99,6 +131,19 @@ void print_plan_summary(std::FILE* table, const PlannedModel& planned, bool chec
   fmt::print(table, "events         {} waits on {} recorded events ({} before reduction)\n", plan.wait_count(),
              plan.event_count(), plan.events_unreduced);
   fmt::print(table, "critical path  {} nodes\n", planned.critical_path);
+  if (planned.sequential_pool.pool_bytes > 0) {
+    const auto mib = [](std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+    fmt::print(
+        table,
+        "CUDA pool      {:.1f} MiB estimated ({:.2f}x the sequential graph's {:.1f} MiB; keep-alive {:.1f} MiB)\n",
+        mib(planned.pool.pool_bytes),
+        static_cast<double>(planned.pool.pool_bytes) / static_cast<double>(planned.sequential_pool.pool_bytes),
+        mib(planned.sequential_pool.pool_bytes), mib(planned.pool_keep_alive.pool_bytes));
+    fmt::print(table, "memory budget  {:.1f} MiB: {}\n", mib(planned.budget_bytes),
+               planned.budget_stream_cap == 0
+                   ? std::string("the plan fits")
+                   : fmt::format("compile() caps the plan at {} streams to fit", planned.budget_stream_cap));
+  }
   fmt::print(table, "plan time      {:.1f} us (allocation + events + order, median of 25)\n", planned.timed.plan_us);
   if (!check) return;
   fmt::print(table, "check          {}\n",
@@ -129,6 +174,14 @@ nlohmann::json plan_report(const PlannedModel& planned, const PlanCommandOptions
   std::vector<std::size_t> sizes;
   for (const auto& nodes : plan.stream_nodes()) sizes.push_back(nodes.size());
   report["nodes_per_stream"] = sizes;
+  if (planned.sequential_pool.pool_bytes > 0) {
+    report["pool_estimate"] = {{"bytes", planned.pool.pool_bytes},
+                               {"peak_live_bytes", planned.pool.peak_live_bytes},
+                               {"keep_alive_bytes", planned.pool_keep_alive.pool_bytes},
+                               {"sequential_bytes", planned.sequential_pool.pool_bytes},
+                               {"budget_bytes", planned.budget_bytes},
+                               {"budget_stream_cap", planned.budget_stream_cap}};
+  }
   if (options.show_overflow) report["overflow"] = overflow;
   if (options.check) {
     report["valid"] = planned.problems.empty();
@@ -198,6 +251,10 @@ void add_plan_command(CLI::App& app) {
   plan->add_option("--input-shape", options->input_shape,
                    "example inputs for the shape-based estimate: SHAPE or NAME:SHAPE[:DTYPE],...");
   plan->add_flag("--check", options->check, "validate the plan; exit 1 when it is wrong");
+  plan->add_option("--memory-budget", options->memory_budget,
+                   "the CUDA pool budget the estimate is held to: a ratio to the sequential graph's (1.3x) or a "
+                   "size (512MiB, 2GB, bytes)")
+      ->check(memory_budget_check());
   plan->add_option("--json", options->json, "also write the plan as JSON to this file ('-' for stdout)");
   plan->add_option("--csv", options->csv, "also write one row per node (stream, waits) as CSV ('-' for stdout)");
   plan->add_option("--dot", options->dot, "write the plan as Graphviz DOT to this file (colour: stream, red: event)");

@@ -15,6 +15,7 @@
 #include "cpu_modes.h"
 #include "csv_output.h"
 #include "cuda_modes.h"
+#include "memory_budget_flag.h"
 #include "model_flags.h"
 #include "model_loading.h"
 #include "modes.h"
@@ -53,7 +54,7 @@ struct RunOptions {
   int rounds = kDefaultCpuRounds;  // the CPU: modes timed in interleaved rounds (round_timing.h)
   std::optional<std::int64_t> batch;
   std::string memory = "record-stream";
-  std::string memory_budget = "1.3x";  // CudaOptions::memory_budget, as options_from_text takes it
+  std::string memory_budget = kDefaultMemoryBudget;  // CudaOptions::memory_budget, as options_from_text takes it
   std::string json;
   std::string csv;
   std::string input_shape;
@@ -219,18 +220,10 @@ void add_planning_flags(CLI::App* run, RunOptions& options) {
                   "candidates (one stream, a cap, the plan) before keeping one (default 200; 0: the plan, unmeasured)")
       ->check(kNonNegative);
   run->add_option("--memory-budget", options.memory_budget,
-                  "planned modes on the GPU: the most a measured candidate's graph pool may take, a ratio to the "
-                  "sequential graph's ('1.3x', the default) or a size ('512MiB')")
-      ->check(CLI::Validator(
-          [](const std::string& value) {
-            try {
-              options_from_text({{"memory_budget", value}});
-              return std::string();
-            } catch (const Error& error) {
-              return std::string(error.what());
-            }
-          },
-          "BUDGET"));
+                  "planned modes on the GPU: the most the graphs' pool may take (the plan's streams are capped until "
+                  "its estimate fits, a measured candidate over it is dropped), a ratio to the sequential graph's "
+                  "('1.3x', the default) or a size ('512MiB')")
+      ->check(memory_budget_check());
   run->add_option("--profile", options.compile.costs.profile, "resource demands from a recorded profile (JSON)")
       ->check(CLI::ExistingFile);
   run->add_flag("--allow-profile-mismatch", options.compile.costs.allow_profile_mismatch,

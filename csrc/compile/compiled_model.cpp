@@ -114,7 +114,8 @@ std::vector<int> read_in_place(const Options& options, const std::vector<bool>& 
 // `examples`: the inputs as the model reads them (the caller's static inputs and the state
 // buffers themselves); each compile-time run gets `examples_for_a_run()`.
 void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& examples,
-                  const ExamplesForARun& examples_for_a_run, const std::vector<NodeCost>& costs) {
+                  const ExamplesForARun& examples_for_a_run, const ModelCosts& model_costs) {
+  const std::vector<NodeCost>& costs = model_costs.costs;
   const Graph& graph = state.graph;
   const Options& options = state.options;
   const c10::DeviceIndex index = state.device.index();
@@ -133,6 +134,7 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
                          state.device,
                          state.named_pool,
                          costs,
+                         model_costs.shapes,
                          choice.placement,
                          host_nodes_on_device(graph, examples_for_a_run(), state.device),
                          {},
@@ -336,7 +338,7 @@ CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example
 
   const ModelCosts costs = model_costs(graph, examples, options.costs, state->device);  // copies what it writes
   if (state->device.is_cuda()) {
-    compile_cuda(*state, examples, examples_for_a_run, costs.costs);
+    compile_cuda(*state, examples, examples_for_a_run, costs);
   } else {
     // Every node runs on the CPU already; the names a manual placement gives must still exist.
     if (options.overflow.policy == OverflowPolicy::kManual) {

@@ -10,6 +10,7 @@
 #include "opara/error.h"
 #include "overflow/cpu_steps.h"
 #include "runtime/cuda/replay_timing.h"
+#include "schedule/pool_estimate.h"
 #include "support/elapsed.h"
 #include "support/percentile.h"
 #include "tuning/measured_choice.h"
@@ -88,15 +89,44 @@ CapturedModel capture_as_asked(CaptureRequest& request, const PlanOptions& plan,
   return capture_model(request, request.options.cuda.memory, plan, false);
 }
 
-// The caps worth measuring: none (capture as asked) unless measuring is on, the plan uncapped and
-// of several streams.
-std::vector<int> measured_caps(const CaptureRequest& request) {
+CaptureHold hold_of(MemoryProtection memory) {
+  return memory == MemoryProtection::kKeepAlive ? CaptureHold::kKeepAlive : CaptureHold::kRecordStream;
+}
+
+std::size_t pool_estimate(const CaptureRequest& request, const PlanOptions& plan) {
+  return estimate_pool(request.graph, make_plan(request.graph, plan, request.costs), request.shapes,
+                       hold_of(request.options.cuda.memory))
+      .pool_bytes;
+}
+
+// The options' plan, its streams capped until its pool estimate fits the memory budget when the
+// caller left them free (a plan of one stream, or no shapes, stays as it is).
+PlanOptions plan_within_budget(const CaptureRequest& request, CompiledStats& stats) {
+  PlanOptions plan = request.options.plan;
+  if (request.shapes.empty()) return plan;
+  PlanOptions sequential = plan;
+  sequential.streams = StreamPolicy::kSingle;
+  stats.sequential_pool_estimate_bytes = pool_estimate(request, sequential);
+  if (plan.max_streams != 0 || plan.streams == StreamPolicy::kSingle) return plan;
+  stats.memory_budget_bytes = budget_bytes(request.options.cuda.memory_budget, stats.sequential_pool_estimate_bytes);
+  plan.max_streams = stream_cap_within(request.graph, plan, request.costs, request.shapes, stats.memory_budget_bytes,
+                                       hold_of(request.options.cuda.memory));
+  stats.budget_stream_cap = plan.max_streams;
+  return plan;
+}
+
+// The caps worth measuring for `plan` (the plan within the budget): none (capture as asked)
+// unless measuring is on, the caller's streams free and the plan of several streams; the plan's
+// own cap stands for "no cap" of cuda_stream_caps.
+std::vector<int> measured_caps(const CaptureRequest& request, const PlanOptions& plan) {
   const Options& options = request.options;
   if (options.cuda.measure_ms <= 0 || options.plan.max_streams != 0 || options.plan.streams == StreamPolicy::kSingle) {
     return {};
   }
-  const std::vector<int> caps = cuda_stream_caps(make_plan(request.graph, options.plan, request.costs).stream_count);
-  return caps.size() > 1 ? caps : std::vector<int>{};
+  std::vector<int> caps = cuda_stream_caps(make_plan(request.graph, plan, request.costs).stream_count);
+  if (caps.size() <= 1) return {};
+  caps.back() = plan.max_streams;
+  return caps;
 }
 
 struct Candidate {
@@ -153,6 +183,7 @@ CapturedModel capture_measured(CaptureRequest& request, const std::vector<int>& 
     candidate.report.max_streams = cap;
     candidate.report.streams = captured.streams;
     candidate.report.pool_bytes = captured.pool_bytes;
+    candidate.report.pool_estimate_bytes = request.shapes.empty() ? 0 : pool_estimate(request, plan);
   }
   stats.memory_budget_bytes = budget_bytes(options.cuda.memory_budget, candidates.front().report.pool_bytes);
   for (std::size_t k = 1; k < candidates.size(); ++k) {
@@ -187,9 +218,14 @@ CapturedModel capture_measured(CaptureRequest& request, const std::vector<int>& 
 }  // namespace
 
 CapturedModel capture_cuda_model(CaptureRequest& request, CompiledStats& stats) {
-  const std::vector<int> caps = measured_caps(request);
-  if (caps.empty()) return capture_as_asked(request, request.options.plan, stats);
-  return capture_measured(request, caps, stats);
+  const PlanOptions plan = plan_within_budget(request, stats);
+  const std::vector<int> caps = measured_caps(request, plan);
+  CapturedModel captured =
+      caps.empty() ? capture_as_asked(request, plan, stats) : capture_measured(request, caps, stats);
+  PlanOptions kept = plan;
+  if (!caps.empty()) kept.max_streams = caps[stats.candidate_chosen];
+  if (!request.shapes.empty()) stats.pool_estimate_bytes = pool_estimate(request, kept);
+  return captured;
 }
 
 }  // namespace opara

@@ -26,7 +26,8 @@ struct CaptureRequest {
   c10::Device device;
   std::shared_ptr<CapturePool> named_pool;  // CudaOptions::memory_pool's; null: a pool per capture
   const std::vector<NodeCost>& costs;
-  std::vector<Placement> chosen;  // the overflow choice's placement
+  const std::vector<NodeShapes>& shapes;  // by node id, recorded on the examples (empty: no estimate)
+  std::vector<Placement> chosen;          // the overflow choice's placement
   std::vector<bool> uncapturable;
   std::vector<at::Tensor> examples;  // the graphs' examples, written inputs copied
   std::vector<int> read_where_they_are;
@@ -39,7 +40,10 @@ struct CapturedModel {
 };
 
 // The model captured as the options ask; `stats` gets the protection kept (and under
-// smaller-pool both pools) and, when the candidates were measured, each one and the choice.
+// smaller-pool both pools), the pool estimates and, when the candidates were measured, each one
+// and the choice. Without plan.max_streams the plan's streams are first capped until its pool
+// estimate fits the memory budget (stream_cap_within, of the sequential graph's estimate under a
+// ratio): that plan is the one captured, or measured against fewer streams.
 // Measured (CudaOptions::measure_ms above 0, no plan.max_streams, a plan of several streams):
 // every candidate of cuda_stream_caps is captured in a pool of its own, a candidate whose pool is
 // over the memory budget is dropped, the others' replays are timed in interleaved rounds (each

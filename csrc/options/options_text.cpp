@@ -64,20 +64,29 @@ std::pair<unsigned long long, unsigned long long> parse_pool(std::string_view ke
 
 // "1.3x" -> a ratio to the sequential graph's pool; "512MiB", "2GB", "1048576" -> bytes.
 MemoryBudget parse_budget(std::string_view key, const std::string& value) {
-  static const std::regex form(R"(([0-9]*\.?[0-9]+)\s*(x|B|KB|MB|GB|KiB|MiB|GiB)?)");
+  static const std::string number = R"(([0-9]*\.?[0-9]+)\s*)";
+  static const std::string unit = R"((B|KB|MB|GB|KiB|MiB|GiB)?)";
+  static const std::regex ratio_form(number + "x(?:\\s*\\+\\s*" + number + unit + ")?");
+  static const std::regex size_form(number + unit);
   static const std::map<std::string, double> units = {
       {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}};
+  const auto bytes = [&](const std::ssub_match& amount, const std::ssub_match& in) {
+    return static_cast<std::size_t>(std::stod(amount.str()) * units.at(in.str()));
+  };
+  const char* forms =
+      "a ratio to the sequential graph's pool ('1.3x'), with the headroom it keeps at least ('1.3x+0', "
+      "'1.3x+16MiB'; 64MiB unless given), or a size ('512MiB', '2GB', bytes)";
   std::smatch match;
-  if (!std::regex_match(value, match, form) || std::stod(match[1].str()) <= 0) {
-    bad_value(key, value, "a ratio to the sequential graph's pool ('1.3x') or a size ('512MiB', '2GB', bytes)");
-  }
-  const double number = std::stod(match[1].str());
   MemoryBudget budget;
-  if (match[2].str() == "x") {
-    budget.ratio = number;
-  } else {
-    budget.bytes = static_cast<std::size_t>(number * units.at(match[2].str()));
+  if (std::regex_match(value, match, ratio_form)) {
+    budget.ratio = std::stod(match[1].str());
+    if (budget.ratio <= 0) bad_value(key, value, forms);
+    if (match[2].matched) budget.headroom_bytes = bytes(match[2], match[3]);
+  } else if (std::regex_match(value, match, size_form) && std::stod(match[1].str()) > 0) {
+    budget.bytes = bytes(match[1], match[2]);
     if (budget.bytes == 0) bad_value(key, value, "a size of at least one byte ('512MiB', '2GB', bytes) or a ratio");
+  } else {
+    bad_value(key, value, forms);
   }
   return budget;
 }

@@ -29,6 +29,7 @@ nlohmann::json candidates_json(const CompiledStats& stats) {
                           {"speedup", candidate.speedup},
                           {"pool_bytes", candidate.pool_bytes},
                           {"over_budget", candidate.over_budget},
+                          {"pool_estimate_bytes", candidate.pool_estimate_bytes},
                           {"chosen", k == stats.candidate_chosen}});
   }
   return candidates;
@@ -66,6 +67,9 @@ nlohmann::json stats_json(const CompiledStats& stats) {
       {"tuning", tuning_json(stats)},
       {"measure_ms", stats.measure_ms},
       {"memory_budget_bytes", stats.memory_budget_bytes},
+      {"pool_estimate_bytes", stats.pool_estimate_bytes},
+      {"sequential_pool_estimate_bytes", stats.sequential_pool_estimate_bytes},
+      {"budget_stream_cap", stats.budget_stream_cap},
       {"candidates", candidates_json(stats)},
   };
 }

@@ -32,26 +32,37 @@ ProfileMatch profile_match(const Graph& graph, const std::vector<at::Tensor>& ex
   return match;
 }
 
-}  // namespace
-
-ModelCosts model_costs(const Graph& graph, const std::vector<at::Tensor>& examples, const CostOptions& options,
-                       std::optional<c10::Device> device) {
-  if (!options.profile.empty()) {
-    return {costs_from_profile(graph, options.profile, profile_match(graph, examples, options, device)), "profile"};
-  }
-  if (examples.empty()) return {estimate_costs(graph, {}, options.ridge_point), "none"};
-  // On the model's device: a copy of every input (weights too, for a torch.compile graph) to the
-  // host would cost more than the run, and a graph exported from CUDA tensors runs there as well.
+// One run of `examples` on `device`, recording every node's shapes. On the model's device: a copy of
+// every input (weights too, for a torch.compile graph) to the host would cost more than the run,
+// and a graph exported from CUDA tensors runs there as well. What the model writes is copied first.
+std::vector<NodeShapes> shapes_on_examples(const Graph& graph, const std::vector<at::Tensor>& examples,
+                                           c10::Device device) {
   const std::vector<bool> written = inputs_written_in_place(graph);
   std::vector<c10::IValue> inputs;
   for (std::size_t i = 0; i < examples.size(); ++i) {
     inputs.emplace_back(i < written.size() && written[i] ? examples[i].clone() : examples[i]);
   }
   if (examples.size() == graph.caller_input_count()) {  // the caller's inputs: the state buffers' first values follow
-    for (const at::Tensor& value : initial_state(graph, device.value_or(c10::kCPU))) inputs.emplace_back(value);
+    for (const at::Tensor& value : initial_state(graph, device)) inputs.emplace_back(value);
   }
-  return {estimate_costs(graph, record_shapes(graph, inputs, device.value_or(c10::kCPU)), options.ridge_point),
-          "shapes"};
+  return record_shapes(graph, inputs, device);
+}
+
+}  // namespace
+
+ModelCosts model_costs(const Graph& graph, const std::vector<at::Tensor>& examples, const CostOptions& options,
+                       std::optional<c10::Device> device) {
+  ModelCosts costs;
+  if (!options.profile.empty()) {
+    costs.costs = costs_from_profile(graph, options.profile, profile_match(graph, examples, options, device));
+    costs.source = "profile";
+  }
+  if (!examples.empty()) costs.shapes = shapes_on_examples(graph, examples, device.value_or(c10::kCPU));
+  if (options.profile.empty()) {
+    costs.costs = estimate_costs(graph, costs.shapes, options.ridge_point);
+    costs.source = examples.empty() ? "none" : "shapes";
+  }
+  return costs;
 }
 
 }  // namespace opara

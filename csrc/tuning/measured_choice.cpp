@@ -41,7 +41,8 @@ std::vector<int> cuda_stream_caps(int uncapped_streams) {
 
 std::size_t budget_bytes(const MemoryBudget& budget, std::size_t sequential_pool_bytes) {
   if (budget.bytes > 0) return budget.bytes;
-  return static_cast<std::size_t>(std::ceil(budget.ratio * static_cast<double>(sequential_pool_bytes)));
+  const auto scaled = static_cast<std::size_t>(std::ceil(budget.ratio * static_cast<double>(sequential_pool_bytes)));
+  return std::max(scaled, sequential_pool_bytes + budget.headroom_bytes);
 }
 
 }  // namespace opara

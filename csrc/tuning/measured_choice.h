@@ -44,8 +44,8 @@ RoundsAndRuns within_budget(int rounds, int runs, double budget_ms, std::chrono:
 // where that is fewer than it opens, then the plan (0: no cap). A plan of one stream: {1} alone.
 std::vector<int> cuda_stream_caps(int uncapped_streams);
 
-// The pool bytes a candidate may take: the budget's bytes when given, else its ratio times the
-// sequential graph's pool.
+// The pool bytes a plan may take: the budget's bytes when given, else its ratio times the
+// sequential graph's pool, and at least that pool plus the budget's headroom.
 std::size_t budget_bytes(const MemoryBudget& budget, std::size_t sequential_pool_bytes);
 
 }  // namespace opara

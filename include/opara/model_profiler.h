@@ -69,11 +69,15 @@ class OPARA_API ModelProfiler {
 struct ModelCosts {
   std::vector<NodeCost> costs;
   std::string source;  // "profile", "shapes" (recorded on the examples) or "none" (the op table alone)
+  // By node id, what one run of the examples recorded (empty without examples): what the CUDA
+  // pool estimate reads, whichever source the costs came from.
+  std::vector<NodeShapes> shapes;
 };
 
 // From the recorded profile when one is given; else estimated from the shapes one eager run of
 // `examples` records on `device` (default: the CPU; inputs the model writes in place are copied
-// first, so the caller's keep their values); else, without examples, from the op table alone.
+// first, so the caller's keep their values), a run made with a profile too; else, without
+// examples, from the op table alone.
 // `device`: the one the model will run on; a CUDA device's GPU must be the profile's.
 OPARA_API ModelCosts model_costs(const Graph& graph, const std::vector<at::Tensor>& examples,
                                  const CostOptions& options = {}, std::optional<c10::Device> device = std::nullopt);

@@ -53,11 +53,16 @@ struct CpuOptions {
   double tuning_ms = 1000;
 };
 
-// CUDA: how large a measured candidate's graph memory pool may be (CudaOptions::memory_budget):
-// `bytes` when set, else `ratio` times the sequential graph's pool (option text "1.3x", "512MiB").
+// CUDA: how large the graphs' memory pool may be (CudaOptions::memory_budget): `bytes` when set,
+// else `ratio` times the sequential graph's pool but at least that pool plus `headroom_bytes`
+// (option text "1.3x", "1.3x+0", "1.3x+16MiB", "512MiB"). The headroom is there because the
+// caching allocator gives each stream segments of its own (2 MiB for small tensors, 20 MiB for
+// 1-10 MiB ones): under a bare 1.3x, a model whose sequential pool is one 2 MiB segment could open
+// no second stream, and GoogLeNet's 24 MiB none (docs/benchmarks.md, "The pool estimate").
 struct MemoryBudget {
   double ratio = 1.3;
   std::size_t bytes = 0;
+  std::size_t headroom_bytes = std::size_t{64} << 20;
 };
 
 // CUDA only: capture.
@@ -89,7 +94,9 @@ struct CudaOptions {
   // and the one kept is captured into the shared pool. 0: the plan is captured unmeasured.
   // CompiledStats::candidates says what was timed.
   double measure_ms = 200;
-  // The most a candidate's pool may take; one over it is dropped (the sequential graph never is).
+  // The most the graphs' pool may take. With plan.max_streams 0 the plan's streams are first capped
+  // until the pool estimated from the recorded shapes fits it (CompiledStats::budget_stream_cap); then
+  // a measured candidate whose pool is over it is dropped (the sequential graph never is).
   MemoryBudget memory_budget;
 };
 
@@ -165,12 +172,13 @@ struct CpuTuningCandidate {
 
 // CUDA: one captured candidate compile() timed (CudaOptions::measure_ms).
 struct CudaCandidate {
-  int max_streams = 0;         // the plan's cap (1: the sequential graph; 0: none)
-  int streams = 0;             // the most streams of any graph segment under that cap
-  double median_ms = 0;        // of its timed replays
-  double speedup = 1;          // over the sequential graph: the median over rounds of the ratio within a round
-  std::size_t pool_bytes = 0;  // its graphs' memory pool
-  bool over_budget = false;    // its pool was over CudaOptions::memory_budget: dropped
+  int max_streams = 0;                  // the plan's cap (1: the sequential graph; 0: none)
+  int streams = 0;                      // the most streams of any graph segment under that cap
+  double median_ms = 0;                 // of its timed replays
+  double speedup = 1;                   // over the sequential graph: the median over rounds of the ratio within a round
+  std::size_t pool_bytes = 0;           // its graphs' memory pool
+  bool over_budget = false;             // its pool was over CudaOptions::memory_budget: dropped
+  std::size_t pool_estimate_bytes = 0;  // its pool, estimated from the recorded shapes before capture
 };
 
 struct CompiledStats {
@@ -213,14 +221,22 @@ struct CompiledStats {
   std::vector<CudaCandidate> candidates;
   std::size_t candidate_chosen = 0;
   double measure_ms = 0;
+  // CUDA: the memory budget in bytes (CudaOptions::memory_budget), of the measured sequential pool
+  // when candidates were measured, else of its estimate.
   std::size_t memory_budget_bytes = 0;
+  // CUDA: the pool estimated from the recorded shapes under the caching allocator's rules (0: no
+  // shapes), of the plan captured and of the sequential graph, and the cap the estimate put on the
+  // plan's streams to fit the budget (0: none needed, or the caller's max_streams stands).
+  std::size_t pool_estimate_bytes = 0;
+  std::size_t sequential_pool_estimate_bytes = 0;
+  int budget_stream_cap = 0;
 };
 
 // `stats` as a JSON object: every member by its name, `memory` as options_from_text spells it,
 // `tuning` as a list of objects (max_streams, intra_op_threads, streams, median_ms, speedup,
 // searched_priorities, replay_speedup, chosen) and `candidates` as one (max_streams, streams,
-// median_ms, speedup, pool_bytes, over_budget, chosen). What opara-bench reports and the Python package's
-// stats() reads.
+// median_ms, speedup, pool_bytes, over_budget, pool_estimate_bytes, chosen). What opara-bench reports and the Python
+// package's stats() reads.
 OPARA_API std::string to_json(const CompiledStats& stats);
 
 // The numbers of to_json(stats) by name, in its key order, and `keep_alive` (1 when the graphs were

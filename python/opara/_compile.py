@@ -71,8 +71,10 @@ class CompiledModel(_Runs):
         first eager's, as dicts of max_streams, intra_op_threads, streams, median_ms, speedup,
         searched_priorities, replay_speedup and chosen; empty when not tuned) and candidates (CUDA:
         each captured candidate compile() timed, the sequential graph first, as dicts of
-        max_streams, streams, median_ms, speedup, pool_bytes, over_budget and chosen; empty when
-        not measured), with measure_ms and memory_budget_bytes."""
+        max_streams, streams, median_ms, speedup, pool_bytes, over_budget, pool_estimate_bytes and
+        chosen; empty when not measured), with measure_ms, memory_budget_bytes, pool_estimate_bytes,
+        sequential_pool_estimate_bytes and budget_stream_cap (the pool estimated from the recorded
+        shapes, and the cap it put on the plan's streams to fit the budget; 0: none)."""
         lists = json.loads(self._handle.stats_json())
         return {**dict(self._handle.stats()), "tuning": lists["tuning"], "candidates": lists["candidates"],
                 **self._lowerings[0].stats()}
@@ -168,9 +170,11 @@ def compile(
         capped at half its streams and the plan, times their replays in interleaved rounds for
         about this long and keeps the fastest unless it is not clearly (3%) faster than one stream
         (default 200; stats()["candidates"]); 0: the plan, captured unmeasured.
-    memory_budget: CUDA: the most a measured candidate's graph pool may take, "1.3x" (default: a
-        ratio to the sequential graph's pool) or a size ("512MiB", "2GB", bytes); one over it is
-        dropped (stats()["memory_budget_bytes"]).
+    memory_budget: CUDA: the most the graphs' pool may take: "1.3x" (default: a ratio to the
+        sequential graph's pool, at least 64 MiB more than it), "1.3x+0" or "2x+16MiB" (another
+        headroom), or a size ("512MiB", "2GB", bytes). Without max_streams the plan's streams are
+        capped until its pool estimate fits (stats()["budget_stream_cap"]); a measured candidate
+        over it is dropped (stats()["memory_budget_bytes"]).
     on_uncapturable: CUDA: "split" (default: such a node runs as a host step between graph
         segments) or "error".
     warmup_runs: CUDA: eager warm-up runs on the capture streams before capture (default 2, at least 2).

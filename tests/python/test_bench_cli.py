@@ -371,13 +371,26 @@ def test_cuda_modes_report_the_documented_keys(bench):
     assert report["rounds"] == 1
     assert report["dtype"] == "float32"
     assert modes["sequential"]["streams"] == 1
-    # compile() measured one stream, a cap and opara's plan, and kept one: the mode runs its graphs.
-    candidates = modes["opara"]["candidates"]
-    assert [candidate["max_streams"] for candidate in candidates][0] == 1 and candidates[-1]["max_streams"] == 0
-    assert candidates[-1]["streams"] == modes["opara"]["streams_uncapped"] > 1
+    opara = modes["opara"]
+    # The plan's streams were capped until its pool estimate fitted the default budget (1.3 times
+    # the sequential graph's estimate, 64 MiB more at least); the pool measured keeps to the same
+    # budget of the sequential graph's measured pool.
+    assert opara["pool_estimate_bytes"] > 0 and opara["sequential_pool_estimate_bytes"] > 0
+    sequential = modes["sequential"]["pool_bytes"]
+    assert opara["pool_bytes"] <= max(1.3 * sequential, sequential + (64 << 20))
+    cap = opara["budget_stream_cap"]
+    if cap == 1:
+        assert opara["streams"] == 1 and "candidates" not in opara, "one stream left: nothing to measure"
+        return
+    # compile() measured one stream, a cap and the plan within the budget, and kept one: the mode
+    # runs its graphs.
+    candidates = opara["candidates"]
+    assert [candidate["max_streams"] for candidate in candidates][0] == 1 and candidates[-1]["max_streams"] == cap
+    assert opara["streams_uncapped"] >= candidates[-1]["streams"] > 1
     (kept,) = [candidate for candidate in candidates if candidate["chosen"]]
-    assert kept["streams"] == modes["opara"]["streams"] and not kept["over_budget"]
+    assert kept["streams"] == opara["streams"] and not kept["over_budget"]
     assert kept is candidates[0] or kept["speedup"] >= 1.03
+    assert all(candidate["pool_estimate_bytes"] > 0 for candidate in candidates)
     assert "candidates" not in modes["sequential"], "one stream: nothing to measure"
     assert modes["sequential"]["peak_vs_sequential"] == 1.0 and modes["nimble"]["speedup_vs_nimble"] == 1.0
     for name in ("sequential", "nimble", "opara"):

@@ -339,7 +339,9 @@ TEST(CompiledModelCuda, EveryModeOfEveryModelIsCloseToEager) {
           options.plan.streams = streams;
           options.plan.order = streams == StreamPolicy::kOpara ? OrderPolicy::kOpara : OrderPolicy::kTopological;
           options.cuda.memory = memory;
-          options.cuda.measure_ms = 0;  // each policy's own plan, not the measured choice among caps
+          // Each policy's own plan: not the measured choice among caps, nor capped to the budget.
+          options.cuda.measure_ms = 0;
+          options.cuda.memory_budget.ratio = 1000;
           const CompiledModel compiled = compile(graph, inputs, options);
           const std::string label =
               fmt::format("{}.{} {} {}", model, extension, to_string(streams),
@@ -357,7 +359,8 @@ TEST(CompiledModelCuda, SixtyFourBranchesUseSixtyFourStreamsAndAreRight) {
   const Graph graph = testing::wide_graph(64);
   const std::vector<at::Tensor> inputs{at::randn({256, 256}, at::kCUDA)};
   Options unmeasured;
-  unmeasured.cuda.measure_ms = 0;  // the plan itself, not the measured choice among caps
+  unmeasured.cuda.measure_ms = 0;              // the plan itself: not the measured choice among caps
+  unmeasured.cuda.memory_budget.ratio = 1000;  // nor capped to fit 1.3 times one stream's pool
   const CompiledModel compiled = compile(graph, inputs, unmeasured);
   EXPECT_EQ(compiled.stats().streams, 64);
   expect_close(compiled.run(inputs), eager_cuda(graph, inputs), "64 branches");

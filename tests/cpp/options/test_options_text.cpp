@@ -81,11 +81,18 @@ TEST(OptionsText, AMemoryBudgetIsARatioOrASize) {
   EXPECT_EQ(options_from_text({{"memory_budget", "2GB"}}).cuda.memory_budget.bytes, 2000000000u);
   EXPECT_EQ(options_from_text({{"memory_budget", "1.5GiB"}}).cuda.memory_budget.bytes, 3u << 29);
   EXPECT_EQ(options_from_text({{"memory_budget", "1048576"}}).cuda.memory_budget.bytes, 1048576u);
+  EXPECT_EQ(options_from_text({}).cuda.memory_budget.headroom_bytes, 64u << 20) << "the documented default";
+  const MemoryBudget bare = options_from_text({{"memory_budget", "1.3x+0"}}).cuda.memory_budget;
+  EXPECT_DOUBLE_EQ(bare.ratio, 1.3);
+  EXPECT_EQ(bare.headroom_bytes, 0u);
+  EXPECT_EQ(options_from_text({{"memory_budget", "2x + 16MiB"}}).cuda.memory_budget.headroom_bytes, 16u << 20);
+  EXPECT_EQ(options_from_text({{"memory_budget", "2x"}}).cuda.memory_budget.headroom_bytes, 64u << 20);
   EXPECT_DOUBLE_EQ(options_from_text({{"memory_budget", "2x"}}).cuda.memory_budget.ratio, 2.0);
-  for (const char* budget : {"", "x", "0x", "0", "-1x", "1.3X", "12 parsecs", "1e9", "nan"}) {
-    EXPECT_THAT(error_of({{"memory_budget", budget}}),
-                HasSubstr("a ratio to the sequential graph's pool ('1.3x') or a size ('512MiB', '2GB', bytes)"))
-        << budget;
+  for (const char* budget :
+       {"", "x", "0x", "0", "-1x", "1.3X", "12 parsecs", "1e9", "nan", "1.3x+", "1.3x+-1", "1.3x+2x", "+64MiB"}) {
+    const std::string error = error_of({{"memory_budget", budget}});
+    EXPECT_THAT(error, HasSubstr("a ratio to the sequential graph's pool ('1.3x')")) << budget;
+    EXPECT_THAT(error, HasSubstr("or a size ('512MiB', '2GB', bytes)")) << budget;
   }
   EXPECT_THAT(error_of({{"memory_budget", "0.5B"}}), HasSubstr("a size of at least one byte"))
       << "0 bytes would mean no size given";

@@ -49,11 +49,15 @@ CompiledStats numbered_stats() {
   stats.tuning = {CpuTuningCandidate{{1, 2}, 1, 3.5, 1.0, false, 1.0},
                   CpuTuningCandidate{{0, 1}, 4, 2.5, 1.4, true, 1.1}};
   stats.tuning_chosen = 1;
-  stats.candidates = {CudaCandidate{1, 1, 2.0, 1.0, 1000, false}, CudaCandidate{2, 2, 1.6, 1.25, 1200, false},
-                      CudaCandidate{0, 6, 1.2, 1.6, 4000, true}};
+  stats.candidates = {CudaCandidate{1, 1, 2.0, 1.0, 1000, false, 900},
+                      CudaCandidate{2, 2, 1.6, 1.25, 1200, false, 1100},
+                      CudaCandidate{0, 6, 1.2, 1.6, 4000, true, 3900}};
   stats.candidate_chosen = 1;
   stats.measure_ms = 24.5;
   stats.memory_budget_bytes = 25;
+  stats.pool_estimate_bytes = 26;
+  stats.sequential_pool_estimate_bytes = 27;
+  stats.budget_stream_cap = 28;
   return stats;
 }
 
@@ -87,6 +91,9 @@ TEST(StatsJson, EveryMemberIsThereUnderItsName) {
       {"eager_fallbacks", 23},
       {"measure_ms", 24.5},
       {"memory_budget_bytes", 25},
+      {"pool_estimate_bytes", 26},
+      {"sequential_pool_estimate_bytes", 27},
+      {"budget_stream_cap", 28},
   };
   for (const auto& [key, value] : expected.items()) EXPECT_EQ(json.at(key), value) << key;
   std::vector<std::string> keys;
@@ -122,6 +129,7 @@ TEST(StatsJson, TheCudaCandidatesNameTheKeptOneAndThoseOverBudget) {
                                            {"speedup", 1.25},
                                            {"pool_bytes", 1200},
                                            {"over_budget", false},
+                                           {"pool_estimate_bytes", 1100},
                                            {"chosen", true}}));
   EXPECT_EQ(candidates[0].at("chosen"), false);
   EXPECT_EQ(candidates[2].at("over_budget"), true);

@@ -91,8 +91,11 @@ TEST(MeasuredChoice, CudaCandidatesAreTheSequentialGraphACapAndThePlan) {
 }
 
 TEST(MeasuredChoice, TheBudgetIsBytesOrARatioToTheSequentialPool) {
-  EXPECT_EQ(budget_bytes(MemoryBudget{}, 1000), 1300u) << "the default: 1.3x the sequential graph's pool";
-  EXPECT_EQ(budget_bytes(MemoryBudget{2.0, 0}, 1000), 2000u);
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  EXPECT_EQ(budget_bytes(MemoryBudget{}, 1000 * kMiB), 1300 * kMiB) << "the default: 1.3x the sequential graph's pool";
+  EXPECT_EQ(budget_bytes(MemoryBudget{}, 24 * kMiB), 88 * kMiB) << "and at least 64 MiB more";
+  EXPECT_EQ(budget_bytes(MemoryBudget{1.3, 0, 0}, 1000), 1300u) << "a bare ratio";
+  EXPECT_EQ(budget_bytes(MemoryBudget{2.0, 0, 0}, 1000), 2000u);
   EXPECT_EQ(budget_bytes(MemoryBudget{1.3, 4096}, 1000), 4096u) << "bytes, when given, win";
 }
 
