@@ -210,6 +210,27 @@ def test_plan_options_change_the_plan(bench, tmp_path):
     assert "stream 0" in dot.read_text() and "color=red" in dot.read_text()
 
 
+def test_plan_estimates_the_cuda_pool_and_the_cap_its_budget_asks(bench):
+    """The pool estimate needs no GPU: branchy's 14 streams each take a 2 MiB segment of their own,
+    which the default budget's 64 MiB of headroom allows and a bare 1.3x does not."""
+    def estimate(*flags):
+        report = json.loads(bench("plan", "--model", model_file("branchy", "pt"), *flags, "--json", "-").stdout)
+        return report["pool_estimate"]
+
+    default = estimate()
+    assert default["sequential_bytes"] > 0 and default["bytes"] > default["sequential_bytes"]
+    assert default["keep_alive_bytes"] >= default["peak_live_bytes"] > 0
+    assert default["budget_bytes"] == max(-(-13 * default["sequential_bytes"] // 10),
+                                          default["sequential_bytes"] + (64 << 20))
+    assert default["budget_stream_cap"] == 0, "the plan fits the default budget"
+    bare = estimate("--memory-budget", "1.3x+0")
+    assert bare["budget_stream_cap"] == 1 and bare["budget_bytes"] < default["budget_bytes"]
+    single = estimate("--allocator", "single")
+    assert single["bytes"] == single["sequential_bytes"] == default["sequential_bytes"]
+    refused = bench("plan", "--model", model_file("branchy", "pt"), "--memory-budget", "1.3x+lots", check=False)
+    assert refused.returncode == 2 and "a ratio to the sequential graph's pool" in refused.stderr
+
+
 def test_plan_uses_a_recorded_profile_and_rejects_a_foreign_one(bench, tmp_path):
     kinds = json.loads(bench("plan", "--model", "branchy", "--json", "-").stdout)["kinds"]
     # A profile in the profiler's format: every node with its kind, class and demand.
