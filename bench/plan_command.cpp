@@ -77,6 +77,11 @@ struct PlannedModel {
   std::size_t kernels = 0;            // nodes that launch kernels
   std::size_t critical_path = 0;      // nodes on it
   std::vector<std::string> problems;  // with --check: what validate() found
+  // Why the plan has its streams: how many the policy opened, how many of those could not pay for
+  // their events and were merged, and how many the cap (or --regions) merged after that.
+  int streams_opened = 0;
+  int streams_unpaying = 0;
+  int streams_capped = 0;
   // The CUDA graph pool estimated from the recorded shapes (all zero without example inputs): the
   // plan's under record-stream and keep-alive, the sequential graph's, the memory budget's bytes
   // and the cap compile() would put on the plan to fit it (0: none needed).
@@ -107,10 +112,21 @@ void estimate_memory(PlannedModel& planned, const PlanOptions& plan_options, con
 
 PlannedModel plan_model(const LoadedModel& model, const std::vector<at::Tensor>& inputs,
                         const PlanCommandOptions& options) {
-  const PlanOptions plan_options{parse_stream_policy(options.allocator), parse_order_policy(options.order),
-                                 options.max_streams, options.regions, options.region_min_share};
+  PlanOptions plan_options{parse_stream_policy(options.allocator), parse_order_policy(options.order),
+                           options.max_streams, options.regions, options.region_min_share};
   const ModelCosts costs = model_costs(model.graph, inputs, options.costs);
-  PlannedModel planned{model, costs.source, timed_plan(model.graph, plan_options, costs), 0, 0, {}, {}, {}, {}, 0, 0};
+  // compile() on a GPU makes streams pay for their events when the costs are bytes from shapes.
+  if (options.payoff == "gpu" && costs.source == "shapes") plan_options.payoff = kShapeCostPayoff;
+  PlannedModel planned{
+      model, costs.source, timed_plan(model.graph, plan_options, costs), 0, 0, {}, 0, 0, 0, {}, {}, {}, 0, 0};
+  PlanOptions opened = plan_options;
+  opened.max_streams = 0;
+  opened.regions = false;
+  const int paying = make_plan(model.graph, opened, costs.costs).stream_count;
+  opened.payoff = {};
+  planned.streams_opened = make_plan(model.graph, opened, costs.costs).stream_count;
+  planned.streams_unpaying = planned.streams_opened - paying;
+  planned.streams_capped = paying - planned.timed.plan.stream_count;
   for (const Node& node : model.graph.nodes()) planned.kernels += node.has(kLaunchesKernel);
   planned.critical_path = critical_path(model.graph).nodes.size();
   if (options.check) planned.problems = validate(model.graph, planned.timed.plan);
@@ -126,7 +142,10 @@ void print_plan_summary(std::FILE* table, const PlannedModel& planned, bool chec
              plan.max_streams == 0 ? "unlimited" : std::to_string(plan.max_streams),
              planned.cost_source == "none" ? "the op table alone (no example inputs)" : planned.cost_source);
   fmt::print(table, "nodes          {} ({} launch kernels)\n", planned.model.graph.size(), planned.kernels);
-  fmt::print(table, "streams        {}\n", plan.stream_count);
+  fmt::print(table,
+             "streams        {} (the policy opened {}; {} merged that could not pay for their events; {} merged by the "
+             "cap or regions)\n",
+             plan.stream_count, planned.streams_opened, planned.streams_unpaying, planned.streams_capped);
   if (!plan.region_of.empty()) fmt::print(table, "regions        {}\n", plan.region_count);
   fmt::print(table, "events         {} waits on {} recorded events ({} before reduction)\n", plan.wait_count(),
              plan.event_count(), plan.events_unreduced);
@@ -174,6 +193,9 @@ nlohmann::json plan_report(const PlannedModel& planned, const PlanCommandOptions
   std::vector<std::size_t> sizes;
   for (const auto& nodes : plan.stream_nodes()) sizes.push_back(nodes.size());
   report["nodes_per_stream"] = sizes;
+  report["streams_opened"] = planned.streams_opened;
+  report["streams_unpaying"] = planned.streams_unpaying;
+  report["streams_capped"] = planned.streams_capped;
   if (planned.sequential_pool.pool_bytes > 0) {
     report["pool_estimate"] = {{"bytes", planned.pool.pool_bytes},
                                {"peak_live_bytes", planned.pool.peak_live_bytes},
@@ -251,6 +273,10 @@ void add_plan_command(CLI::App& app) {
   plan->add_option("--input-shape", options->input_shape,
                    "example inputs for the shape-based estimate: SHAPE or NAME:SHAPE[:DTYPE],...");
   plan->add_flag("--check", options->check, "validate the plan; exit 1 when it is wrong");
+  plan->add_option("--payoff", options->payoff,
+                   "merge streams whose work cannot pay for their events before the cap: gpu (compile() on a GPU, "
+                   "costs from shapes) or none (every stream the policy opens)")
+      ->check(CLI::IsMember({"gpu", "none"}));
   plan->add_option("--memory-budget", options->memory_budget,
                    "the CUDA pool budget the estimate is held to: a ratio to the sequential graph's (1.3x) or a "
                    "size (512MiB, 2GB, bytes)")

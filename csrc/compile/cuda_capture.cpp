@@ -99,10 +99,11 @@ std::size_t pool_estimate(const CaptureRequest& request, const PlanOptions& plan
       .pool_bytes;
 }
 
-// The options' plan, its streams capped until its pool estimate fits the memory budget when the
-// caller left them free (a plan of one stream, or no shapes, stays as it is).
+// The options' plan, streams that cannot pay for their events merged, its streams capped until its pool estimate fits
+// the memory budget when the caller left them free (a plan of one stream, or no shapes, stays as it is).
 PlanOptions plan_within_budget(const CaptureRequest& request, CompiledStats& stats) {
   PlanOptions plan = request.options.plan;
+  plan.payoff = request.payoff;
   if (request.shapes.empty()) return plan;
   PlanOptions sequential = plan;
   sequential.streams = StreamPolicy::kSingle;
@@ -165,7 +166,8 @@ void time_candidates(std::vector<Candidate>& candidates, const CaptureRequest& r
   put_back();
 }
 
-CapturedModel capture_measured(CaptureRequest& request, const std::vector<int>& caps, CompiledStats& stats) {
+CapturedModel capture_measured(CaptureRequest& request, const PlanOptions& base, const std::vector<int>& caps,
+                               CompiledStats& stats) {
   const auto started = std::chrono::steady_clock::now();
   const Options& options = request.options;
   // Candidates are captured with the protection asked (record-stream for smaller-pool, which
@@ -174,7 +176,7 @@ CapturedModel capture_measured(CaptureRequest& request, const std::vector<int>& 
       options.cuda.memory == MemoryProtection::kSmallerPool ? MemoryProtection::kRecordStream : options.cuda.memory;
   std::vector<Candidate> candidates;
   for (int cap : caps) {
-    PlanOptions plan = options.plan;
+    PlanOptions plan = base;
     plan.max_streams = cap;
     Candidate& candidate = candidates.emplace_back();
     candidate.captured = capture_model(request, memory, plan, /*own_pool=*/true);
@@ -205,7 +207,7 @@ CapturedModel capture_measured(CaptureRequest& request, const std::vector<int>& 
   // The caching allocator keeps a released graph pool's memory until it empties its cache.
   c10::cuda::CUDACachingAllocator::emptyCache();
   if (again) {
-    PlanOptions plan = options.plan;
+    PlanOptions plan = base;
     plan.max_streams = caps[stats.candidate_chosen];
     kept = capture_as_asked(request, plan, stats);
   } else {
@@ -221,7 +223,7 @@ CapturedModel capture_cuda_model(CaptureRequest& request, CompiledStats& stats) 
   const PlanOptions plan = plan_within_budget(request, stats);
   const std::vector<int> caps = measured_caps(request, plan);
   CapturedModel captured =
-      caps.empty() ? capture_as_asked(request, plan, stats) : capture_measured(request, caps, stats);
+      caps.empty() ? capture_as_asked(request, plan, stats) : capture_measured(request, plan, caps, stats);
   PlanOptions kept = plan;
   if (!caps.empty()) kept.max_streams = caps[stats.candidate_chosen];
   if (!request.shapes.empty()) stats.pool_estimate_bytes = pool_estimate(request, kept);

@@ -103,6 +103,7 @@ Plan make_plan(const Graph& graph, const PlanOptions& options, const std::vector
   // A graph whose nodes carry a plan's streams (Inductor's regions as nodes) keeps them: one plan.
   std::optional<StreamAssignment> planned = planned_streams(graph, dag, plan.launch_order);
   StreamAssignment streams = planned ? *std::move(planned) : allocate_streams(dag, options.streams, plan.launch_order);
+  if (!planned) merge_unpaying_streams(dag, streams, plan.launch_order, costs, options.payoff);
   cap_streams(graph, dag, streams, options.max_streams, plan.launch_order, costs);
   plan.stream_count = streams.stream_count;
   plan.stream_of = std::move(streams.stream_of);

@@ -33,6 +33,14 @@ StreamAssignment allocate_streams(const Graph& graph, StreamPolicy policy, const
 void cap_streams(const Graph& graph, StreamAssignment& streams, int max_streams, const std::vector<NodeId>& order,
                  const std::vector<NodeCost>& costs = {});
 
+// Merges each stream whose work cannot pay for its events (StreamPayoff) into the stream of its
+// first node's first kernel predecessor, the one it was forked from (a stream without one: into
+// the stream of its last node's first successor), taking streams by first launch; the streams
+// left are renumbered by first launch. Returns how many were merged. Any merge is safe: one stream
+// runs its nodes in launch order, which is topological.
+int merge_unpaying_streams(const Graph& graph, StreamAssignment& streams, const std::vector<NodeId>& order,
+                           const std::vector<NodeCost>& costs, const StreamPayoff& payoff);
+
 struct EventPlan {
   std::vector<std::vector<NodeId>> waits;  // by node id
   std::vector<std::uint8_t> records;       // by node id
@@ -56,6 +64,8 @@ StreamAssignment nimble_streams(const KernelDag& dag, const std::vector<NodeId>&
 StreamAssignment allocate_streams(const KernelDag& dag, StreamPolicy policy, const std::vector<NodeId>& order);
 void cap_streams(const Graph& graph, const KernelDag& dag, StreamAssignment& streams, int max_streams,
                  const std::vector<NodeId>& order, const std::vector<NodeCost>& costs);
+int merge_unpaying_streams(const KernelDag& dag, StreamAssignment& streams, const std::vector<NodeId>& order,
+                           const std::vector<NodeCost>& costs, const StreamPayoff& payoff);
 EventPlan plan_events(const KernelDag& dag, const std::vector<int>& stream_of, const std::vector<NodeId>& order);
 
 }  // namespace opara

@@ -48,6 +48,11 @@ void cap_streams(const Graph& graph, StreamAssignment& streams, int max_streams,
   cap_streams(graph, kernel_dag(graph), streams, max_streams, order, costs);
 }
 
+int merge_unpaying_streams(const Graph& graph, StreamAssignment& streams, const std::vector<NodeId>& order,
+                           const std::vector<NodeCost>& costs, const StreamPayoff& payoff) {
+  return merge_unpaying_streams(kernel_dag(graph), streams, order, costs, payoff);
+}
+
 EventPlan plan_events(const Graph& graph, const std::vector<int>& stream_of, const std::vector<NodeId>& order) {
   return plan_events(kernel_dag(graph), stream_of, order);
 }

@@ -58,7 +58,7 @@ struct CpuOptions {
 // (option text "1.3x", "1.3x+0", "1.3x+16MiB", "512MiB"). The headroom is there because the
 // caching allocator gives each stream segments of its own (2 MiB for small tensors, 20 MiB for
 // 1-10 MiB ones): under a bare 1.3x, a model whose sequential pool is one 2 MiB segment could open
-// no second stream, and GoogLeNet's 24 MiB none (docs/benchmarks.md, "The pool estimate").
+// no second stream, and GoogLeNet's 24 MiB none (docs/benchmarks.md, "The CUDA pool estimate").
 struct MemoryBudget {
   double ratio = 1.3;
   std::size_t bytes = 0;

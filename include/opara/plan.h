@@ -48,6 +48,19 @@ struct NodeCost {
   double demand = 0;  // resource demand; only comparisons between nodes of one graph matter
 };
 
+// What a stream's work must pay for (PlanOptions::payoff), in the units of the plan's costs: a
+// stream whose nodes' costs, each counted as at least `kernel_floor`, sum below `event_pair` times
+// the cross-stream dependencies it has is merged into the stream it was forked from. Zero: never.
+struct StreamPayoff {
+  double event_pair = 0;    // an event recorded on one stream and waited on by another
+  double kernel_floor = 0;  // the least any kernel costs, however little it moves
+};
+
+// The payoff for costs estimated from shapes (bytes at the roofline, estimate_costs) on a GPU, at
+// about 3.35 TB/s (an H100's HBM3): a kernel in a CUDA graph takes about 3 us at the least (10 MB)
+// and an event pair about 1 us (3.35 MB). Constants until a GPU measures them.
+inline constexpr StreamPayoff kShapeCostPayoff{3.35e6, 1.0e7};
+
 struct PlanOptions {
   StreamPolicy streams = StreamPolicy::kOpara;
   OrderPolicy order = OrderPolicy::kOpara;
@@ -57,6 +70,9 @@ struct PlanOptions {
   // largest that can run beside it (or beside which nothing runs) is merged into a neighbour.
   bool regions = false;
   double region_min_share = kDefaultRegionMinShare;
+  // Streams that cannot pay for their events are merged before the cap (compile() on CUDA sets
+  // kShapeCostPayoff when the costs come from shapes); zero: the policy's streams stand.
+  StreamPayoff payoff;
 };
 
 // A schedule for one graph: plain data, computed without a GPU, checked by validate() and
