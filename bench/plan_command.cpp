@@ -43,8 +43,9 @@ struct PlanCommandOptions {
   std::string svg;
   OverflowOptions overflow;    // --overflow, --alpha-us, --cpu-nodes
   bool show_overflow = false;  // --overflow given
-  std::string memory_budget =
-      kDefaultMemoryBudget;  // --memory-budget: CudaOptions::memory_budget, as options_from_text takes it
+  // --memory-budget: CudaOptions::memory_budget, as options_from_text takes it.
+  std::string memory_budget = kDefaultMemoryBudget;
+  std::string payoff = "gpu";  // --payoff
 };
 
 constexpr std::size_t kLaunchOrderHead = 12;

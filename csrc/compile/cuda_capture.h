@@ -32,7 +32,7 @@ struct CaptureRequest {
   std::vector<at::Tensor> examples;  // the graphs' examples, written inputs copied
   std::vector<int> read_where_they_are;
   std::vector<bool> written;  // by input: the model writes it (put back between timed replays)
-  StreamPayoff payoff;        // what a stream must pay for, in the costs' units (PlanOptions::payoff)
+  StreamPayoff payoff{};      // what a stream must pay for, in the costs' units (PlanOptions::payoff)
 };
 
 struct CapturedModel {

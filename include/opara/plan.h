@@ -72,7 +72,7 @@ struct PlanOptions {
   double region_min_share = kDefaultRegionMinShare;
   // Streams that cannot pay for their events are merged before the cap (compile() on CUDA sets
   // kShapeCostPayoff when the costs come from shapes); zero: the policy's streams stand.
-  StreamPayoff payoff;
+  StreamPayoff payoff{};
 };
 
 // A schedule for one graph: plain data, computed without a GPU, checked by validate() and
