@@ -231,6 +231,23 @@ def test_plan_estimates_the_cuda_pool_and_the_cap_its_budget_asks(bench):
     assert refused.returncode == 2 and "a ratio to the sequential graph's pool" in refused.stderr
 
 
+def test_plan_says_why_it_has_its_streams(bench):
+    """bert_base's single cheap ops (masks, biases) fork and join streams whose work cannot pay for
+    their two event pairs: compile() on a GPU merges them, and `plan` counts them; `--payoff none`
+    keeps every stream the policy opens; the cap's merges are counted apart."""
+    def plan(*flags):
+        return json.loads(bench("plan", "--model", model_file("bert_base", "pt"), *flags, "--json", "-").stdout)
+
+    paid = plan()
+    assert paid["streams_unpaying"] > 0 and paid["streams_capped"] == 0
+    assert paid["streams"] == paid["streams_opened"] - paid["streams_unpaying"]
+    every = plan("--payoff", "none")
+    assert every["streams"] == every["streams_opened"] == paid["streams_opened"] and every["streams_unpaying"] == 0
+    assert every["pool_estimate"]["bytes"] > paid["pool_estimate"]["bytes"], "fewer streams, fewer segments"
+    capped = plan("--max-streams", "4")
+    assert capped["streams"] == 4 and capped["streams_capped"] == paid["streams"] - 4
+
+
 def test_plan_uses_a_recorded_profile_and_rejects_a_foreign_one(bench, tmp_path):
     kinds = json.loads(bench("plan", "--model", "branchy", "--json", "-").stdout)["kinds"]
     # A profile in the profiler's format: every node with its kind, class and demand.
