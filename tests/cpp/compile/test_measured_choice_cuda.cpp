@@ -23,6 +23,7 @@
 #include "model_files.h"
 #include "opara/compiled_model.h"
 #include "opara/load.h"
+#include "opara/model_profiler.h"
 #include "random_models.h"
 #include "tuning/measured_choice.h"
 
@@ -101,6 +102,24 @@ TEST(MeasuredChoiceCuda, ABudgetOfOneByteCapsThePlanToOneStreamBeforeAnyCapture)
   EXPECT_GT(stats.pool_estimate_bytes, 0u);
   EXPECT_EQ(stats.pool_estimate_bytes, stats.sequential_pool_estimate_bytes);
   expect_close(compiled.run(inputs), eager_on_gpu(graph, inputs));
+}
+
+// bert_base's single cheap ops fork and join streams that cannot pay for their events: they are
+// merged before the capture, as make_plan does with the same payoff and costs.
+TEST(MeasuredChoiceCuda, StreamsThatCannotPayForTheirEventsAreMergedBeforeCapture) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run";
+  OPARA_REQUIRE_MODEL("bert_base");
+  const Graph graph = load(testing::model_path("bert_base", "pt"));
+  std::vector<at::Tensor> inputs;
+  for (const at::Tensor& input : testing::format_reference("bert_base", "pt").tensors) inputs.push_back(input.to(kGpu));
+  Options options = generous_budget();
+  options.cuda.measure_ms = 0;
+  const CompiledStats stats = compile(graph, inputs, options).stats();
+  const ModelCosts costs = model_costs(graph, inputs, {}, kGpu);
+  PlanOptions paid;
+  paid.payoff = kShapeCostPayoff;
+  EXPECT_EQ(stats.streams, make_plan(graph, paid, costs.costs).stream_count);
+  EXPECT_LT(stats.streams, make_plan(graph, PlanOptions{}, costs.costs).stream_count);
 }
 
 // The goals, on the models: under the default budget the pool is at most 1.3 times the
