@@ -102,8 +102,9 @@ Plan make_plan(const Graph& graph, const PlanOptions& options, const std::vector
   plan.launch_order = launch_order(graph, options.order, costs);
   // A graph whose nodes carry a plan's streams (Inductor's regions as nodes) keeps them: one plan.
   std::optional<StreamAssignment> planned = planned_streams(graph, dag, plan.launch_order);
+  const bool kept_planned = planned.has_value();
   StreamAssignment streams = planned ? *std::move(planned) : allocate_streams(dag, options.streams, plan.launch_order);
-  if (!planned) merge_unpaying_streams(dag, streams, plan.launch_order, costs, options.payoff);
+  if (!kept_planned) merge_unpaying_streams(dag, streams, plan.launch_order, costs, options.payoff);
   cap_streams(graph, dag, streams, options.max_streams, plan.launch_order, costs);
   plan.stream_count = streams.stream_count;
   plan.stream_of = std::move(streams.stream_of);
