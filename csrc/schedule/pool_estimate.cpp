@@ -55,12 +55,6 @@ std::vector<Run> runs_of(const Graph& graph, const Plan& plan) {
   return runs;
 }
 
-struct Allocation {
-  CachingAllocatorModel::BlockRef block;
-  int stream;
-  ValueId storage;  // its class's root
-};
-
 }  // namespace
 
 PoolEstimate estimate_pool(const Graph& graph, const Plan& plan, const std::vector<NodeShapes>& shapes,
@@ -92,7 +86,8 @@ PoolEstimate estimate_pool(const Graph& graph, const Plan& plan, const std::vect
 
   CachingAllocatorModel allocator;
   PoolEstimate estimate;
-  std::vector<std::vector<Allocation>> ending(runs.size());  // by the run after which they are freed
+  // By run: the blocks freed after it.
+  std::vector<std::vector<CachingAllocatorModel::BlockRef>> ending(runs.size());
   for (std::size_t position = 0; position < runs.size(); ++position) {
     const Node& node = graph.node(runs[position].node);
     if (allocates_results(node) && !node.outputs.empty()) {
@@ -104,18 +99,18 @@ PoolEstimate estimate_pool(const Graph& graph, const Plan& plan, const std::vect
         const ValueId value = node.outputs[std::min(k, node.outputs.size() - 1)];
         const ValueId storage = classes.find(value);
         const int stream = runs[position].stream;
-        const Allocation allocation{allocator.allocate(stream, bytes), stream, storage};
+        const CachingAllocatorModel::BlockRef block = allocator.allocate(stream, bytes);
         const std::vector<int>& readers = read_on[storage];
         const bool elsewhere = std::any_of(readers.begin(), readers.end(), [&](int other) { return other != stream; });
         const bool held = kept[storage] || hold == CaptureHold::kKeepAlive || elsewhere;
         if (held) {
           estimate.held_bytes += CachingAllocatorModel::rounded(bytes);
         } else {
-          ending[last_use[storage]].push_back(allocation);
+          ending[last_use[storage]].push_back(block);
         }
       }
     }
-    for (const Allocation& allocation : ending[position]) allocator.free(allocation.block);
+    for (const CachingAllocatorModel::BlockRef& block : ending[position]) allocator.free(block);
   }
   estimate.pool_bytes = allocator.reserved_bytes();
   estimate.peak_live_bytes = allocator.peak_allocated_bytes();

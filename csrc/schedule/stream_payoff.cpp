@@ -31,8 +31,8 @@ int merge_unpaying_streams(const KernelDag& dag, StreamAssignment& streams, cons
   const auto cost = [&](NodeId node) {
     return std::max(costs.empty() ? 0.0 : costs[node].demand, payoff.kernel_floor);
   };
-  AliasClasses groups(
-      static_cast<std::size_t>(streams.stream_count));  // a union-find: where each stream's nodes run now
+  // A union-find over streams: where each stream's nodes run now.
+  AliasClasses groups(static_cast<std::size_t>(streams.stream_count));
   int merged = 0;
   for (const int stream : by_first_launch) {
     const std::vector<NodeId>& nodes = members[stream];
@@ -41,25 +41,17 @@ int merge_unpaying_streams(const KernelDag& dag, StreamAssignment& streams, cons
     for (NodeId node : nodes) {
       work += cost(node);
       for (const auto* neighbours : {&dag.predecessors[node], &dag.successors[node]}) {
-        for (NodeId other : *neighbours) {
-          if (dag.is_kernel(other) && groups.find(streams.stream_of[other]) != groups.find(stream)) ++crossings;
-        }
+        for (NodeId other : *neighbours) crossings += groups.find(streams.stream_of[other]) != groups.find(stream);
       }
     }
     if (crossings == 0 || work >= payoff.event_pair * static_cast<double>(crossings)) continue;
-    // The stream it was forked from: its first node's first kernel predecessor's; else the one its
-    // last node hands on to.
-    int into = kNoStream;
-    for (NodeId predecessor : dag.predecessors[nodes.front()]) {
-      if (dag.is_kernel(predecessor)) {
-        into = groups.find(streams.stream_of[predecessor]);
-        break;
-      }
-    }
-    if (into == kNoStream && !dag.successors[nodes.back()].empty()) {
-      into = groups.find(streams.stream_of[dag.successors[nodes.back()].front()]);
-    }
-    if (into == kNoStream || into == groups.find(stream)) continue;
+    // The stream it was forked from: its first node's first predecessor's (the kernel DAG's are
+    // kernel nodes); else the one its last node hands on to.
+    const std::vector<NodeId>& before = dag.predecessors[nodes.front()];
+    const std::vector<NodeId>& after = dag.successors[nodes.back()];
+    if (before.empty() && after.empty()) continue;
+    const int into = groups.find(streams.stream_of[before.empty() ? after.front() : before.front()]);
+    if (into == groups.find(stream)) continue;
     groups.join(stream, into);
     ++merged;
   }
