@@ -123,17 +123,19 @@ void describe_graph_mode(ModeResult& result, const CompiledModel& compiled, cons
 // (CudaOptions::measure_ms) with the one kept; empty where it did neither.
 std::string candidates_note(const std::string& mode, const CompiledStats& stats) {
   const auto mib = [](std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
+  // Unmeasured, memory_budget_bytes is the budget of the sequential graph's estimate, which capped
+  // the plan; measured, it is that of its measured pool, which the candidates were held to.
   const std::string capped =
       stats.budget_stream_cap == 0
           ? std::string()
           : fmt::format(
-                "the memory budget ({:.1f} MiB of pool) capped the plan at {} streams before capture "
-                "(sequential graph's pool estimated at {:.1f} MiB)",
-                mib(stats.memory_budget_bytes), stats.budget_stream_cap, mib(stats.sequential_pool_estimate_bytes));
+                "the memory budget capped the plan at {} streams before capture (sequential graph's pool "
+                "estimated at {:.1f} MiB)",
+                stats.budget_stream_cap, mib(stats.sequential_pool_estimate_bytes));
   if (stats.candidates.empty()) {
     if (capped.empty()) return "";
-    return fmt::format("{}: {}; pool {:.1f} MiB, estimated {:.1f} MiB", mode, capped, mib(stats.pool_bytes),
-                       mib(stats.pool_estimate_bytes));
+    return fmt::format("{}: {}, a budget of {:.1f} MiB; pool {:.1f} MiB, estimated {:.1f} MiB", mode, capped,
+                       mib(stats.memory_budget_bytes), mib(stats.pool_bytes), mib(stats.pool_estimate_bytes));
   }
   std::vector<std::string> parts;
   for (std::size_t k = 0; k < stats.candidates.size(); ++k) {

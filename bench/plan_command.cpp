@@ -88,7 +88,7 @@ struct PlannedModel {
   // and the cap compile() would put on the plan to fit it (0: none needed).
   PoolEstimate pool;
   PoolEstimate pool_keep_alive;
-  PoolEstimate sequential_pool;
+  std::size_t sequential_pool_bytes = 0;
   std::size_t budget_bytes = 0;
   int budget_stream_cap = 0;
 };
@@ -101,14 +101,12 @@ void estimate_memory(PlannedModel& planned, const PlanOptions& plan_options, con
   const Plan& plan = planned.timed.plan;
   planned.pool = estimate_pool(graph, plan, costs.shapes, CaptureHold::kRecordStream);
   planned.pool_keep_alive = estimate_pool(graph, plan, costs.shapes, CaptureHold::kKeepAlive);
-  PlanOptions sequential = plan_options;
-  sequential.streams = StreamPolicy::kSingle;
-  planned.sequential_pool = estimate_pool(graph, make_plan(graph, sequential, costs.costs), costs.shapes);
-  const MemoryBudget budget = options_from_text({{"memory_budget", memory_budget}}).cuda.memory_budget;
-  planned.budget_bytes = opara::budget_bytes(budget, planned.sequential_pool.pool_bytes);
-  if (plan_options.max_streams == 0 && plan_options.streams != StreamPolicy::kSingle) {
-    planned.budget_stream_cap = stream_cap_within(graph, plan_options, costs.costs, costs.shapes, planned.budget_bytes);
-  }
+  const BudgetFit fit = fit_to_budget(graph, plan_options, costs.costs, costs.shapes,
+                                      options_from_text({{"memory_budget", memory_budget}}).cuda.memory_budget,
+                                      CaptureHold::kRecordStream);
+  planned.sequential_pool_bytes = fit.sequential_estimate_bytes;
+  planned.budget_bytes = fit.budget_bytes;
+  planned.budget_stream_cap = fit.stream_cap;
 }
 
 PlannedModel plan_model(const LoadedModel& model, const std::vector<at::Tensor>& inputs,
@@ -116,10 +114,9 @@ PlannedModel plan_model(const LoadedModel& model, const std::vector<at::Tensor>&
   PlanOptions plan_options{parse_stream_policy(options.allocator), parse_order_policy(options.order),
                            options.max_streams, options.regions, options.region_min_share};
   const ModelCosts costs = model_costs(model.graph, inputs, options.costs);
-  // compile() on a GPU makes streams pay for their events when the costs are bytes from shapes.
-  if (options.payoff == "gpu" && costs.source == "shapes") plan_options.payoff = kShapeCostPayoff;
+  if (options.payoff == "gpu") plan_options.payoff = costs.gpu_payoff();  // as compile() on a GPU
   PlannedModel planned{
-      model, costs.source, timed_plan(model.graph, plan_options, costs), 0, 0, {}, 0, 0, 0, {}, {}, {}, 0, 0};
+      model, costs.source, timed_plan(model.graph, plan_options, costs), 0, 0, {}, 0, 0, 0, {}, {}, 0, 0, 0};
   PlanOptions opened = plan_options;
   opened.max_streams = 0;
   opened.regions = false;
@@ -151,14 +148,14 @@ void print_plan_summary(std::FILE* table, const PlannedModel& planned, bool chec
   fmt::print(table, "events         {} waits on {} recorded events ({} before reduction)\n", plan.wait_count(),
              plan.event_count(), plan.events_unreduced);
   fmt::print(table, "critical path  {} nodes\n", planned.critical_path);
-  if (planned.sequential_pool.pool_bytes > 0) {
+  if (planned.sequential_pool_bytes > 0) {
     const auto mib = [](std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
     fmt::print(
         table,
         "CUDA pool      {:.1f} MiB estimated ({:.2f}x the sequential graph's {:.1f} MiB; keep-alive {:.1f} MiB)\n",
         mib(planned.pool.pool_bytes),
-        static_cast<double>(planned.pool.pool_bytes) / static_cast<double>(planned.sequential_pool.pool_bytes),
-        mib(planned.sequential_pool.pool_bytes), mib(planned.pool_keep_alive.pool_bytes));
+        static_cast<double>(planned.pool.pool_bytes) / static_cast<double>(planned.sequential_pool_bytes),
+        mib(planned.sequential_pool_bytes), mib(planned.pool_keep_alive.pool_bytes));
     fmt::print(table, "memory budget  {:.1f} MiB: {}\n", mib(planned.budget_bytes),
                planned.budget_stream_cap == 0
                    ? std::string("the plan fits")
@@ -197,11 +194,11 @@ nlohmann::json plan_report(const PlannedModel& planned, const PlanCommandOptions
   report["streams_opened"] = planned.streams_opened;
   report["streams_unpaying"] = planned.streams_unpaying;
   report["streams_capped"] = planned.streams_capped;
-  if (planned.sequential_pool.pool_bytes > 0) {
+  if (planned.sequential_pool_bytes > 0) {
     report["pool_estimate"] = {{"bytes", planned.pool.pool_bytes},
                                {"peak_live_bytes", planned.pool.peak_live_bytes},
                                {"keep_alive_bytes", planned.pool_keep_alive.pool_bytes},
-                               {"sequential_bytes", planned.sequential_pool.pool_bytes},
+                               {"sequential_bytes", planned.sequential_pool_bytes},
                                {"budget_bytes", planned.budget_bytes},
                                {"budget_stream_cap", planned.budget_stream_cap}};
   }

@@ -147,8 +147,7 @@ void compile_cuda(CompiledModel::State& state, const std::vector<at::Tensor>& ex
     request.read_where_they_are.push_back(static_cast<int>(i));
   }
   request.examples = written_copied(examples, state.written, request.read_where_they_are);
-  // Costs estimated from shapes are bytes at the roofline: a stream must pay for its events in them.
-  if (model_costs.source == "shapes") request.payoff = kShapeCostPayoff;
+  request.payoff = model_costs.gpu_payoff();
   CapturedModel captured = capture_cuda_model(request, state.stats);
   state.cuda = std::move(captured.model);
   state.host = host_mask(captured.placement);

@@ -105,14 +105,13 @@ PlanOptions plan_within_budget(const CaptureRequest& request, CompiledStats& sta
   PlanOptions plan = request.options.plan;
   plan.payoff = request.payoff;
   if (request.shapes.empty()) return plan;
-  PlanOptions sequential = plan;
-  sequential.streams = StreamPolicy::kSingle;
-  stats.sequential_pool_estimate_bytes = pool_estimate(request, sequential);
-  if (plan.max_streams != 0 || plan.streams == StreamPolicy::kSingle) return plan;
-  stats.memory_budget_bytes = budget_bytes(request.options.cuda.memory_budget, stats.sequential_pool_estimate_bytes);
-  plan.max_streams = stream_cap_within(request.graph, plan, request.costs, request.shapes, stats.memory_budget_bytes,
-                                       hold_of(request.options.cuda.memory));
-  stats.budget_stream_cap = plan.max_streams;
+  const BudgetFit fit = fit_to_budget(request.graph, plan, request.costs, request.shapes,
+                                      request.options.cuda.memory_budget, hold_of(request.options.cuda.memory));
+  stats.sequential_pool_estimate_bytes = fit.sequential_estimate_bytes;
+  if (!fit.applies) return plan;
+  stats.memory_budget_bytes = fit.budget_bytes;
+  plan.max_streams = fit.stream_cap;
+  stats.budget_stream_cap = fit.stream_cap;
   return plan;
 }
 
@@ -224,9 +223,11 @@ CapturedModel capture_cuda_model(CaptureRequest& request, CompiledStats& stats) 
   const std::vector<int> caps = measured_caps(request, plan);
   CapturedModel captured =
       caps.empty() ? capture_as_asked(request, plan, stats) : capture_measured(request, plan, caps, stats);
-  PlanOptions kept = plan;
-  if (!caps.empty()) kept.max_streams = caps[stats.candidate_chosen];
-  if (!request.shapes.empty()) stats.pool_estimate_bytes = pool_estimate(request, kept);
+  if (!caps.empty()) {
+    stats.pool_estimate_bytes = stats.candidates[stats.candidate_chosen].pool_estimate_bytes;
+  } else if (!request.shapes.empty()) {
+    stats.pool_estimate_bytes = pool_estimate(request, plan);
+  }
   return captured;
 }
 

@@ -45,4 +45,16 @@ std::size_t budget_bytes(const MemoryBudget& budget, std::size_t sequential_pool
   return std::max(scaled, sequential_pool_bytes + budget.headroom_bytes);
 }
 
+BudgetFit fit_to_budget(const Graph& graph, const PlanOptions& plan, const std::vector<NodeCost>& costs,
+                        const std::vector<NodeShapes>& shapes, const MemoryBudget& budget, CaptureHold hold) {
+  PlanOptions sequential = plan;
+  sequential.streams = StreamPolicy::kSingle;
+  BudgetFit fit;
+  fit.sequential_estimate_bytes = estimate_pool(graph, make_plan(graph, sequential, costs), shapes, hold).pool_bytes;
+  fit.budget_bytes = budget_bytes(budget, fit.sequential_estimate_bytes);
+  fit.applies = plan.max_streams == 0 && plan.streams != StreamPolicy::kSingle;
+  if (fit.applies) fit.stream_cap = stream_cap_within(graph, plan, costs, shapes, fit.budget_bytes, hold);
+  return fit;
+}
+
 }  // namespace opara

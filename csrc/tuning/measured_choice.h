@@ -4,7 +4,10 @@
 #include <cstddef>
 #include <vector>
 
+#include "opara/graph.h"
 #include "opara/options.h"
+#include "opara/plan.h"
+#include "schedule/pool_estimate.h"
 
 namespace opara {
 
@@ -47,5 +50,18 @@ std::vector<int> cuda_stream_caps(int uncapped_streams);
 // The pool bytes a plan may take: the budget's bytes when given, else its ratio times the
 // sequential graph's pool, and at least that pool plus the budget's headroom.
 std::size_t budget_bytes(const MemoryBudget& budget, std::size_t sequential_pool_bytes);
+
+// What the memory budget makes of `plan` before anything is captured, from the pool estimates
+// (schedule/pool_estimate.h): the sequential graph's, the budget's bytes of it, and, when the
+// caller left the streams free (`applies`: no max_streams, not one stream), the cap under which
+// the plan's estimate fits (0: none needed). compile() on CUDA and `opara-bench plan` both ask it.
+struct BudgetFit {
+  std::size_t sequential_estimate_bytes = 0;
+  std::size_t budget_bytes = 0;
+  bool applies = false;
+  int stream_cap = 0;
+};
+BudgetFit fit_to_budget(const Graph& graph, const PlanOptions& plan, const std::vector<NodeCost>& costs,
+                        const std::vector<NodeShapes>& shapes, const MemoryBudget& budget, CaptureHold hold);
 
 }  // namespace opara

@@ -72,6 +72,10 @@ struct ModelCosts {
   // By node id, what one run of the examples recorded (empty without examples): what the CUDA
   // pool estimate reads, whichever source the costs came from.
   std::vector<NodeShapes> shapes;
+
+  // What a stream must pay for on a GPU in these costs' units (PlanOptions::payoff): only bytes
+  // from shapes have units it is known in.
+  [[nodiscard]] StreamPayoff gpu_payoff() const { return source == "shapes" ? kShapeCostPayoff : StreamPayoff{}; }
 };
 
 // From the recorded profile when one is given; else estimated from the shapes one eager run of
