@@ -4,7 +4,8 @@
 // Models come from $OPARA_MODELS (default torchscript_models/); missing ones are skipped.
 // Planning benchmarks: "streams/opara" is Alg. 1 alone (the paper's Table I figure), "plan/opara"
 // the whole plan (launch order by Alg. 2, allocation, events); "streams/nimble" beside them
-// (Nimble's two steps), and "streams/nimble_chains" its first step alone.
+// (Nimble's two steps), and "streams/nimble_chains" its first step alone; "streams/trtllm" and
+// "streams/torchsched" the peers' automatic schedulers at their default stream counts.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -65,6 +66,16 @@ void register_planning(const std::string& name, std::function<const opara::Graph
   benchmark::RegisterBenchmark(("streams/opara/" + name).c_str(), [run](benchmark::State& state) {
     run(state, [](const opara::Graph& g, const auto& order, const auto&) {
       return opara::allocate_streams(g, opara::StreamPolicy::kOpara, order).stream_count;
+    });
+  })->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark(("streams/trtllm/" + name).c_str(), [run](benchmark::State& state) {
+    run(state, [](const opara::Graph& g, const auto& order, const auto&) {
+      return opara::allocate_streams(g, opara::StreamPolicy::kTrtllm, order).stream_count;
+    });
+  })->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark(("streams/torchsched/" + name).c_str(), [run](benchmark::State& state) {
+    run(state, [](const opara::Graph& g, const auto& order, const auto&) {
+      return opara::allocate_streams(g, opara::StreamPolicy::kTorchsched, order).stream_count;
     });
   })->Unit(benchmark::kMicrosecond);
   if (with_nimble) {

@@ -44,8 +44,10 @@ applied to a module: torch.compile(model, ...) for Inductor, opara.compile(model
 position], ...) for opara (its caches are the compiled model's state()). The caches are not reset
 between requests: the causal mask hides whatever a position past the step holds.
 
-Backends: eager, inductor (torch.compile's default), inductor-ro (mode="reduce-overhead": CUDA
-graphs, what users of a GPU compare against; in the default list on CUDA), opara (ATen's kernels),
+Backends: eager, inductor (torch.compile's default), inductor-best (its best configuration for
+inference: freezing with its C++ wrapper on the CPU, with its CUDA graphs on a GPU:
+bench/inductor_backends.py), inductor-ro (mode="reduce-overhead": CUDA graphs, in the default list
+on CUDA), opara (ATen's kernels),
 opara-1stream (the same graphs on one stream, streams="single": what opara's streams gain; in the
 default list on CUDA), opara-inductor (kernels="inductor": Inductor's kernels in opara's regions,
 each KV cache row written in place between them). For opara the decode step's plan is reported: its streams and, for the
@@ -73,9 +75,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from inductor_backends import INDUCTOR_BACKENDS, compile_with_inductor  # noqa: E402  beside this file
 from opara_rows import fallback_note, marked  # noqa: E402  beside this file
 
-BACKENDS = ("eager", "inductor", "inductor-ro", "opara", "opara-1stream", "opara-inductor")
+BACKENDS = ("eager", "inductor", "inductor-best", "inductor-ro", "opara", "opara-1stream", "opara-inductor")
 SEED = 0
 # name -> size -> config keywords. Small: about 1M parameters; large: about 20M.
 CONFIGS = {
@@ -90,6 +93,11 @@ CONFIGS = {
                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=2048),
         "large": dict(hidden_size=384, moe_intermediate_size=256, shared_expert_intermediate_size=1024,
                       num_hidden_layers=4, num_attention_heads=6, num_key_value_heads=2, vocab_size=8192),
+        # Qwen1.5-MoE-A2.7B's widths (60 routed experts of 1408, 4 per token, a shared expert of
+        # 5632, hidden 2048, 16 heads) in 2 layers and a small vocabulary: a GPU's (1.1B parameters).
+        "wide": dict(hidden_size=2048, moe_intermediate_size=1408, shared_expert_intermediate_size=5632,
+                     num_hidden_layers=2, num_attention_heads=16, num_key_value_heads=16, vocab_size=8192,
+                     num_experts=60, num_experts_per_tok=4),
     },
 }
 # The decoder that owns its caches (DecoderConfig): about the llama rows' sizes.
@@ -118,7 +126,7 @@ def build_model(name, size, device):
         config = transformers.LlamaConfig(**CONFIGS[name][size], **common)
         model = transformers.LlamaForCausalLM(config)
     else:
-        config = transformers.Qwen2MoeConfig(**CONFIGS[name][size], **MOE, **common)
+        config = transformers.Qwen2MoeConfig(**{**MOE, **CONFIGS[name][size]}, **common)
         model = transformers.Qwen2MoeForCausalLM(config)
     # Greedy, no end token (random weights would stop rows at different steps), pad 0.
     model.generation_config.pad_token_id = 0
@@ -150,18 +158,8 @@ def compile_forward(model, backend, device, opara_graphs):
     opara's graphs are kept in `opara_graphs` (their plans are reported)."""
     if backend == "eager":
         return
-    if backend == "inductor":
-        model.forward = torch.compile(model.forward)
-    elif backend == "inductor-ro":
-        compiled = torch.compile(model.forward, mode="reduce-overhead")
-
-        def each_call_a_new_step(*args, **kwargs):
-            # Inductor's CUDA graphs free the previous call's outputs (their pool) at a new step:
-            # each decode step is one, as torch's docs ask (torch.compiler.cudagraph_mark_step_begin).
-            torch.compiler.cudagraph_mark_step_begin()
-            return compiled(*args, **kwargs)
-
-        model.forward = each_call_a_new_step
+    if backend in INDUCTOR_BACKENDS:  # under CUDA graphs each decode step is a new step
+        model.forward = compile_with_inductor(model.forward, backend, device)
     else:
         import opara
 
@@ -327,8 +325,8 @@ def compile_step(model, backend, device, example):
     """The decoder's step as `backend` compiles a module, and opara's compiled model (else None)."""
     if backend == "eager":
         return model, None
-    if backend in ("inductor", "inductor-ro"):
-        return torch.compile(model, **({"mode": "reduce-overhead"} if backend == "inductor-ro" else {})), None
+    if backend in INDUCTOR_BACKENDS:
+        return compile_with_inductor(model, backend, device), None
     import opara
 
     options = {"device": device.type, "kernels": "inductor" if backend == "opara-inductor" else "aten",
@@ -429,7 +427,9 @@ def main():
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     parser.add_argument("--models", default="llama,qwen2_moe,gptfast",
                         help="comma-separated: llama, qwen2_moe, gptfast (the decoder that owns its caches)")
-    parser.add_argument("--sizes", default="small,large", help="comma-separated: small (~1M), large (~20M)")
+    parser.add_argument("--sizes", default="small,large",
+                        help="comma-separated: small (~1M), large (~20M), wide (qwen2_moe only: Qwen1.5-MoE-A2.7B's "
+                             "widths, 1.1B parameters, for a GPU)")
     parser.add_argument("--batches", default="1,8", help="comma-separated batch sizes (default 1,8)")
     parser.add_argument("--backends", help="comma-separated, of " + ", ".join(BACKENDS) +
                         " (default: eager,inductor,opara; on cuda eager,inductor,inductor-ro,opara,opara-1stream)")
@@ -463,7 +463,7 @@ def main():
     backends = (args.backends or ("eager,inductor,inductor-ro,opara,opara-1stream" if device.type == "cuda"
                                   else "eager,inductor,opara")).split(",")
     for flag, values, allowed in (("--backends", backends, BACKENDS), ("--models", args.models.split(","), CONFIGS),
-                                  ("--sizes", args.sizes.split(","), ("small", "large"))):
+                                  ("--sizes", args.sizes.split(","), ("small", "large", "wide"))):
         unknown = [v for v in values if v not in allowed]
         if unknown:
             parser.error(f"{flag}: unknown {', '.join(unknown)}; choose from {', '.join(allowed)}")
@@ -480,6 +480,9 @@ def main():
     started = time.perf_counter()
     for name in args.models.split(","):
         for size in args.sizes.split(","):
+            if size not in CONFIGS[name]:
+                print(f"{name} has no {size} size: skipped", file=sys.stderr)
+                continue
             model = build_model(name, size, device) if name != "gptfast" else None
             for batch in map(int, args.batches.split(",")):
                 if name == "gptfast":  # its caches are made for one batch size

@@ -27,6 +27,10 @@ inline constexpr ModeSpec kModes[] = {
     {"nimble", true, {StreamPolicy::kNimble, OrderPolicy::kTopological, 0}},
     {"opara", true, {StreamPolicy::kOpara, OrderPolicy::kOpara, 0}},
     {"opara-noreorder", true, {StreamPolicy::kOpara, OrderPolicy::kTopological, 0}},  // Alg. 1 without Alg. 2
+    // The peers' automatic schedulers, each with its own order (torchsched keeps Inductor's, the
+    // program's) and stream count (schedule/trtllm_streams.cpp, torchsched_streams.cpp).
+    {"trtllm", true, {StreamPolicy::kTrtllm, OrderPolicy::kTrtllm, 0}},
+    {"torchsched", true, {StreamPolicy::kTorchsched, OrderPolicy::kTopological, 0}},
 };
 
 // `run --device cuda` only: opara with CPU overflow (compile()'s Options::overflow, chosen by

@@ -252,8 +252,8 @@ void add_plan_command(CLI::App& app) {
   CLI::App* plan = app.add_subcommand("plan", "Show the streams, events and launch order opara plans for a model");
   add_model_flags(plan, options->model, options->dtype);
   plan->add_option("--allocator", options->allocator, "stream allocation")
-      ->check(CLI::IsMember({"opara", "opara-unhanded", "nimble", "single"}));
-  plan->add_option("--order", options->order, "launch order")->check(CLI::IsMember({"opara", "topological"}));
+      ->check(CLI::IsMember({"opara", "opara-unhanded", "nimble", "single", "trtllm", "torchsched"}));
+  plan->add_option("--order", options->order, "launch order")->check(CLI::IsMember({"opara", "topological", "trtllm"}));
   plan->add_option("--max-streams", options->max_streams, "merge streams past this many (0: no cap)")
       ->check(kNonNegative);
   plan->add_flag("--regions", options->regions,

@@ -164,7 +164,8 @@ namespace {
 void add_timing_flags(CLI::App* run, RunOptions& options) {
   run->add_option("--device", options.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   run->add_option("--modes", options.modes,
-                  "comma-separated execution modes: eager, sequential, nimble, opara, opara-noreorder, and on "
+                  "comma-separated execution modes: eager, sequential, nimble, opara, opara-noreorder, trtllm, "
+                  "torchsched, and on "
                   "the GPU opara+overflow")
       ->delimiter(',');
   run->add_option("--iters,-n", options.iters, "timed iterations (default: 20 on the CPU, 1000 on the GPU)")

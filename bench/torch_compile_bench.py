@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Eager against torch.compile's Inductor (default mode, and "reduce-overhead" on a GPU: its CUDA
-graphs) and torch.compile(backend="opara") with ATen's kernels (opara) and with Inductor's, compiled
+"""Eager against torch.compile's Inductor (default mode; at its best for inference, inductor-best:
+freezing with its C++ wrapper on the CPU, freezing with its CUDA graphs on a GPU; and "reduce-overhead"
+on a GPU: its CUDA graphs) and torch.compile(backend="opara") with ATen's kernels (opara) and with Inductor's, compiled
 per region of opara's plan (opara-inductor): the first call's time (Dynamo, the backend's compile
 and one run) and the median latency after, and each one's ratio to eager and to Inductor within a
 round; on a GPU the peak memory of each (the weights and inputs, and the most it held above them
@@ -43,11 +44,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "python"))
 import export_models  # noqa: E402  the builders, seed and input recipe of the test models
+from inductor_backends import INDUCTOR_BACKENDS, compile_with_inductor  # noqa: E402  beside this file
 from opara_rows import Attribution, marked  # noqa: E402  beside this file
 
-BACKENDS = ("eager", "inductor", "inductor-ro", "opara", "opara-inductor")
+BACKENDS = ("eager", "inductor", "inductor-best", "inductor-ro", "opara", "opara-inductor")
 # On the CPU "reduce-overhead" (CUDA graphs) is Inductor's default mode again: left out there.
-CPU_BACKENDS = ("eager", "inductor", "opara", "opara-inductor")
+CPU_BACKENDS = ("eager", "inductor", "inductor-best", "opara", "opara-inductor")
 
 
 def flatten(value):
@@ -67,21 +69,11 @@ def timed(call, device):
     return result, (time.perf_counter() - started) * 1000
 
 
-def compile_backend(name, model):
+def compile_backend(name, model, device):
     if name == "eager":
         return model
-    if name == "inductor":
-        return torch.compile(model)
-    if name == "inductor-ro":
-        compiled = torch.compile(model, mode="reduce-overhead")
-
-        def each_call_a_new_step(*inputs):
-            # Inductor's CUDA graphs free the previous call's outputs (their pool) at a new step:
-            # mark each call as one, as torch's docs ask (torch.compiler.cudagraph_mark_step_begin).
-            torch.compiler.cudagraph_mark_step_begin()
-            return compiled(*inputs)
-
-        return each_call_a_new_step
+    if name in INDUCTOR_BACKENDS:
+        return compile_with_inductor(model, name, device)
     # opara's defaults: on the CPU its tuner picks the schedule (eager's unless another is faster).
     options = {"device": str(next(model.parameters()).device),
                "kernels": "inductor" if name == "opara-inductor" else "aten"}
@@ -133,7 +125,7 @@ def measure_model(label, model, inputs, device, backends, args):
             print(f"  {label}: compiling {name} (its first call)...", file=sys.stderr, flush=True)
         try:
             with attribution.to(name):
-                runner = compile_backend(name, model)
+                runner = compile_backend(name, model, device)
                 outputs, first_ms = timed(lambda: runner(*inputs), device)
                 outputs = kept(outputs)  # before the next call overwrites inductor-ro's
                 last = outputs
@@ -166,6 +158,7 @@ def measure_model(label, model, inputs, device, backends, args):
             result.update(attribution.row(name))
     eager_rounds = results["eager"].get("round_medians") if "eager" in runners else None
     inductor_rounds = results["inductor"].get("round_medians") if "inductor" in runners else None
+    best_rounds = results["inductor-best"].get("round_medians") if "inductor-best" in runners else None
     for result in results.values():
         if not result.get("samples"):  # failed, or --warm-only (no rounds)
             result.pop("samples", None)
@@ -176,6 +169,8 @@ def measure_model(label, model, inputs, device, backends, args):
             result["speedup_vs_eager"] = statistics.median(e / r for e, r in zip(eager_rounds, rounds))
         if inductor_rounds:
             result["speedup_vs_inductor"] = statistics.median(i / r for i, r in zip(inductor_rounds, rounds))
+        if best_rounds:
+            result["speedup_vs_inductor_best"] = statistics.median(b / r for b, r in zip(best_rounds, rounds))
     for result in results.values():
         result.pop("round_medians", None)
     return [results[name] for name in backends]
@@ -223,7 +218,7 @@ def main():
     torch.set_grad_enabled(False)
     results = []
     print(f"{'model':<14}{'backend':<16}{'first call ms':>14}{'median ms':>11}{'x eager':>9}{'x inductor':>11}"
-          f"{'max rel diff':>14}{'peak MiB':>10}", flush=True)
+          f"{'x best':>8}{'max rel diff':>14}{'peak MiB':>10}", flush=True)
     for name in args.models:
         torch.manual_seed(export_models.SEED)
         model, specs, _ = export_models.BUILDERS[name](1)
@@ -257,7 +252,7 @@ def row_line(result):
         return head + f" FAILED: {result['error']}"
     return (head + f"{result['first_call_ms']:>14.0f}{cell(result, 'median_ms', '.3f'):>11}"
             f"{cell(result, 'speedup_vs_eager', '.2f'):>9}{cell(result, 'speedup_vs_inductor', '.2f'):>11}"
-            f"{result['max_rel_diff']:>14.2e}{cell(result, 'peak_mib', '.0f'):>10}"
+            f"{cell(result, 'speedup_vs_inductor_best', '.2f'):>8}{result['max_rel_diff']:>14.2e}{cell(result, 'peak_mib', '.0f'):>10}"
             + marked(result["backend"], result.get("counters")))
 
 

@@ -357,7 +357,7 @@ void add_trace_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   trace
       ->add_option("--modes", options->modes,
-                   "comma-separated modes: eager, sequential, nimble, opara, opara-noreorder")
+                   "comma-separated modes: eager, sequential, nimble, opara, opara-noreorder, trtllm, torchsched")
       ->delimiter(',');
   trace->add_option("--out,-o", options->out, "the trace JSON ('-' for stdout)")->required();
   trace->add_option("--json", options->json,

@@ -61,13 +61,13 @@ opara_build() {
 }
 
 OPARA_ALL_MODELS=(googlenet inception_v3 resnet50 bert_base t5_small vit branchy chain inplace recurrent detect multihead_rnn
-  decoder)
+  decoder unet)
 
 # What an export stamp records: the hash of the exporter, the model code and the pins of the
 # libraries that build the models.
 opara_export_hash() {
   cat "$OPARA_ROOT/scripts/export_models.py" "$OPARA_ROOT"/scripts/opara_models/*.py \
-    <(grep -E '^(torch|torchvision|transformers|numpy)==' "$OPARA_REQUIREMENTS") |
+    <(grep -E '^(torch|torchvision|transformers|diffusers|numpy)==' "$OPARA_REQUIREMENTS") |
     sha256sum | cut -d' ' -f1
 }
 

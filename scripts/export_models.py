@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from opara_models import decoder, overflow, synthetic  # noqa: E402
+from opara_models import decoder, overflow, synthetic, unet  # noqa: E402
 
 SEED = 0
 SEQUENCE_LENGTH = 32
@@ -167,6 +167,16 @@ def build_decoder(batch):
     return decoder.Decoder(config), specs, "scripts/opara_models/decoder.py Decoder(DecoderConfig.tiny()), one step"
 
 
+def build_unet(batch):
+    return (unet.UNetStep(unet.TINY), unet.input_specs("tiny", batch),
+            "scripts/opara_models/unet.py UNetStep(TINY): diffusers' UNet2DConditionModel, one denoising step")
+
+
+def build_unet_sd15(batch):
+    return (unet.UNetStep(unet.SD15), unet.input_specs("sd15", batch),
+            "scripts/opara_models/unet.py UNetStep(SD15): Stable Diffusion 1.5's UNet, one denoising step")
+
+
 # Greedy decoding by the eager module, for the decoder's reference file: a prompt of this many
 # tokens, fed one a step, then this many new tokens.
 DECODE_PROMPT = 4
@@ -203,7 +213,11 @@ BUILDERS = {
     "detect": build_detect,
     "multihead_rnn": build_multihead_rnn,
     "decoder": build_decoder,
+    "unet": build_unet,
+    "unet_sd15": build_unet_sd15,
 }
+# Exported only when named: 860M parameters, the GPU benchmark's.
+NAMED_ONLY = ("unet_sd15",)
 
 DTYPES = {
     "float32": torch.float32,
@@ -306,8 +320,9 @@ def export_one(name, batch, out_dir, dtype="float32"):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", default=list(BUILDERS), choices=list(BUILDERS), metavar="NAME",
-                        help=f"models to export (default: all of {', '.join(BUILDERS)})")
+    every = [name for name in BUILDERS if name not in NAMED_ONLY]
+    parser.add_argument("--models", nargs="+", default=every, choices=list(BUILDERS), metavar="NAME",
+                        help=f"models to export (default: all of {', '.join(every)})")
     parser.add_argument("--batch", nargs="+", type=int, default=[1], help="batch sizes (default 1)")
     parser.add_argument("--dtype", default="float32", choices=list(EXPORT_DTYPES),
                         help="weights and floating-point inputs in this dtype; other than float32, the files are "

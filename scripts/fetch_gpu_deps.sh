@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run HERE (with package registries) before a GPU check: fetches what the GPU machine lacks into
 # .gpu_deps/ (ignored by git), to be carried there: the Debian .deb files of the C++ libraries
-# (with the shared libraries their CMake packages name) and the pinned transformers
-# wheel. The image has pytest, torchvision and transformers' own needs (see the device notes).
+# (with the shared libraries their CMake packages name) and the pinned transformers and diffusers
+# wheels. The image has pytest, torchvision and transformers' own needs (see the device notes).
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -17,6 +17,9 @@ runtime_libs="$(apt-cache depends libfmt-dev libbenchmark-dev | awk '/Depends: l
 apt-get download libfmt-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev \
   $runtime_libs >/dev/null
 transformers="$(grep '^transformers==' "$OPARA_ROOT/requirements.txt")"
+diffusers="$(grep '^diffusers==' "$OPARA_ROOT/requirements.txt")"
+# diffusers' own needs besides what the image has (importlib_metadata's zipp, lazy-importer).
 "$OPARA_PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-  --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d "$out/wheels" "$transformers"
+  --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d "$out/wheels" "$transformers" "$diffusers" \
+  importlib_metadata zipp lazy-importer
 say "carry .gpu_deps: $(du -sh "$out" | cut -f1)"

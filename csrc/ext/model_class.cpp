@@ -83,6 +83,10 @@ class Model : public torch::CustomClassHolder {
     return options;
   }
 
+  // schedule_choice_record: what the package this was loaded from keeps so that a later load on
+  // this machine does not time again ("" when nothing was timed).
+  std::string choice_record() const { return schedule_choice_record(model_); }
+
  private:
   CompiledModel model_;
 };
@@ -134,6 +138,9 @@ TORCH_LIBRARY_FRAGMENT(opara, m) {
       .def("stats", &Model::stats, "Compile-time and run-time counters")
       .def("chosen_options", &Model::chosen_options,
            "The options that compile again the schedule tuning (CPU) or measuring (CUDA) chose, without timing")
+      .def("choice_record", &Model::choice_record,
+           "The schedule compile timed and the machine it holds on, as a package keeps it (opara/choice.json); "
+           "empty when nothing was timed")
       .def("stats_json", &Model::stats_json,
            "Every stat as JSON, the lists included: the CPU's tuning candidates, CUDA's measured candidates")
       .def("device", &Model::device, "The device the model runs on")

@@ -22,7 +22,8 @@ std::string package_info(const std::string& path) {
                         {"inputs", info.input_signature.size()},
                         {"example_inputs", info.holds_example_inputs},
                         {"folded_inputs", info.folded_inputs},
-                        {"out_spec", info.out_spec}}
+                        {"out_spec", info.out_spec},
+                        {"choice", {{"machine", info.choice.machine}, {"options", info.choice.options}}}}
       .dump();
 }
 

@@ -15,6 +15,7 @@
 #include "package/package_archive.h"
 #include "package/package_fits.h"
 #include "profiler/device_limits.h"
+#include "runtime/cpu/cpu_parallel_executor.h"
 
 namespace opara {
 namespace {
@@ -79,8 +80,11 @@ CompiledModel load_package_for(const std::string& path, const std::vector<at::Te
     }
     text[key] = value;
   }
-  const Options compile_options = options_from_text(text);
   const c10::Device device(info.options.at("device"));
+  if (stored_choice_misfit(info, options, schedule_machine(device)).empty()) {
+    for (const auto& [key, value] : info.choice.options) text[key] = value;
+  }
+  const Options compile_options = options_from_text(text);
   // Loaded for a caller's own inputs (a compile cache entry), its messages name the model as the
   // caller knows it; else the file.
   Graph graph = load_archive(archive.record(kPackageProgram), inputs != nullptr ? info.name : path);
@@ -101,6 +105,19 @@ CompiledModel load_package_for(const std::string& path, const std::vector<at::Te
 }
 
 }  // namespace
+
+std::string schedule_machine(const c10::Device& device) {
+  if (!device.is_cuda()) return fmt::format("{} CPUs", usable_cores());
+  const DeviceLimits limits = device_limits(device.index());
+  return fmt::format("{}, {} SMs", limits.name, limits.sm_count);
+}
+
+std::string schedule_choice_record(const CompiledModel& model) {
+  const CompiledStats stats = model.stats();
+  std::map<std::string, std::string> chosen = chosen_schedule_options(stats);
+  if (chosen.empty()) return "";
+  return choice_json(StoredChoice{schedule_machine(c10::Device(stats.device)), std::move(chosen)});
+}
 
 CompiledModel load_package(const std::string& path, const std::map<std::string, std::string>& options) {
   return load_package_for(path, nullptr, options);

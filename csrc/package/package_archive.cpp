@@ -61,6 +61,16 @@ PackageInfo parse_info(const nlohmann::json& meta) {
 
 }  // namespace
 
+std::string choice_json(const StoredChoice& choice) {
+  return nlohmann::json{{"machine", choice.machine}, {"options", choice.options}}.dump();
+}
+
+StoredChoice parse_choice(const std::string& json) {
+  const nlohmann::json parsed = nlohmann::json::parse(json);
+  return StoredChoice{parsed.at("machine").get<std::string>(),
+                      parsed.at("options").get<std::map<std::string, std::string>>()};
+}
+
 std::string package_inputs_misfit(const PackageInfo& info, const std::vector<at::Tensor>& inputs) {
   if (inputs.size() != info.input_signature.size()) {
     return fmt::format("the package takes {} inputs, and {} were given", info.input_signature.size(), inputs.size());
@@ -110,6 +120,13 @@ PackageArchive::PackageArchive(std::string path) : path_(std::move(path)) {
     }
   } catch (const nlohmann::json::exception& error) {
     fail_package(path_, fmt::format("opara/meta.json is damaged ({}); make the package again", error.what()));
+  }
+  if (reader_->hasRecord(kPackageChoice)) {
+    try {
+      info_.choice = parse_choice(record(kPackageChoice));
+    } catch (const nlohmann::json::exception& error) {
+      fail_package(path_, fmt::format("{} is damaged ({}); make the package again", kPackageChoice, error.what()));
+    }
   }
 }
 

@@ -32,6 +32,10 @@ class PackageArchive {
   PackageInfo info_;
 };
 
+// StoredChoice as opara/choice.json holds it, and back (nlohmann::json::exception on a damaged one).
+std::string choice_json(const StoredChoice& choice);
+StoredChoice parse_choice(const std::string& json);
+
 // Why `inputs` cannot be a call of the package `info` describes (empty: they can): another count,
 // dtype or sizes, naming the input.
 std::string package_inputs_misfit(const PackageInfo& info, const std::vector<at::Tensor>& inputs);
@@ -40,6 +44,7 @@ std::string package_inputs_misfit(const PackageInfo& info, const std::vector<at:
 inline constexpr const char* kPackageMeta = "opara/meta.json";
 inline constexpr const char* kPackageProgram = "opara/program.pt2";
 inline constexpr const char* kPackageRegions = "opara/regions.json";
-std::string package_region_record(std::int64_t key);  // "opara/regions/<key>.pt2"
+inline constexpr const char* kPackageChoice = "opara/choice.json";  // StoredChoice, where a load kept one
+std::string package_region_record(std::int64_t key);                // "opara/regions/<key>.pt2"
 
 }  // namespace opara

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 namespace opara {
@@ -23,6 +24,23 @@ std::vector<std::string> cpu_flags_of_isa(const std::string& isa) {
   if (base == "avx2") flags = {"avx2", "fma3"};
   for (std::string feature; words >> feature;) flags.push_back(feature);
   return flags;
+}
+
+std::string stored_choice_misfit(const PackageInfo& info, const std::map<std::string, std::string>& options,
+                                 const std::string& machine) {
+  // Options that leave the schedule and its timing as they were.
+  static const std::set<std::string> kScheduleFree = {
+      "device",        "outputs",        "on_uncapturable", "allow_profile_mismatch",
+      "static_inputs", "state_in_place", "warmup_runs"};
+  if (info.choice.machine.empty()) return "none kept";
+  if (info.choice.machine != machine)
+    return fmt::format("measured on {}, and this is {}", info.choice.machine, machine);
+  for (const auto& [key, value] : options) {
+    const auto kept = info.options.find(key);
+    if (!kScheduleFree.count(key) && (kept == info.options.end() || kept->second != value))
+      return fmt::format("the caller sets {}", key);
+  }
+  return {};
 }
 
 std::string package_misfit(const PackageInfo& info, const PackageHost& host) {

@@ -22,6 +22,13 @@ struct PackageHost {
 // kernels were compiled for. Each says how to make a package that fits.
 std::string package_misfit(const PackageInfo& info, const PackageHost& host);
 
+// Why the schedule `info` keeps (StoredChoice) is not for a load on `machine` (schedule_machine)
+// with the caller's `options` (empty: it is): none kept; measured on another machine; or the
+// caller changes an option that decides the schedule (any but those that only say how outputs,
+// inputs and failures are handled), naming it.
+std::string stored_choice_misfit(const PackageInfo& info, const std::map<std::string, std::string>& options,
+                                 const std::string& machine);
+
 // The CPU features the kernels of Inductor's vector ISA need, as ATen names them: "avx512 avx512_vnni"
 // (the ISA, then features its kernels use besides) needs avx512_f, _dq, _vl, _bw, fma3 and
 // avx512_vnni; empty for none.

@@ -81,6 +81,7 @@ std::vector<NodeId> launch_order(const Graph& graph, OrderPolicy policy, const s
   switch (policy) {
     case OrderPolicy::kTopological: return topological_order(graph);
     case OrderPolicy::kOpara: return opara_order(graph, costs);
+    case OrderPolicy::kTrtllm: return trtllm_order(graph);
   }
   OPARA_UNREACHABLE("unknown order policy {}", static_cast<int>(policy));
 }

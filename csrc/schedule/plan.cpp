@@ -13,15 +13,18 @@
 namespace opara {
 namespace {
 
-constexpr std::array<std::pair<StreamPolicy, std::string_view>, 4> kStreamPolicies = {{
+constexpr std::array<std::pair<StreamPolicy, std::string_view>, 6> kStreamPolicies = {{
     {StreamPolicy::kOpara, "opara"},
     {StreamPolicy::kOparaUnhanded, "opara-unhanded"},
     {StreamPolicy::kNimble, "nimble"},
     {StreamPolicy::kSingle, "single"},
+    {StreamPolicy::kTrtllm, "trtllm"},
+    {StreamPolicy::kTorchsched, "torchsched"},
 }};
-constexpr std::array<std::pair<OrderPolicy, std::string_view>, 2> kOrderPolicies = {{
+constexpr std::array<std::pair<OrderPolicy, std::string_view>, 3> kOrderPolicies = {{
     {OrderPolicy::kTopological, "topological"},
     {OrderPolicy::kOpara, "opara"},
+    {OrderPolicy::kTrtllm, "trtllm"},
 }};
 
 template <typename Policy, std::size_t N>
@@ -103,8 +106,12 @@ Plan make_plan(const Graph& graph, const PlanOptions& options, const std::vector
   // A graph whose nodes carry a plan's streams (Inductor's regions as nodes) keeps them: one plan.
   std::optional<StreamAssignment> planned = planned_streams(graph, dag, plan.launch_order);
   const bool kept_planned = planned.has_value();
-  StreamAssignment streams = planned ? *std::move(planned) : allocate_streams(dag, options.streams, plan.launch_order);
-  if (!kept_planned) merge_unpaying_streams(dag, streams, plan.launch_order, costs, options.payoff);
+  StreamAssignment streams =
+      planned ? *std::move(planned)
+              : allocate_streams(graph, dag, options.streams, plan.launch_order, options.max_streams);
+  // The payoff is opara's: a peer's policy keeps the streams its authors' code opens.
+  const bool peer = options.streams == StreamPolicy::kTrtllm || options.streams == StreamPolicy::kTorchsched;
+  if (!kept_planned && !peer) merge_unpaying_streams(dag, streams, plan.launch_order, costs, options.payoff);
   cap_streams(graph, dag, streams, options.max_streams, plan.launch_order, costs);
   plan.stream_count = streams.stream_count;
   plan.stream_of = std::move(streams.stream_of);

@@ -23,8 +23,9 @@ struct StreamAssignment {
 };
 
 // Streams under `policy`, visiting nodes in `order` (a topological order; Opara's rules depend on
-// it, Nimble's and single's do not).
-StreamAssignment allocate_streams(const Graph& graph, StreamPolicy policy, const std::vector<NodeId>& order);
+// it, the others' do not). The peers' policies open at most `max_streams` (0: their default).
+StreamAssignment allocate_streams(const Graph& graph, StreamPolicy policy, const std::vector<NodeId>& order,
+                                  int max_streams = 0);
 
 // Merges streams until at most `max_streams` remain: a stream joins one whose nodes all come before
 // its own (no parallelism lost) when there is one, otherwise the one where it could start soonest
@@ -61,7 +62,14 @@ StreamAssignment opara_streams(const KernelDag& dag, const std::vector<NodeId>& 
 // "stream"), exported for its tests; nimble_streams covers these chains again.
 StreamAssignment nimble_chains(const KernelDag& dag, const std::vector<NodeId>& order);
 StreamAssignment nimble_streams(const KernelDag& dag, const std::vector<NodeId>& order);
-StreamAssignment allocate_streams(const KernelDag& dag, StreamPolicy policy, const std::vector<NodeId>& order);
+// The peers' (trtllm_streams.cpp, torchsched_streams.cpp), each at most `max_streams` streams (0:
+// its own default, 3 and 8), and TensorRT-LLM's launch order (the order its list schedule takes
+// the nodes in).
+StreamAssignment trtllm_streams(const Graph& graph, const KernelDag& dag, int max_streams);
+std::vector<NodeId> trtllm_order(const Graph& graph);
+StreamAssignment torchsched_streams(const KernelDag& dag, const std::vector<NodeId>& order, int max_streams);
+StreamAssignment allocate_streams(const Graph& graph, const KernelDag& dag, StreamPolicy policy,
+                                  const std::vector<NodeId>& order, int max_streams);
 void cap_streams(const Graph& graph, const KernelDag& dag, StreamAssignment& streams, int max_streams,
                  const std::vector<NodeId>& order, const std::vector<NodeCost>& costs);
 int merge_unpaying_streams(const KernelDag& dag, StreamAssignment& streams, const std::vector<NodeId>& order,

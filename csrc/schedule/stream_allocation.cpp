@@ -4,8 +4,11 @@
 
 namespace opara {
 
-StreamAssignment allocate_streams(const KernelDag& dag, StreamPolicy policy, const std::vector<NodeId>& order) {
+StreamAssignment allocate_streams(const Graph& graph, const KernelDag& dag, StreamPolicy policy,
+                                  const std::vector<NodeId>& order, int max_streams) {
   switch (policy) {
+    case StreamPolicy::kTrtllm: return trtllm_streams(graph, dag, max_streams);
+    case StreamPolicy::kTorchsched: return torchsched_streams(dag, order, max_streams);
     case StreamPolicy::kOpara: return opara_streams(dag, order, /*unhanded_rule=*/false);
     case StreamPolicy::kOparaUnhanded: return opara_streams(dag, order, /*unhanded_rule=*/true);
     case StreamPolicy::kNimble: return nimble_streams(dag, order);
@@ -39,8 +42,9 @@ std::optional<StreamAssignment> planned_streams(const Graph& graph, const Kernel
   return result;
 }
 
-StreamAssignment allocate_streams(const Graph& graph, StreamPolicy policy, const std::vector<NodeId>& order) {
-  return allocate_streams(kernel_dag(graph), policy, order);
+StreamAssignment allocate_streams(const Graph& graph, StreamPolicy policy, const std::vector<NodeId>& order,
+                                  int max_streams) {
+  return allocate_streams(graph, kernel_dag(graph), policy, order, max_streams);
 }
 
 void cap_streams(const Graph& graph, StreamAssignment& streams, int max_streams, const std::vector<NodeId>& order,

@@ -19,6 +19,14 @@
 
 namespace opara {
 
+// The schedule a load of a package measured (chosen_schedule_options: the CPU tuner's cap and
+// threads, CUDA's measured cap) and the machine it was measured on (schedule_machine), kept in the
+// package (opara/choice.json), so that a later load there compiles it without timing again.
+struct StoredChoice {
+  std::string machine;  // empty: none kept
+  std::map<std::string, std::string> options;
+};
+
 // What a package was made for and from (its opara/meta.json).
 struct PackageInfo {
   std::string name;             // the model, as the package's messages name it
@@ -34,6 +42,7 @@ struct PackageInfo {
   bool holds_example_inputs = true;         // false: a compile cache entry, loaded with the caller's inputs
   std::vector<std::int64_t> folded_inputs;  // the inputs its regions hold folded in (a backend's weights)
   std::string out_spec;                     // the Python package's output structure (a pytree spec), opaque here
+  StoredChoice choice;                      // opara/choice.json, where a load kept one
 };
 
 // The package's description. Throws opara::Error naming the file and the part that is wrong for a
@@ -44,7 +53,9 @@ OPARA_API PackageInfo read_package_info(const std::string& path);
 // running AOTInductor's compiled code (torch::inductor::AOTIModelPackageLoader), on the plan's
 // streams (captured into the CUDA graph on a GPU, run by the workers on the CPU), compiled for
 // the example inputs the package holds. `options` replace the package's where given (the keys
-// of options_from_text; "device" cannot change). Refused, naming what differs and how to rebuild:
+// of options_from_text; "device" cannot change). A schedule the package keeps (StoredChoice)
+// measured on this machine is compiled untimed, unless `options` change how the schedule is
+// chosen (stored_choice_misfit). Refused, naming what differs and how to rebuild:
 // a package made by another opara or torch release, for another device kind, capability or CPU
 // vector ISA; a missing or damaged part is named.
 OPARA_API CompiledModel load_package(const std::string& path, const std::map<std::string, std::string>& options = {});
@@ -58,5 +69,14 @@ OPARA_API CompiledModel load_package(const std::string& path, const std::vector<
 
 // The example inputs the package was made with (what load_package compiles for).
 OPARA_API std::vector<at::Tensor> package_example_inputs(const std::string& path);
+
+// The machine a measured schedule holds on: the usable CPUs on the CPU ("16 CPUs"), the GPU's name
+// and multiprocessors on CUDA ("NVIDIA H100 80GB HBM3, 132 SMs": a MIG slice has fewer).
+OPARA_API std::string schedule_machine(const c10::Device& device);
+
+// The StoredChoice of what `model`'s compile measured, as opara/choice.json holds it (JSON), for
+// the package it was loaded from; empty when compile timed nothing (a fixed or stored schedule, a
+// single stream).
+OPARA_API std::string schedule_choice_record(const CompiledModel& model);
 
 }  // namespace opara

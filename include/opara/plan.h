@@ -31,12 +31,17 @@ enum class StreamPolicy : std::uint8_t {
   kOparaUnhanded,  // the published repository's later rule: the first predecessor that has not handed its stream on
   kNimble,         // Nimble: chains covering the transitive reduction, then paths of chains by reachability
   kSingle,         // one stream: the sequential CUDA graph
+  // Peers' automatic schedulers, as their code does them (PlanOptions::max_streams: their stream
+  // count, else their own default):
+  kTrtllm,      // TensorRT-LLM's multi-stream pass: a list schedule by weighted distance to the output, 3 streams
+  kTorchsched,  // apex's torchsched: the longest path on one stream, the rest round-robin over 7 more
 };
 
 // In which order the host launches the nodes.
 enum class OrderPolicy : std::uint8_t {
   kTopological,  // program order
   kOpara,        // Opara Alg. 2: alternate memory- and compute-bound ready nodes, smallest demand first
+  kTrtllm,       // TensorRT-LLM's list schedule: the ready node of largest weighted distance to the output first
 };
 
 // What an operator is bound by on the GPU; decides which of Alg. 2's ready lists it joins.
@@ -64,7 +69,9 @@ inline constexpr StreamPayoff kShapeCostPayoff{3.35e6, 1.0e7};
 struct PlanOptions {
   StreamPolicy streams = StreamPolicy::kOpara;
   OrderPolicy order = OrderPolicy::kOpara;
-  int max_streams = 0;  // 0: as many as the policy opens; past the cap streams are merged
+  // 0: as many as the policy opens; past the cap streams are merged. The peers' policies (kTrtllm,
+  // kTorchsched) open this many streams at most, as their own stream count.
+  int max_streams = 0;
   // Regions (Plan::region_of): runs of one stream's nodes with cross-stream dependencies only at
   // their edges, for another compiler to fuse; one whose cost is below region_min_share of the
   // largest that can run beside it (or beside which nothing runs) is merged into a neighbour.

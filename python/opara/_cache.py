@@ -19,10 +19,11 @@ user owns or may write is not used, with a warning). The folder is bounded by $O
 load (damaged, made for another CPU) is removed and the model compiled again, with a warning;
 stats()["cache"] says what happened: "hit", "stored", "off" or "bypassed: <why>".
 
-Beside an entry, <key>.choice keeps the schedule its first load chose (the CPU tuner's cap and
-threads, CUDA's measured cap: the library's chosen_options) and the usable CPUs then: a hit on a
-machine with as many compiles that schedule at once instead of timing candidates again (a
-warm start, issue 45), unless the caller fixed it.
+An entry keeps the schedule its first load timed (the CPU tuner's cap and threads, CUDA's measured
+cap) and the machine it holds on (the usable CPUs, or the GPU's name and multiprocessors), as a
+package does (opara/choice.json): a hit on such a machine compiles that schedule at once instead of
+timing candidates again (a warm start, issue 45); a load on another machine times them and keeps
+its own choice instead. The library decides (csrc/package/package_fits.cpp, stored_choice_misfit).
 """
 
 from __future__ import annotations
@@ -43,12 +44,11 @@ import torch.utils._pytree as pytree
 from ._frontend import _compile_device, _first_line, has_symbolic_sizes
 from ._library import __version__, library_path
 from ._lowering import Lowered, lower
-from ._package_file import loaded, read_info, tensor_memory, write_package
+from ._package_file import keep_choice, loaded, read_info, tensor_memory, write_package
 
 _DEFAULT_MAX_MB = 8192
 _ENTRY_SUFFIX = ".opara"
 _REFUSAL_SUFFIX = ".refused"  # why AOTInductor refused a key's compile: the next one goes in process at once
-_CHOICE_SUFFIX = ".choice"  # the schedule the entry's first load chose (tuned on the CPU, measured on CUDA)
 # ATen's and prims' ops are torch's: the torch release in the key stands for their code.
 _KEYED_NAMESPACES = ("aten", "prims")
 # Inductor's configuration that AOTInductor's compile writes itself (the first compile of a process
@@ -193,33 +193,6 @@ def _ahead_of_time(program: torch.export.ExportedProgram, inputs: list[torch.Ten
     return made, ""
 
 
-def _usable_cores() -> int:
-    return len(os.sched_getaffinity(0))
-
-
-def _chosen(entry: Path) -> dict[str, str]:
-    """The schedule options kept beside `entry` (chosen_options of its first load), or none: not
-    kept yet, unreadable, or chosen where another number of CPUs was usable."""
-    try:
-        kept = json.loads(entry.with_suffix(_CHOICE_SUFFIX).read_text())
-        if kept["cores"] == _usable_cores() and isinstance(kept["options"], dict):
-            return {str(key): str(value) for key, value in kept["options"].items()}
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return {}
-
-
-def _keep_choice(entry: Path, options: dict[str, str]) -> None:
-    if options:
-        _write_owned(entry.with_suffix(_CHOICE_SUFFIX), json.dumps({"cores": _usable_cores(), "options": options}))
-
-
-def _remove(entry: Path) -> None:
-    """An entry (or a refusal) and the choice kept beside it."""
-    entry.unlink(missing_ok=True)
-    entry.with_suffix(_CHOICE_SUFFIX).unlink(missing_ok=True)
-
-
 def _write_owned(path: Path, text: str) -> None:
     """`text` into `path`, readable by its owner only, whole or not at all."""
     partial = path.with_name(f".{path.name}.{os.getpid()}")
@@ -271,17 +244,17 @@ class CompileCache:
               how: str) -> Lowered | None:
         """The entry loaded for `inputs`, marked as used now; None where it did not load (removed,
         with a warning)."""
-        choice = _chosen(entry)
         try:
             info = read_info(str(entry))
-            handle = torch.classes.opara.Model.from_package(str(entry), {**choice, **options}, inputs)
+            handle = torch.classes.opara.Model.from_package(str(entry), options, inputs)
         except Exception as error:  # damaged, truncated, made for another CPU: compiled again
             warnings.warn(f"opara: the compile cache's entry {entry} for {name} did not load "
                           f"({_first_line(error)}); it is removed and the model compiled again", stacklevel=6)
-            _remove(entry)
+            entry.unlink(missing_ok=True)
             return None
-        if not choice:
-            _keep_choice(entry, dict(handle.chosen_options()))
+        record = handle.choice_record()
+        if record:  # timed here: kept for the next load (the loader applied a choice kept for this machine)
+            keep_choice(entry, record, mode=0o600)
         os.utime(entry)
         lowered = loaded(str(entry), info, handle, "torch.export")
         lowered.cache = how
@@ -301,7 +274,7 @@ class CompileCache:
         for _, _, size, path in sorted(entries):
             if total <= self.max_bytes:
                 break
-            _remove(path)
+            path.unlink(missing_ok=True)
             total -= size
 
 

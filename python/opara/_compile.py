@@ -142,8 +142,11 @@ def compile(
     device: "cuda", "cuda:1" or "cpu"; default: the CUDA example inputs' device, else the CPU. Each
         input keeps the device of its example: a call passes its inputs where the examples were
         (a 0-dim CPU tensor stays a CPU scalar on a CUDA model; other inputs are copied in).
-    streams: stream allocation, "opara" (default), "opara-unhanded", "nimble" or "single".
-    order: launch order, "opara" (default) or "topological".
+    streams: stream allocation, "opara" (default), "opara-unhanded", "nimble", "single", or a
+        peer's automatic scheduler as its code does it: "trtllm" (TensorRT-LLM's multi-stream
+        pass, 3 streams) or "torchsched" (apex's, 8); max_streams is their stream count.
+    order: launch order, "opara" (default), "topological" or "trtllm" (TensorRT-LLM's list
+        schedule: with streams="trtllm", its own).
     max_streams: merge streams past this many; 0 (default): no cap (on the CPU: tuned).
     regions: True: the plan also groups each stream's nodes into regions (plan()["region_of"]),
         cut at cross-stream dependencies; region_min_share (default 0.1) merges the small ones.

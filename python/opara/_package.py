@@ -20,7 +20,7 @@ import torch
 from ._frontend import _compile_device, _is_path, _options_text, _tensor_list
 from ._library import load_library
 from ._lowering import kernels_option, lower
-from ._package_file import loaded, read_info, write_package
+from ._package_file import keep_choice, loaded, read_info, write_package
 
 
 def package(model: torch.nn.Module | torch.export.ExportedProgram | str | os.PathLike,
@@ -28,6 +28,9 @@ def package(model: torch.nn.Module | torch.export.ExportedProgram | str | os.Pat
             **options: Any) -> Path:
     """Compiles `model` for `example_inputs` once and writes a package to `path`, which
     opara.load (Python) and opara::load_package (C++, no Python) load without compiling again.
+    The package is loaded once here: the schedule that load times (the CPU tuner's, CUDA's
+    measured candidates) is kept in it with the machine it holds on, and a load there compiles
+    it untimed, unless the load's options change how the schedule is chosen.
     `options` are opara.compile's; kernels="inductor" (the default here) compiles each region of the
     plan with AOTInductor for the device (a CUDA package is made where its GPU is), "aten" packages
     the program alone (ATen's kernels, one per node). A region AOTInductor refuses stays ATen nodes,
@@ -52,7 +55,17 @@ def _package(model: Any, example_inputs: Any, path: str | os.PathLike, options: 
     lowered = lower(model, inputs, text, kernels, name, ahead_of_time=True)
     target = Path(path)
     write_package(lowered, name, text, inputs, target)
+    _keep_measured_schedule(target)
     return target
+
+
+def _keep_measured_schedule(path: Path) -> None:
+    """Loads the package once, as opara.load would here, and keeps in it the schedule that load timed
+    (the CPU tuner's, CUDA's measured candidates), so that a load on this machine compiles it
+    untimed."""
+    record = torch.classes.opara.Model.from_package(str(path), {}, None).choice_record()
+    if record:
+        keep_choice(path, record)
 
 
 def load(path: str | os.PathLike, **options: Any) -> Any:

@@ -5,7 +5,9 @@ Records (torch's zip format, which LibTorch's reader opens): opara/meta.json, op
 opara/regions.json (the description with_compiled_regions reads, op "opara::aoti_region", each
 key the number of its record), opara/regions/<key>.pt2 (AOTInductor's package of that region) and
 opara/inputs/<i>.bin (each example input's bytes, its dtype and sizes in meta.json; a compile
-cache entry holds none, "example_inputs": false, and is loaded with the caller's inputs).
+cache entry holds none, "example_inputs": false, and is loaded with the caller's inputs), and
+opara/choice.json once a load has timed a schedule (the library's Model.choice_record(): the options
+that make it again and the machine it holds on, which the loader applies there untimed).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from ._lowering import Kernels, Lowered
 
 # The format opara::load_package reads (csrc/package/package_archive.cpp: kPackageFormat).
 _FORMAT = 1
+_RECORDS = "opara/"  # every record of a package; the zip writer adds its own beside them
+_CHOICE = "opara/choice.json"  # csrc/package/package_archive.h: kPackageChoice
 
 
 def cpu_isa() -> str:
@@ -111,6 +115,18 @@ def write_package(lowered: Lowered, name: str, options: dict[str, str], inputs: 
     meta = _meta(name, torch.device(options["device"]), options, inputs, len(regions), lowered.out_spec, folded,
                  example_inputs)
     records["opara/meta.json"] = json.dumps(meta, indent=1).encode()
+    _write(path, records, mode)
+
+
+def keep_choice(path: Path, record: str, mode: int | None = None) -> None:
+    """The package at `path` written again, atomically, with `record` (Model.choice_record() of a
+    load of it: the schedule that load timed and the machine it holds on) as its opara/choice.json,
+    in place of any it held; permissions `mode` where given."""
+    reader = torch._C.PyTorchFileReader(str(path))
+    records = {name: reader.get_record(name) for name in reader.get_all_records()
+               if name.startswith(_RECORDS) and name != _CHOICE}
+    del reader
+    records[_CHOICE] = record.encode()
     _write(path, records, mode)
 
 

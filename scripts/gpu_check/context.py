@@ -26,10 +26,10 @@ PAPER_MODES = "eager,sequential,nimble,opara"
 # What users compare: torch.compile's backends on these models (bench/torch_compile_bench.py) and on
 # the Llama-style decode step (bench/llm_decode_bench.py, its large size, batch 1).
 COMPARE_MODELS = ["googlenet"]
-COMPARE_BACKENDS = ["eager", "inductor", "inductor-ro", "opara", "opara-inductor"]
+COMPARE_BACKENDS = ["eager", "inductor", "inductor-best", "inductor-ro", "opara", "opara-inductor"]
 # The backends whose compile a background process makes first, filling Inductor's on-disk caches
 # (opara's ATen kernels have none: its first call in the timed process is a cold one).
-WARMED_BACKENDS = ["inductor", "inductor-ro", "opara-inductor"]
+WARMED_BACKENDS = ["inductor", "inductor-best", "inductor-ro", "opara-inductor"]
 # What the GPU tests, the overflow runs and the half-precision runs read besides (NAME:DTYPE).
 EXTRA_SPECS = ["resnet50", "vit", "chain", "inplace", "recurrent", "detect", "multihead_rnn", "decoder",
                "branchy:float16", "branchy:bfloat16", "googlenet:float16"]

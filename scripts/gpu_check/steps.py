@@ -549,7 +549,7 @@ def compare_jobs(g):
     batch 1 (bench/llm_decode_bench.py); OPARA_GPU_COMPARE_MODELS and OPARA_GPU_COMPARE_LLM_SIZE
     change them. A dry run (the CPU): branchy and the small llama, 2 iterations, 4 tokens, no
     reduce-overhead (CUDA graphs)."""
-    backends = [b for b in COMPARE_BACKENDS if not (g.dry_run and b == "inductor-ro")]
+    backends = [b for b in COMPARE_BACKENDS if not (g.dry_run and b in ("inductor-ro", "inductor-best"))]
     models = words_env("OPARA_GPU_COMPARE_MODELS", ["branchy"] if g.dry_run else COMPARE_MODELS)
     quick = ["--iters", "2", "--rounds", "2", "--warmup", "1"] if g.dry_run else []
     size = g.env().get("OPARA_GPU_COMPARE_LLM_SIZE") or ("small" if g.dry_run else "large")

@@ -183,7 +183,7 @@ PLAN_KEYS = {"nodes", "streams", "events", "events_unreduced", "launch_order", "
              "records", "stream_policy", "order_policy", "nodes_per_stream", "valid"}
 
 
-@pytest.mark.parametrize("allocator", ["opara", "opara-unhanded", "nimble", "single"])
+@pytest.mark.parametrize("allocator", ["opara", "opara-unhanded", "nimble", "single", "trtllm", "torchsched"])
 @pytest.mark.parametrize("name", ["googlenet", "inception_v3", "bert_base", "t5_small", "inplace"])
 def test_plan_checks_and_reports_the_documented_keys(bench, name, allocator):
     plan = json.loads(bench("plan", "--model", name, "--allocator", allocator, "--check", "--json", "-").stdout)

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import opara
+from opara._package_file import keep_choice, read_info
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -231,8 +232,11 @@ def test_a_hit_runs_the_schedule_the_first_load_tuned_without_tuning_again(libra
     first = opara.compile(model, [x], **options)
     stored = first.stats()
     assert stored["cache"] == "stored" and stored["tuning_ms"] > 0 and stored["tuning"], stored
-    (choice,) = tmp_path.glob("*.choice")
-    assert stat.S_IMODE(choice.stat().st_mode) == 0o600
+    (entry,) = _entries(tmp_path)
+    kept = read_info(str(entry))["choice"]
+    assert kept["machine"] == f"{len(os.sched_getaffinity(0))} CPUs", kept
+    assert kept["options"] == dict(first._handle.chosen_options()), kept
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600  # written again with it, still its owner's alone
     second = opara.compile(model, [x], **options)
     hit = second.stats()
     assert hit["cache"] == "hit" and hit["tuning_ms"] == 0 and hit["tuning"] == [], hit
@@ -242,14 +246,15 @@ def test_a_hit_runs_the_schedule_the_first_load_tuned_without_tuning_again(libra
         expected = model(x)
     for got, want in zip(second(x), expected):
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-5)
-    # A choice made where another number of CPUs was usable is not taken: tuned again, and kept anew.
-    kept = json.loads(choice.read_text())
-    choice.write_text(json.dumps({**kept, "cores": kept["cores"] + 1}))
+    # A choice made on another machine is not taken: tuned again, and this machine's kept instead.
+    keep_choice(entry, json.dumps({"machine": "a machine of 1000 CPUs", "options": kept["options"]}), mode=0o600)
     assert opara.compile(model, [x], **options).stats()["tuning_ms"] > 0
-    assert json.loads(choice.read_text())["cores"] == kept["cores"]
-    # A damaged one neither.
-    choice.write_text("{not json")
-    assert opara.compile(model, [x], **options).stats()["tuning_ms"] > 0
+    assert read_info(str(entry))["choice"]["machine"] == kept["machine"]
+    # A damaged one: the entry is refused naming it, removed and compiled again.
+    keep_choice(entry, "{not json", mode=0o600)
+    with pytest.warns(UserWarning, match="opara/choice.json is damaged"):
+        again = opara.compile(model, [x], **options)
+    assert again.stats()["cache"] == "stored" and again.stats()["tuning_ms"] > 0
 
 
 _PROCESS = textwrap.dedent("""

@@ -5,6 +5,7 @@ one, is refused naming what is wrong. Small models: each region is an AOTInducto
 minute on two cores), so one package is made per module and the bad ones are edited copies."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 import opara
+from opara._package_file import keep_choice, read_info
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -101,6 +103,34 @@ def test_the_options_given_at_load_replace_the_packages_but_not_its_device(made)
     _close(compiled(x), model(x))
     with pytest.raises(RuntimeError, match="made for device cpu"):
         opara.load(path, device="cuda")
+
+
+def test_a_package_keeps_the_schedule_its_load_timed_and_a_load_here_does_not_time_again(library, tmp_path):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one usable CPU: there is one schedule and nothing to time")
+    model, x = _model_and_input()
+    # ATen's kernels (no AOTInductor compile): the two branches on two streams, a schedule the CPU
+    # tuner chooses.
+    path = opara.package(model, [x], tmp_path / "branches.opara", kernels="aten", device="cpu", cpu_tuning_ms=50)
+    kept = read_info(str(path))["choice"]
+    assert kept["machine"] == f"{len(os.sched_getaffinity(0))} CPUs", kept
+    assert set(kept["options"]) >= {"intra_op_threads"}, kept
+    loaded = opara.load(path)
+    stats = loaded.stats()
+    assert stats["tuning_ms"] == 0 and stats["tuning"] == [], stats  # compiled as kept, untimed
+    assert str(int(stats["intra_op_threads"])) == kept["options"]["intra_op_threads"]
+    with torch.no_grad():
+        _close(loaded(x), model(x))
+    # Options that change how the schedule is chosen are the caller's: timed again (or fixed).
+    assert opara.load(path, cpu_tuning_ms=40).stats()["tuning"] != []
+    assert opara.load(path, intra_op_threads=1).stats()["intra_op_threads"] == 1
+    # Kept for another machine: timed again here.
+    keep_choice(path, json.dumps({"machine": "a machine of 1000 CPUs", "options": kept["options"]}))
+    assert opara.load(path).stats()["tuning"] != []
+    # A damaged one is named.
+    keep_choice(path, "{not json")
+    with pytest.raises(RuntimeError, match="opara/choice.json is damaged"):
+        opara.load(path)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU: a CUDA package is made where its GPU is")

@@ -75,5 +75,21 @@ TEST(PackageFits, ACpuWithoutTheKernelsIsaIsNamed) {
   EXPECT_EQ(cpu_flags_of_isa("avx2"), (std::vector<std::string>{"avx2", "fma3"}));
 }
 
+TEST(StoredChoice, KeptOnThisMachineItHoldsUnlessTheCallerChangesHowTheScheduleIsChosen) {
+  PackageInfo info = cpu_package();
+  info.options = {{"device", "cpu"}, {"cpu_tuning_ms", "50"}, {"kernels", "inductor"}};
+  EXPECT_EQ(stored_choice_misfit(info, {}, "16 CPUs"), "none kept");
+  info.choice = StoredChoice{"16 CPUs", {{"intra_op_threads", "1"}, {"max_streams", "3"}}};
+  EXPECT_EQ(stored_choice_misfit(info, {}, "16 CPUs"), "");
+  EXPECT_EQ(stored_choice_misfit(info, {}, "8 CPUs"), "measured on 16 CPUs, and this is 8 CPUs");
+  // The package's own options again, or options that do not decide the schedule: it holds.
+  EXPECT_EQ(stored_choice_misfit(info, info.options, "16 CPUs"), "");
+  EXPECT_EQ(stored_choice_misfit(info, {{"outputs", "view"}, {"warmup_runs", "5"}}, "16 CPUs"), "");
+  // Another tuning budget, a cap, threads or a memory budget of the caller's: timed again.
+  EXPECT_EQ(stored_choice_misfit(info, {{"cpu_tuning_ms", "10"}}, "16 CPUs"), "the caller sets cpu_tuning_ms");
+  EXPECT_EQ(stored_choice_misfit(info, {{"max_streams", "2"}}, "16 CPUs"), "the caller sets max_streams");
+  EXPECT_EQ(stored_choice_misfit(info, {{"memory_budget", "2x"}}, "16 CPUs"), "the caller sets memory_budget");
+}
+
 }  // namespace
 }  // namespace opara

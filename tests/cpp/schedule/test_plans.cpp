@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <iterator>
+
 #include "graph/graph_analysis.h"
 #include "graph_builders.h"
 #include "model_files.h"
@@ -44,7 +46,7 @@ TEST(Plans, EveryPolicyValidatesOnThousandsOfRandomGraphs) {
       }
     }
   }
-  EXPECT_EQ(plans, 2000u * 4 * 2 * 3);
+  EXPECT_EQ(plans, 2000u * std::size(kStreamPolicies) * std::size(kOrderPolicies) * 3);
 }
 
 TEST(Plans, SingleStreamNeedsNoEvents) {
@@ -107,7 +109,8 @@ TEST(Plans, JsonErrorsSayWhatIsWrong) {
   json = nlohmann::json::parse(to_json(make_plan(graph, PlanOptions{})));
   json["stream_policy"] = "fastest";
   EXPECT_THAT([&] { plan_from_json(json.dump()); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("expected one of: opara, opara-unhanded, nimble, single")));
+              ::testing::ThrowsMessage<Error>(
+                  HasSubstr("expected one of: opara, opara-unhanded, nimble, single, trtllm, torchsched")));
 }
 
 TEST(Plans, PolicyNamesRoundTripAndBadOnesAreRejected) {
@@ -150,7 +153,7 @@ TEST_P(ModelPlans, EveryPolicyValidatesAndOparaOpensAtLeastNimblesStreams) {
 
 INSTANTIATE_TEST_SUITE_P(Models, ModelPlans,
                          ::testing::Values("googlenet", "inception_v3", "resnet50", "bert_base", "t5_small", "vit",
-                                           "branchy", "chain", "inplace"));
+                                           "branchy", "chain", "inplace", "unet"));
 
 TEST(ModelPlansGoogLeNet, RegionsAreTheStemAndEachInceptionBranch) {
   OPARA_REQUIRE_MODEL("googlenet");

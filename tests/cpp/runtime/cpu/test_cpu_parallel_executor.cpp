@@ -40,8 +40,7 @@ namespace {
 
 using testing::binary;
 using ::testing::HasSubstr;
-using testing::kOrderPolicies;
-using testing::kStreamPolicies;
+using testing::kExecutedPolicies;
 using testing::op;
 using testing::random_costs;
 using testing::random_model;
@@ -189,15 +188,13 @@ TEST(CpuParallelExecutor, EveryPolicyMatchesEager) {
   const std::vector<c10::IValue> inputs{at::randn({4, 6})};
   const auto expected = eager_outputs(graph, inputs);
   std::uint64_t jitter = 1;
-  for (StreamPolicy streams : kStreamPolicies) {
-    for (OrderPolicy order : kOrderPolicies) {
-      for (int cap : {0, 1, 2}) {
-        const Plan plan = make_plan(graph, PlanOptions{streams, order, cap}, random_costs(graph, jitter));
-        for (int k = 0; k < 5; ++k, ++jitter) {
-          CpuParallelExecutor executor(graph, plan, executor_options(1, jitter));
-          EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected))
-              << to_string(streams) << "/" << to_string(order) << " cap " << cap << ", jitter seed " << jitter;
-        }
+  for (const auto& [streams, order] : kExecutedPolicies) {
+    for (int cap : {0, 1, 2}) {
+      const Plan plan = make_plan(graph, PlanOptions{streams, order, cap}, random_costs(graph, jitter));
+      for (int k = 0; k < 5; ++k, ++jitter) {
+        CpuParallelExecutor executor(graph, plan, executor_options(1, jitter));
+        EXPECT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected))
+            << to_string(streams) << "/" << to_string(order) << " cap " << cap << ", jitter seed " << jitter;
       }
     }
   }
@@ -671,15 +668,13 @@ TEST(CpuParallelRandomGraphs, MatchEagerUnderEveryPolicyAndJitter) {
     const auto expected = eager_outputs(graph, inputs);
     const auto costs = random_costs(graph, seed);
     std::uint64_t jitter = seed * 100;
-    for (StreamPolicy streams : kStreamPolicies) {
-      for (OrderPolicy order : kOrderPolicies) {
-        for (int cap : {0, 1, 2}) {
-          CpuParallelExecutor executor(graph, make_plan(graph, PlanOptions{streams, order, cap}, costs),
-                                       executor_options(1, ++jitter));
-          ASSERT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected))
-              << "seed " << seed << ", " << count << " nodes, " << to_string(streams) << "/" << to_string(order)
-              << " cap " << cap;
-        }
+    for (const auto& [streams, order] : kExecutedPolicies) {
+      for (int cap : {0, 1, 2}) {
+        CpuParallelExecutor executor(graph, make_plan(graph, PlanOptions{streams, order, cap}, costs),
+                                     executor_options(1, ++jitter));
+        ASSERT_TRUE(bitwise_equal(flatten_tensors(executor.run(inputs)), expected))
+            << "seed " << seed << ", " << count << " nodes, " << to_string(streams) << "/" << to_string(order)
+            << " cap " << cap;
       }
     }
   }
@@ -746,13 +741,11 @@ class CpuParallelModels : public ::testing::TestWithParam<ModelCase> {
 
 TEST_P(CpuParallelModels, MatchTheReferenceUnderEveryPolicy) {
   std::uint64_t jitter = 1;
-  for (StreamPolicy streams : kStreamPolicies) {
-    for (OrderPolicy order : kOrderPolicies) {
-      for (int cap : {0, 1, 2}) {
-        const Plan plan = make_plan(graph_, PlanOptions{streams, order, cap});
-        const std::string label = fmt::format("{}/{} cap {}", to_string(streams), to_string(order), cap);
-        for (int k = 0; k < GetParam().jitter_seeds; ++k) check(plan, jitter++, label);
-      }
+  for (const auto& [streams, order] : kExecutedPolicies) {
+    for (int cap : {0, 1, 2}) {
+      const Plan plan = make_plan(graph_, PlanOptions{streams, order, cap});
+      const std::string label = fmt::format("{}/{} cap {}", to_string(streams), to_string(order), cap);
+      for (int k = 0; k < GetParam().jitter_seeds; ++k) check(plan, jitter++, label);
     }
   }
 }

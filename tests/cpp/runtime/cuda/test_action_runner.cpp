@@ -116,48 +116,46 @@ TEST_P(ActionRunnerModels, EveryPolicyAndMemoryModeGivesTheReferenceAndReportsCr
   const Graph graph = load(testing::model_path(c.model, c.extension));
   const auto [tensors, inputs, expected] = testing::format_reference(c.model, c.extension);
   int cross_stream_plans = 0;
-  for (StreamPolicy streams : testing::kStreamPolicies) {
-    for (OrderPolicy order : testing::kOrderPolicies) {
-      const Plan plan = make_plan(graph, PlanOptions{streams, order});
-      const auto actions = capture_actions(graph, plan);
-      for (MemoryProtection memory : {MemoryProtection::kRecordStream, MemoryProtection::kKeepAlive}) {
-        const bool record = memory == MemoryProtection::kRecordStream;
-        const std::string label = fmt::format("{}.{} {}/{} {}", c.model, c.extension, to_string(streams),
-                                              to_string(order), record ? "record_stream" : "keep_alive");
-        RecordingBackend backend;
-        auto shared = std::make_shared<CheckingOp::Shared>();
-        shared->backend = &backend;
-        shared->expect_reports = record;
-        std::vector<std::shared_ptr<const NodeOp>> ops;
-        for (const Node& node : graph.nodes()) ops.push_back(std::make_shared<CheckingOp>(node.op, node.id, shared));
+  for (const auto& [streams, order] : testing::kExecutedPolicies) {
+    const Plan plan = make_plan(graph, PlanOptions{streams, order});
+    const auto actions = capture_actions(graph, plan);
+    for (MemoryProtection memory : {MemoryProtection::kRecordStream, MemoryProtection::kKeepAlive}) {
+      const bool record = memory == MemoryProtection::kRecordStream;
+      const std::string label = fmt::format("{}.{} {}/{} {}", c.model, c.extension, to_string(streams),
+                                            to_string(order), record ? "record_stream" : "keep_alive");
+      RecordingBackend backend;
+      auto shared = std::make_shared<CheckingOp::Shared>();
+      shared->backend = &backend;
+      shared->expect_reports = record;
+      std::vector<std::shared_ptr<const NodeOp>> ops;
+      for (const Node& node : graph.nodes()) ops.push_back(std::make_shared<CheckingOp>(node.op, node.id, shared));
 
-        const ActionRun run = run_actions(graph, ops, actions, inputs, backend, memory);
-        EXPECT_TRUE(bitwise_equal(flatten_tensors(run.outputs), expected)) << label;
-        EXPECT_THAT(shared->unreported, ::testing::IsEmpty()) << label;
-        EXPECT_EQ(backend.current, kOriginStream) << label << ": capture must end on the origin";
-        if (record) {
-          EXPECT_TRUE(run.kept.empty()) << label;
-          cross_stream_plans += plan.stream_count > 1 && !backend.reads.empty();
-        } else {
-          EXPECT_TRUE(backend.reads.empty()) << label << ": keep-alive needs no record_stream";
-          EXPECT_FALSE(run.kept.empty()) << label << ": intermediates must be held until capture ends";
-        }
-        std::size_t waits = 0;
-        for (const std::string& entry : backend.log) waits += entry.rfind("wait", 0) == 0;
-        EXPECT_EQ(waits, plan.wait_count()) << label;
-        // Each node is reported run, on its own stream, in launch order: where a capturing
-        // backend checks that the capture survived it.
-        std::vector<std::string> expected_runs;
-        std::vector<std::string> runs;
-        for (const CaptureAction& action : actions) {
-          if (action.step == CaptureStep::kRun)
-            expected_runs.push_back(fmt::format("ran {} {}", action.stream, action.node));
-        }
-        for (const std::string& entry : backend.log) {
-          if (entry.rfind("ran", 0) == 0) runs.push_back(entry);
-        }
-        EXPECT_EQ(runs, expected_runs) << label;
+      const ActionRun run = run_actions(graph, ops, actions, inputs, backend, memory);
+      EXPECT_TRUE(bitwise_equal(flatten_tensors(run.outputs), expected)) << label;
+      EXPECT_THAT(shared->unreported, ::testing::IsEmpty()) << label;
+      EXPECT_EQ(backend.current, kOriginStream) << label << ": capture must end on the origin";
+      if (record) {
+        EXPECT_TRUE(run.kept.empty()) << label;
+        cross_stream_plans += plan.stream_count > 1 && !backend.reads.empty();
+      } else {
+        EXPECT_TRUE(backend.reads.empty()) << label << ": keep-alive needs no record_stream";
+        EXPECT_FALSE(run.kept.empty()) << label << ": intermediates must be held until capture ends";
       }
+      std::size_t waits = 0;
+      for (const std::string& entry : backend.log) waits += entry.rfind("wait", 0) == 0;
+      EXPECT_EQ(waits, plan.wait_count()) << label;
+      // Each node is reported run, on its own stream, in launch order: where a capturing
+      // backend checks that the capture survived it.
+      std::vector<std::string> expected_runs;
+      std::vector<std::string> runs;
+      for (const CaptureAction& action : actions) {
+        if (action.step == CaptureStep::kRun)
+          expected_runs.push_back(fmt::format("ran {} {}", action.stream, action.node));
+      }
+      for (const std::string& entry : backend.log) {
+        if (entry.rfind("ran", 0) == 0) runs.push_back(entry);
+      }
+      EXPECT_EQ(runs, expected_runs) << label;
     }
   }
   EXPECT_GT(cross_stream_plans, 0) << "no plan read across streams: the check proved nothing";
