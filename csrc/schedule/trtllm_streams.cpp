@@ -49,7 +49,7 @@ bool is_symint_node(const Graph& graph, const Node& node) {
 // estimate_time: its no_cost_ops (getitem, aten.view.default and .dtype, aten.alias,
 // aten.empty.memory_format, aten.permute) and aten.mm among its gemm_ops.
 std::int64_t trtllm_weight(const Graph& graph, const Node& node) {
-  static constexpr std::string_view kNoCost[] = {"aten::view",        "aten::alias",      "aten::empty",
+  static constexpr std::string_view kNoCost[] = {"aten::view",        "aten::alias",       "aten::empty",
                                                  "aten::permute",     "prim::TupleUnpack", "prim::ListUnpack",
                                                  "aten::__getitem__", "prim::TupleIndex"};
   if (is_symint_node(graph, node)) return 0;

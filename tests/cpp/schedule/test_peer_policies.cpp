@@ -85,8 +85,8 @@ TEST(TrtllmStreams, OnlyAtenMmWeighsAsAGemm) {
 TEST(TrtllmStreams, AViewStaysOnItsProducersStreamAndKeepsNone) {
   // 0 mm, 1 relu (side stream), 2 view of 1 (weight 0: stream 1 in the schedule, no stream in the
   // plan), 3 add on stream 0.
-  const Graph graph = graph_of(
-      {{"aten::mm", {}}, {"aten::relu", {}}, {"aten::view", {1}, kView}, {"aten::add", {0, 2}}}, {3});
+  const Graph graph =
+      graph_of({{"aten::mm", {}}, {"aten::relu", {}}, {"aten::view", {1}, kView}, {"aten::add", {0, 2}}}, {3});
   const StreamAssignment streams = trtllm(graph);
   EXPECT_EQ(streams.stream_of, (std::vector<int>{0, 1, kNoStream, 0}));
 }
@@ -123,7 +123,8 @@ TEST(TorchschedStreams, SideNodesCycleOverTheOtherStreamsWhateverTheirDependenci
 
 TEST(TorchschedStreams, OfEqualPathsTheFirstFoundIsCritical) {
   // Two chains of two: the walk from node 0 reaches depth 2 first.
-  const Graph graph = graph_of({{"aten::relu", {}}, {"aten::relu", {}}, {"aten::relu", {0}}, {"aten::relu", {1}}}, {2, 3});
+  const Graph graph =
+      graph_of({{"aten::relu", {}}, {"aten::relu", {}}, {"aten::relu", {0}}, {"aten::relu", {1}}}, {2, 3});
   EXPECT_EQ(torchsched(graph).stream_of, (std::vector<int>{0, 1, 0, 2}));
 }
 
