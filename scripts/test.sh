@@ -27,10 +27,13 @@ say "ctest"
 ctest --test-dir "$OPARA_BUILD" --output-on-failure -j "$(nproc)"
 [ "${OPARA_TORCH_FREE_CHECKS:-1}" = 0 ] || "$OPARA_ROOT/scripts/sanitize.sh"
 say "pytest"
+# A worker per core (pytest-xdist), each taking whole files: a file's module fixtures (a package, a
+# traced model) are made once, and its tests run in their order.
+workers=(-n "$(nproc)" --dist loadfile)
 if [ "${OPARA_TORCH_FREE_CHECKS:-1}" = 0 ]; then
   # The second release's pass: what no torch release changes ran in the first (conftest.py's
   # same_on_every_torch marker).
-  "$OPARA_PYTHON" -m pytest -q -m "not same_on_every_torch" "$OPARA_ROOT/tests/python"
+  "$OPARA_PYTHON" -m pytest -q "${workers[@]}" -m "not same_on_every_torch" "$OPARA_ROOT/tests/python"
 else
-  "$OPARA_PYTHON" -m pytest -q "$OPARA_ROOT/tests/python"
+  "$OPARA_PYTHON" -m pytest -q "${workers[@]}" "$OPARA_ROOT/tests/python"
 fi
