@@ -31,10 +31,10 @@ if "$OPARA_PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available(
   echo
   say "what users compare: eager, torch.compile (Inductor, and reduce-overhead) and torch.compile(backend=\"opara\")"
   say "(opara: ATen's kernels, its default on a GPU; opara-inductor: Inductor's kernels per region of its plan)"
-  "${compare[@]}" --device cuda --backends eager,inductor,inductor-ro,opara,opara-inductor
+  "${compare[@]}" --device cuda --backends eager,inductor,inductor-best,inductor-ro,opara,opara-inductor
 else
   say "what users compare on this CPU: eager, torch.compile (Inductor) and torch.compile(backend=\"opara\"),"
   say "whose CPU default is the opara-inductor row: Inductor's kernels per region of opara's plan. Each compiles cold"
   say "(Inductor's caches off), a minute or more on a small machine; the plan opara ran follows its row"
-  "${compare[@]}" --device cpu --backends eager,inductor,opara-inductor
+  "${compare[@]}" --device cpu --backends eager,inductor,inductor-best,opara-inductor
 fi
