@@ -21,11 +21,11 @@ TABLE_MODELS = ["googlenet", "inception_v3", "resnet50", "bert_base", "t5_small"
 HEADLINE_MODELS = ["googlenet", "inception_v3", "bert_base", "t5_small", "branchy"]
 ALL_MODES = "eager,sequential,nimble,opara,opara-noreorder"
 # The paper's table: its modes on its models, at batch 1.
-PAPER_MODELS = ["googlenet", "inception_v3", "bert_base"]
+PAPER_MODELS = ["googlenet", "inception_v3", "bert_base", "unet"]  # unet: issue 46's diffusion workload, tiny
 PAPER_MODES = "eager,sequential,nimble,opara"
 # What users compare: torch.compile's backends on these models (bench/torch_compile_bench.py) and on
 # the Llama-style decode step (bench/llm_decode_bench.py, its large size, batch 1).
-COMPARE_MODELS = ["googlenet"]
+COMPARE_MODELS = ["googlenet", "unet"]
 COMPARE_BACKENDS = ["eager", "inductor", "inductor-best", "inductor-ro", "opara", "opara-inductor"]
 # The backends whose compile a background process makes first, filling Inductor's on-disk caches
 # (opara's ATen kernels have none: its first call in the timed process is a cold one).

@@ -545,10 +545,11 @@ class Job:
 
 
 def compare_jobs(g):
-    """googlenet (bench/torch_compile_bench.py) and the Llama-style decode step, its large size at
-    batch 1 (bench/llm_decode_bench.py); OPARA_GPU_COMPARE_MODELS and OPARA_GPU_COMPARE_LLM_SIZE
-    change them. A dry run (the CPU): branchy and the small llama, 2 iterations, 4 tokens, no
-    reduce-overhead (CUDA graphs)."""
+    """googlenet and the tiny diffusers UNet (bench/torch_compile_bench.py; unet_sd15, SD 1.5's, when
+    OPARA_GPU_COMPARE_MODELS names it), the Llama-style decode step, its large size at batch 1, and
+    the MoE decode step at Qwen1.5-MoE's widths (bench/llm_decode_bench.py, qwen2_moe wide), last;
+    OPARA_GPU_COMPARE_MODELS and OPARA_GPU_COMPARE_LLM_SIZE change them. A dry run (the CPU):
+    branchy and the small llama, 2 iterations, 4 tokens, no CUDA graphs, no MoE."""
     backends = [b for b in COMPARE_BACKENDS if not (g.dry_run and b in ("inductor-ro", "inductor-best"))]
     models = words_env("OPARA_GPU_COMPARE_MODELS", ["branchy"] if g.dry_run else COMPARE_MODELS)
     quick = ["--iters", "2", "--rounds", "2", "--warmup", "1"] if g.dry_run else []
@@ -559,6 +560,10 @@ def compare_jobs(g):
     jobs.append(Job(f"compare llama {size} decode", "bench/llm_decode_bench.py",
                     ["--models", "llama", "--sizes", size, "--batches", "1", *tokens], backends,
                     f"compare_llama_{size}.json"))
+    if not g.dry_run:
+        jobs.append(Job("compare qwen2_moe wide decode", "bench/llm_decode_bench.py",
+                        ["--models", "qwen2_moe", "--sizes", "wide", "--batches", "1"], backends,
+                        "compare_qwen2_moe_wide.json"))
     return jobs
 
 
