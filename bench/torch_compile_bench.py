@@ -50,6 +50,9 @@ from opara_rows import Attribution, marked  # noqa: E402  beside this file
 BACKENDS = ("eager", "inductor", "inductor-best", "inductor-ro", "opara", "opara-inductor")
 # On the CPU "reduce-overhead" (CUDA graphs) is Inductor's default mode again: left out there.
 CPU_BACKENDS = ("eager", "inductor", "inductor-best", "opara", "opara-inductor")
+# The backends every row is compared with, and the key of its ratio to each.
+RATIO_KEYS = {"eager": "speedup_vs_eager", "inductor": "speedup_vs_inductor",
+              "inductor-best": "speedup_vs_inductor_best"}
 
 
 def flatten(value):
@@ -156,21 +159,17 @@ def measure_model(label, model, inputs, device, backends, args):
     for name, result in results.items():
         if name.startswith("opara") and "error" not in result:
             result.update(attribution.row(name))
-    eager_rounds = results["eager"].get("round_medians") if "eager" in runners else None
-    inductor_rounds = results["inductor"].get("round_medians") if "inductor" in runners else None
-    best_rounds = results["inductor-best"].get("round_medians") if "inductor-best" in runners else None
+    # Each row's ratio to these backends, where they ran: the median over rounds of the ratio within one.
+    baselines = {key: results[name].get("round_medians") for name, key in RATIO_KEYS.items()
+                 if name in runners and results[name].get("round_medians")}
     for result in results.values():
         if not result.get("samples"):  # failed, or --warm-only (no rounds)
             result.pop("samples", None)
             continue
         result["median_ms"] = statistics.median(result.pop("samples"))
         rounds = result["round_medians"]
-        if eager_rounds:
-            result["speedup_vs_eager"] = statistics.median(e / r for e, r in zip(eager_rounds, rounds))
-        if inductor_rounds:
-            result["speedup_vs_inductor"] = statistics.median(i / r for i, r in zip(inductor_rounds, rounds))
-        if best_rounds:
-            result["speedup_vs_inductor_best"] = statistics.median(b / r for b, r in zip(best_rounds, rounds))
+        for key, baseline in baselines.items():
+            result[key] = statistics.median(b / r for b, r in zip(baseline, rounds))
     for result in results.values():
         result.pop("round_medians", None)
     return [results[name] for name in backends]

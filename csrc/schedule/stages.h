@@ -52,6 +52,11 @@ struct EventPlan {
 // order and the other waits do not already imply.
 EventPlan plan_events(const Graph& graph, const std::vector<int>& stream_of, const std::vector<NodeId>& order);
 
+// `streams` (by node id, any numbers; read for kernel nodes) numbered 0, 1, ... as they are first
+// launched in `order`, as every policy numbers its streams; the streams no kernel node uses vanish.
+StreamAssignment numbered_by_first_launch(const KernelDag& dag, const std::vector<int>& streams,
+                                          const std::vector<NodeId>& order);
+
 // The streams the graph's nodes were given already (Node::planned_stream), numbered by first
 // launch in `order`; nullopt unless every kernel node has one.
 std::optional<StreamAssignment> planned_streams(const Graph& graph, const KernelDag& dag,
@@ -65,7 +70,8 @@ StreamAssignment nimble_streams(const KernelDag& dag, const std::vector<NodeId>&
 // The peers' (trtllm_streams.cpp, torchsched_streams.cpp), each at most `max_streams` streams (0:
 // its own default, 3 and 8), and TensorRT-LLM's launch order (the order its list schedule takes
 // the nodes in).
-StreamAssignment trtllm_streams(const Graph& graph, const KernelDag& dag, int max_streams);
+StreamAssignment trtllm_streams(const Graph& graph, const KernelDag& dag, const std::vector<NodeId>& order,
+                                int max_streams);
 std::vector<NodeId> trtllm_order(const Graph& graph);
 StreamAssignment torchsched_streams(const KernelDag& dag, const std::vector<NodeId>& order, int max_streams);
 StreamAssignment allocate_streams(const Graph& graph, const KernelDag& dag, StreamPolicy policy,

@@ -7,7 +7,7 @@ namespace opara {
 StreamAssignment allocate_streams(const Graph& graph, const KernelDag& dag, StreamPolicy policy,
                                   const std::vector<NodeId>& order, int max_streams) {
   switch (policy) {
-    case StreamPolicy::kTrtllm: return trtllm_streams(graph, dag, max_streams);
+    case StreamPolicy::kTrtllm: return trtllm_streams(graph, dag, order, max_streams);
     case StreamPolicy::kTorchsched: return torchsched_streams(dag, order, max_streams);
     case StreamPolicy::kOpara: return opara_streams(dag, order, /*unhanded_rule=*/false);
     case StreamPolicy::kOparaUnhanded: return opara_streams(dag, order, /*unhanded_rule=*/true);
@@ -25,19 +25,30 @@ StreamAssignment allocate_streams(const Graph& graph, const KernelDag& dag, Stre
   OPARA_UNREACHABLE("unknown stream policy {}", static_cast<int>(policy));
 }
 
-std::optional<StreamAssignment> planned_streams(const Graph& graph, const KernelDag& dag,
-                                                const std::vector<NodeId>& order) {
+StreamAssignment numbered_by_first_launch(const KernelDag& dag, const std::vector<int>& streams,
+                                          const std::vector<NodeId>& order) {
   StreamAssignment result;
-  result.stream_of.assign(graph.size(), kNoStream);
-  std::vector<int> renamed;
+  result.stream_of.assign(dag.launches_kernel.size(), kNoStream);
+  std::vector<int> renumbered;
   for (NodeId id : order) {
     if (!dag.is_kernel(id)) continue;
-    const int planned = graph.node(id).planned_stream;
-    if (planned < 0) return std::nullopt;
-    if (static_cast<std::size_t>(planned) >= renamed.size()) renamed.resize(planned + 1, kNoStream);
-    if (renamed[planned] == kNoStream) renamed[planned] = result.stream_count++;
-    result.stream_of[id] = renamed[planned];
+    const auto stream = static_cast<std::size_t>(streams[id]);
+    if (stream >= renumbered.size()) renumbered.resize(stream + 1, kNoStream);
+    if (renumbered[stream] == kNoStream) renumbered[stream] = result.stream_count++;
+    result.stream_of[id] = renumbered[stream];
   }
+  return result;
+}
+
+std::optional<StreamAssignment> planned_streams(const Graph& graph, const KernelDag& dag,
+                                                const std::vector<NodeId>& order) {
+  std::vector<int> planned(graph.size(), kNoStream);
+  for (const Node& node : graph.nodes()) {
+    if (!dag.is_kernel(node.id)) continue;
+    if (node.planned_stream < 0) return std::nullopt;
+    planned[node.id] = node.planned_stream;
+  }
+  StreamAssignment result = numbered_by_first_launch(dag, planned, order);
   if (result.stream_count == 0) return std::nullopt;
   return result;
 }

@@ -82,17 +82,7 @@ StreamAssignment torchsched_streams(const KernelDag& dag, const std::vector<Node
       next_side_stream = (next_side_stream + 1) % (stream_count - 1);
     }
   }
-  // Numbered by first launch, as every policy's streams are.
-  StreamAssignment result;
-  result.stream_of.assign(count, kNoStream);
-  std::vector<int> renumbered(static_cast<std::size_t>(stream_count), kNoStream);
-  for (NodeId id : order) {
-    if (!dag.is_kernel(id)) continue;
-    int& stream = renumbered[stream_of[id]];
-    if (stream == kNoStream) stream = result.stream_count++;
-    result.stream_of[id] = stream;
-  }
-  return result;
+  return numbered_by_first_launch(dag, stream_of, order);
 }
 
 }  // namespace opara

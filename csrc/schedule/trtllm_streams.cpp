@@ -154,19 +154,10 @@ std::vector<NodeId> trtllm_order(const Graph& graph) {
   return list_schedule(graph, 1).order;
 }
 
-StreamAssignment trtllm_streams(const Graph& graph, const KernelDag& dag, int max_streams) {
+StreamAssignment trtllm_streams(const Graph& graph, const KernelDag& dag, const std::vector<NodeId>& order,
+                                int max_streams) {
   const ListSchedule schedule = list_schedule(graph, max_streams > 0 ? max_streams : kTrtllmAccuracyTestStreams);
-  StreamAssignment result;
-  result.stream_of.assign(graph.size(), kNoStream);
-  std::vector<int> renumbered;
-  for (NodeId id : schedule.order) {
-    if (!dag.is_kernel(id)) continue;
-    const auto stream = static_cast<std::size_t>(schedule.stream_of[id]);
-    if (stream >= renumbered.size()) renumbered.resize(stream + 1, kNoStream);
-    if (renumbered[stream] == kNoStream) renumbered[stream] = result.stream_count++;
-    result.stream_of[id] = renumbered[stream];
-  }
-  return result;
+  return numbered_by_first_launch(dag, schedule.stream_of, order);
 }
 
 }  // namespace opara

@@ -35,7 +35,7 @@ Graph graph_of(const std::vector<Spec>& nodes, const std::vector<NodeId>& output
 }
 
 StreamAssignment trtllm(const Graph& graph, int max_streams = 0) {
-  return trtllm_streams(graph, kernel_dag(graph), max_streams);
+  return trtllm_streams(graph, kernel_dag(graph), topological_order(graph), max_streams);
 }
 
 StreamAssignment torchsched(const Graph& graph, int max_streams = 0) {
