@@ -112,7 +112,12 @@ Plan make_plan(const Graph& graph, const PlanOptions& options, const std::vector
   // The payoff is opara's: a peer's policy keeps the streams its authors' code opens.
   const bool peer = options.streams == StreamPolicy::kTrtllm || options.streams == StreamPolicy::kTorchsched;
   if (!kept_planned && !peer) merge_unpaying_streams(dag, streams, plan.launch_order, costs, options.payoff);
+  const int uncapped_streams = streams.stream_count;
   cap_streams(graph, dag, streams, options.max_streams, plan.launch_order, costs);
+  if (streams.stream_count < uncapped_streams) {
+    plan.launch_order = list_scheduled_order(graph, streams.stream_of, streams.stream_count, plan.launch_order, costs);
+    streams = numbered_by_first_launch(dag, streams.stream_of, plan.launch_order);
+  }
   plan.stream_count = streams.stream_count;
   plan.stream_of = std::move(streams.stream_of);
   if (options.regions) {

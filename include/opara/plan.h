@@ -69,8 +69,10 @@ inline constexpr StreamPayoff kShapeCostPayoff{3.35e6, 1.0e7};
 struct PlanOptions {
   StreamPolicy streams = StreamPolicy::kOpara;
   OrderPolicy order = OrderPolicy::kOpara;
-  // 0: as many as the policy opens; past the cap streams are merged. The peers' policies (kTrtllm,
-  // kTorchsched) open this many streams at most, as their own stream count.
+  // 0: as many as the policy opens; past the cap streams are merged, and the merged plan is
+  // launched in the order a list schedule of its streams starts the nodes (not the order policy's,
+  // which ordered them for more streams). The peers' policies (kTrtllm, kTorchsched) open this
+  // many streams at most, as their own stream count.
   int max_streams = 0;
   // Regions (Plan::region_of): runs of one stream's nodes with cross-stream dependencies only at
   // their edges, for another compiler to fuse; one whose cost is below region_min_share of the

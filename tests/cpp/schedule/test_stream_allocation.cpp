@@ -315,5 +315,40 @@ TEST(StreamCap, NeverExceedsTheCapAndLeavesSmallAssignmentsAlone) {
   }
 }
 
+TEST(CappedOrder, AStreamStartsWhatAnotherStreamWaitsForBeforeItsOwnChain) {
+  // Stream 0: 0, the chain 1 -> 2 -> 3 and the side node 4; stream 1: the chain 5 -> 6 -> 7 -> 8,
+  // whose node 6 waits for 4 (multihead_rnn capped at two streams: a head's input projection on
+  // the other head's stream). Launched head by head, stream 0 reaches 4 after its own chain and
+  // stream 1 idles; the list schedule starts 4 first, its path to the end (4 6 7 8) being longer.
+  const Graph graph = graph_from_edges(9, {{0, 1}, {1, 2}, {2, 3}, {0, 4}, {0, 5}, {5, 6}, {4, 6}, {6, 7}, {7, 8}});
+  const std::vector<int> stream_of{0, 0, 0, 0, 0, 1, 1, 1, 1};
+  const std::vector<NodeId> head_by_head{0, 1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<NodeId> order = list_scheduled_order(graph, stream_of, 2, head_by_head, {});
+  EXPECT_EQ(order, (std::vector<NodeId>{0, 4, 5, 1, 6, 2, 7, 3, 8}));
+  // Costs decide: a costly chain 1 -> 2 -> 3 has the longer path and goes first.
+  std::vector<NodeCost> costs(graph.size(), NodeCost{OpClass::kCompute, 1.0});
+  costs[2].demand = 10;
+  const std::vector<NodeId> costed = list_scheduled_order(graph, stream_of, 2, head_by_head, costs);
+  EXPECT_EQ(costed.at(1), 1);
+}
+
+TEST(CappedOrder, IsATopologicalOrderOfEveryNodeAndOnlyCappedPlansTakeIt) {
+  for (std::uint64_t seed = 0; seed < 300; ++seed) {
+    const Graph graph = random_dag(30, 0.08, seed, 0.2);
+    const auto order = random_topological_order(graph, seed + 1);
+    StreamAssignment streams = allocate_streams(graph, StreamPolicy::kOpara, order);
+    cap_streams(graph, streams, 2, order);
+    const std::vector<NodeId> capped = list_scheduled_order(graph, streams.stream_of, streams.stream_count, order, {});
+    ASSERT_EQ(capped.size(), graph.size());
+    const std::vector<std::int32_t> position = positions_in(capped, graph.size());
+    for (const Edge& edge : graph.edges()) {
+      ASSERT_LT(position[edge.from], position[edge.to]) << "seed " << seed;
+    }
+    // A plan under its cap keeps its order policy's order.
+    const Plan uncapped = make_plan(graph, PlanOptions{StreamPolicy::kOpara, OrderPolicy::kOpara, 0});
+    EXPECT_EQ(uncapped.launch_order, launch_order(graph, OrderPolicy::kOpara)) << "seed " << seed;
+  }
+}
+
 }  // namespace
 }  // namespace opara
