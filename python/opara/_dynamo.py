@@ -155,24 +155,25 @@ class _Compiled:
         # another input; a KV cache the graph writes (the handle's other static inputs, on CUDA)
         # may be made anew for each request.
         read_in_place = list(handle.static_inputs())
-        self.weights = {p: (tensors[p].data_ptr(), tensors[p].stride()) for p in weights}
-        self.state = {p: (tensors[p].data_ptr(), tensors[p].stride()) for p in read_in_place if p not in weights}
-        # The weights the regions hold folded in, by their version counter, which every in-place
-        # write (load_state_dict, copy_, an optimiser step) advances.
-        self.folded = {p: tensors[p]._version for p in (regions.folded_inputs if regions is not None else ())}
+        # The weights the regions hold folded in are checked by their version counter, which every
+        # in-place write (load_state_dict, copy_, an optimiser step) advances.
+        folded = list(regions.folded_inputs) if regions is not None else []
+        self.weights = torch.classes.opara.TensorSnapshot(tensors, weights, folded)
+        state = [p for p in read_in_place if p not in weights]
+        self.state = torch.classes.opara.TensorSnapshot(tensors, state, []) if state else None
 
-    def folded_written(self, tensors: list[torch.Tensor]) -> bool:
-        """Whether a weight folded into the regions was written in place since they were compiled."""
-        return any(tensors[p]._version != version for p, version in self.folded.items())
+    def check(self, tensors: list[torch.Tensor]) -> int:
+        """_SAME where the compiled graphs can run these tensors: the same weights, and the same
+        caches or new ones whose predecessors the caller dropped (their memory is then taken over:
+        CompiledModel::adopt_state); _WRITTEN where a weight folded into the regions was written in
+        place since they were compiled; _MOVED where a weight (or a cache) is another tensor now."""
+        found = self.weights.check(tensors)
+        if found == _SAME and self.state is not None and self.state.check(tensors) != _SAME:
+            return _SAME if self.handle.adopt_state(tensors) else _MOVED
+        return found
 
-    def reads(self, tensors: list[torch.Tensor]) -> bool:
-        """Whether the compiled graphs can run these tensors: the same weights, and the same caches
-        or new ones whose predecessors the caller dropped (their memory is then taken over:
-        CompiledModel::adopt_state)."""
-        def same(where: dict[int, tuple]) -> bool:
-            return all((tensors[p].data_ptr(), tensors[p].stride()) == at for p, at in where.items())
 
-        return same(self.weights) and (same(self.state) or self.handle.adopt_state(tensors))
+_SAME, _MOVED, _WRITTEN = 0, 1, 2  # TensorSnapshot.check's answers (csrc/ext/tensor_snapshot_class.cpp)
 
 
 def _described(name: str, handle: Any, lowered: Lowered) -> dict[str, Any]:
@@ -447,11 +448,12 @@ class OparaGraph:
         key = self._key(args)
         compiled = self.by_shape.get(key)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if isinstance(compiled, _Compiled) and compiled.folded_written(tensors):
+        found = compiled.check(tensors) if isinstance(compiled, _Compiled) else _SAME
+        if found == _WRITTEN:
             self.fold_weights = False  # written once, maybe again: from now on read at each call
             self.program = None  # a symbolic graph's regions are compiled again, reading the weights
             compiled = None
-        elif isinstance(compiled, _Compiled) and not compiled.reads(tensors):
+        elif found == _MOVED:
             compiled = None  # a weight was replaced or moved: compile again for the new one
             if isinstance(self.program, _SymbolicProgram) and self.program.folds_weights():
                 self.program = None  # its regions hold the old weights: lowered again

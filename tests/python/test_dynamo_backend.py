@@ -212,6 +212,25 @@ def test_weights_are_read_where_they_are():
         assert opara.dynamo_counters["compiles"] == 3
 
 
+def test_the_weight_check_says_what_changed():
+    # What the backend checks its weights with at every call (one call over hundreds of weights).
+    opara.load_library()
+    weights = [torch.nn.Parameter(torch.randn(4, 4)) for _ in range(3)]
+    snapshot = torch.classes.opara.TensorSnapshot(weights, [0, 1, 2], [1])
+    assert snapshot.check(weights) == 0
+    transposed = [weights[0], weights[1], weights[2].t()]  # the same memory, other strides
+    assert snapshot.check(transposed) == 1
+    assert snapshot.check(weights[:2]) == 1
+    with torch.no_grad():
+        weights[0].add_(1.0)  # not a versioned position: written where it is, read there
+    assert snapshot.check(weights) == 0
+    with torch.no_grad():
+        weights[1].mul_(2.0)
+    assert snapshot.check(weights) == 2
+    with pytest.raises(RuntimeError, match="position 5 is not among the call's 3 tensors"):
+        torch.classes.opara.TensorSnapshot(weights, [5], [])
+
+
 class Cond(torch.nn.Module):
     def forward(self, x):
         return torch.cond(x.sum() > 0, lambda t: t * 2, lambda t: t - 1, (x,))
