@@ -8,8 +8,9 @@
 // eager on the CPU where TensorRT-LLM's list schedule runs 1.4x). Simulated instead: each stream,
 // when idle, starts the ready node of its own with the longest path to the graph's end (the
 // order's first among equals), so a projection another stream's head waits for goes before the
-// rest of its own head; a node takes its cost (1 without costs) and kernel-free nodes take none. The launch order is
-// the order the simulation starts nodes in: topological, since a node starts only after its predecessors finished.
+// rest of its own head; a node takes its cost (1 without costs), kernel-free nodes none. The
+// launch order is the order the simulation starts nodes in: topological, since a node starts only
+// after its predecessors finished.
 #include <algorithm>
 #include <functional>
 #include <queue>

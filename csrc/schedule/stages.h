@@ -43,9 +43,10 @@ int merge_unpaying_streams(const Graph& graph, StreamAssignment& streams, const 
                            const std::vector<NodeCost>& costs, const StreamPayoff& payoff);
 
 // The launch order in which a list schedule of `stream_of`'s streams starts the nodes: each
-// stream, when idle, starts its ready node that `order` launches first; a kernel node takes its
-// cost (its demand; empty costs: 1 each), a node without a stream none. Topological; make_plan
-// orders a plan the cap merged this way (capped_order.cpp says why).
+// stream, when idle, starts its ready node with the longest path of costs to the graph's end
+// (`order`'s first among equals); a kernel node takes its cost (its demand; empty costs: 1 each),
+// a node without a stream none. Topological; make_plan orders a plan the cap merged this way
+// (capped_order.cpp says why).
 std::vector<NodeId> list_scheduled_order(const Graph& graph, const std::vector<int>& stream_of, int stream_count,
                                          const std::vector<NodeId>& order, const std::vector<NodeCost>& costs);
 
