@@ -1,5 +1,6 @@
-// Longest path in a DAG: one pass in topological order (node ids are one) keeping, per node, the
-// heaviest path that ends there and the predecessor it came through.
+// Longest paths in a DAG: one pass in topological order (node ids are one) keeping, per node, the
+// heaviest path that ends there and the predecessor it came through; and one pass back for the
+// heaviest path that starts there.
 #include <algorithm>
 
 #include "graph/graph_analysis.h"
@@ -29,6 +30,18 @@ CriticalPath critical_path(const Graph& graph, const std::vector<double>& weight
   for (NodeId at = last; at != kNoNode; at = came_from[at]) result.nodes.push_back(at);
   std::reverse(result.nodes.begin(), result.nodes.end());
   return result;
+}
+
+std::vector<double> remaining_path_lengths(const Graph& graph, const std::vector<double>& weights) {
+  OPARA_ASSERT(weights.size() == graph.size(), "remaining_path_lengths: {} weights given for a graph of {} nodes",
+               weights.size(), graph.size());
+  std::vector<double> remaining(graph.size(), 0);
+  for (auto id = static_cast<NodeId>(graph.size()) - 1; id >= 0; --id) {  // ids are topological
+    double after = 0;
+    for (NodeId next : graph.node(id).successors) after = std::max(after, remaining[next]);
+    remaining[id] = weights[id] + after;
+  }
+  return remaining;
 }
 
 }  // namespace opara

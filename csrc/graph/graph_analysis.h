@@ -36,6 +36,11 @@ struct CriticalPath {
 // has one entry per node (a duration, say).
 CriticalPath critical_path(const Graph& graph, const std::vector<double>& weights = {});
 
+// Per node, its weight plus the heaviest path that follows it to the graph's end (its bottom
+// level): list schedules start the ready node with the most work still behind it first.
+// `weights` has one entry per node.
+std::vector<double> remaining_path_lengths(const Graph& graph, const std::vector<double>& weights);
+
 // The edges that no longer path implies: removing every other edge keeps reachability the same.
 std::vector<Edge> transitive_reduction(const Graph& graph);
 

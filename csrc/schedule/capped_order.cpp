@@ -16,6 +16,7 @@
 #include <queue>
 #include <tuple>
 
+#include "graph/graph_analysis.h"
 #include "schedule/stages.h"
 
 namespace opara {
@@ -24,17 +25,11 @@ std::vector<NodeId> list_scheduled_order(const Graph& graph, const std::vector<i
                                          const std::vector<NodeId>& order, const std::vector<NodeCost>& costs) {
   const std::size_t count = graph.size();
   const std::vector<std::int32_t> position = positions_in(order, count);
-  auto cost = [&](NodeId node) {
-    if (stream_of[node] == kNoStream) return 0.0;
-    return costs.empty() ? 1.0 : std::max(costs[node].demand, 0.0);
-  };
-  // Each node's cost plus the longest path of costs from it to the graph's end.
-  std::vector<double> remaining(count, 0.0);
-  for (auto node = order.rbegin(); node != order.rend(); ++node) {
-    double longest = 0;
-    for (NodeId user : graph.node(*node).successors) longest = std::max(longest, remaining[user]);
-    remaining[*node] = cost(*node) + longest;
+  std::vector<double> cost(count, 0.0);  // kernel-free nodes take none
+  for (NodeId node = 0; node < static_cast<NodeId>(count); ++node) {
+    if (stream_of[node] != kNoStream) cost[node] = costs.empty() ? 1.0 : std::max(costs[node].demand, 0.0);
   }
+  const std::vector<double> remaining = remaining_path_lengths(graph, cost);
   using Priority = std::tuple<double, std::int32_t>;  // minus the remaining path, position
   using Ready = std::priority_queue<Priority, std::vector<Priority>, std::greater<>>;
   std::vector<Ready> ready(static_cast<std::size_t>(stream_count));
@@ -46,6 +41,11 @@ std::vector<NodeId> list_scheduled_order(const Graph& graph, const std::vector<i
   launched.reserve(count);
   std::vector<NodeId> released;  // nodes whose predecessors have all finished, not yet queued
 
+  auto finished = [&](NodeId node) {
+    for (NodeId user : graph.node(node).successors) {
+      if (--waiting[user] == 0) released.push_back(user);
+    }
+  };
   // A kernel-free node starts and finishes when it is ready, releasing its users at once.
   auto release = [&] {
     while (!released.empty()) {
@@ -57,9 +57,7 @@ std::vector<NodeId> list_scheduled_order(const Graph& graph, const std::vector<i
         continue;
       }
       launched.push_back(node);
-      for (NodeId user : graph.node(node).successors) {
-        if (--waiting[user] == 0) released.push_back(user);
-      }
+      finished(node);
     }
   };
   for (NodeId node : order) {
@@ -75,7 +73,7 @@ std::vector<NodeId> list_scheduled_order(const Graph& graph, const std::vector<i
       ready[stream].pop();
       busy[stream] = 1;
       launched.push_back(node);
-      running.emplace(now + cost(node), position[node]);
+      running.emplace(now + cost[node], position[node]);
     }
     if (running.empty()) break;  // nothing left can start: a cycle, which validation reports
     const auto [finish, finished_position] = running.top();
@@ -83,9 +81,7 @@ std::vector<NodeId> list_scheduled_order(const Graph& graph, const std::vector<i
     now = finish;
     const NodeId node = order[static_cast<std::size_t>(finished_position)];
     busy[static_cast<std::size_t>(stream_of[node])] = 0;
-    for (NodeId user : graph.node(node).successors) {
-      if (--waiting[user] == 0) released.push_back(user);
-    }
+    finished(node);
     release();
   }
   return launched;

@@ -25,13 +25,7 @@ std::vector<double> critical_path_priorities(const Graph& graph, const std::vect
     executor.run(arguments);
     writes.undo();
   }
-  std::vector<double> remaining(graph.size(), 0);
-  for (auto id = static_cast<NodeId>(graph.size()) - 1; id >= 0; --id) {  // ids are topological
-    double after = 0;
-    for (NodeId next : graph.node(id).successors) after = std::max(after, remaining[next]);
-    remaining[id] = seconds[id] + after;
-  }
-  return remaining;
+  return remaining_path_lengths(graph, seconds);
 }
 
 }  // namespace opara

@@ -90,6 +90,14 @@ TEST(CriticalPath, CountsNodesOrSumsWeights) {
   EXPECT_THROW(critical_path(graph, {1, 2}), InternalError);
 }
 
+TEST(RemainingPathLengths, EachNodesWeightAndTheHeaviestPathAfterIt) {
+  // 0 -> 1 -> 2 -> 4 and 0 -> 3 -> 4
+  const Graph graph = graph_from_edges(5, {{0, 1}, {1, 2}, {2, 4}, {0, 3}, {3, 4}});
+  EXPECT_EQ(remaining_path_lengths(graph, {1, 1, 1, 1, 1}), (std::vector<double>{4, 3, 2, 2, 1}));
+  EXPECT_EQ(remaining_path_lengths(graph, {1, 1, 1, 10, 1}), (std::vector<double>{12, 3, 2, 11, 1}));
+  EXPECT_THROW(remaining_path_lengths(graph, {1, 2}), InternalError);
+}
+
 TEST(TransitiveReduction, DropsTheEdgeAPathImplies) {
   const Graph graph = graph_from_edges(3, {{0, 1}, {1, 2}, {0, 2}});
   const auto kept = transitive_reduction(graph);
