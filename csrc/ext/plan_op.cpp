@@ -44,8 +44,8 @@ std::string plan_archive(const at::Tensor& archive, const std::string& name,
 
 // The plan that cuts Inductor's regions (kernels="inductor", python/opara/_regions.py), which
 // with_compiled_regions then runs. On the CPU, unless the user gives region_min_share, one stream
-// and every region merged that can be, so that the whole program is one region, cut only where
-// state is written in place (the nodes that read k writes in a row, stage k): with calls
+// and every region merged that can be, so that the whole program is one region, the writes of
+// state inside it (a compiled region writes the state where it lives): with calls
 // at 1 us the plan's regions ran level with Inductor, and one region faster, since two cores'
 // overlap of small kernels does not beat Inductor's intra-op threads over the same kernels fused
 // across the region edges (docs/benchmarks.md, "Regions compiled by Inductor"). On a GPU the

@@ -20,6 +20,16 @@ namespace opara {
 namespace {
 
 constexpr std::string_view kCallersRegion = "opara::aoti_region";
+constexpr std::string_view kWrittenInRegion = "opara::written_in_region";
+
+// The state a region wrote in place, as the value its write made: the state itself, handed on.
+class WrittenStateOp final : public NodeOp {
+ public:
+  void run(std::vector<c10::IValue>& /*stack*/) const override {}
+  [[nodiscard]] std::shared_ptr<const NodeOp> to(c10::Device /*device*/) const override {
+    return std::make_shared<WrittenStateOp>();
+  }
+};
 
 // One compiled region: the op and key its node calls, what it reads (graph values or constants)
 // and the values of its nodes it gives out, by the old graph's ids.
@@ -193,9 +203,19 @@ class RegionsAsNodes {
     return outside;
   }
 
-  // Every value of the region read outside it is among its outputs.
+  // Every value of the region read outside it is among its outputs, but the state it writes in
+  // place, which is no output (the region writes it where it lives) and which a node of its own
+  // hands on (add_written_state).
   void check_outputs(const RegionCall& call, const std::vector<std::uint8_t>& read) const {
     for (NodeId id : call.members) {
+      if (graph_.node(id).has(kWritesInput)) {
+        for (ValueId value : graph_.node(id).outputs) {
+          if (std::find(call.outputs.begin(), call.outputs.end(), value) != call.outputs.end()) {
+            fail(call.region, fmt::format("it gives out {}, the state it writes in place", graph_.value(value).name));
+          }
+        }
+        continue;
+      }
       for (ValueId value : graph_.node(id).outputs) {
         if (read[value] && std::find(call.outputs.begin(), call.outputs.end(), value) == call.outputs.end()) {
           fail(call.region,
@@ -245,6 +265,29 @@ class RegionsAsNodes {
       out.set_value_name(local_[call.outputs[k]], graph_.value(call.outputs[k]).name);
     }
     new_of_[first.id] = id;
+    for (NodeId member : call.members) {
+      if (graph_.node(member).has(kWritesInput)) add_written_state(call, member, id, out);
+    }
+  }
+
+  // The region writes the state `writer` wrote (its first input) where it lives: the value the
+  // write made is that state, handed on after the region by a node that launches nothing and
+  // says the write (kWritesInput), so that the analyses of written inputs see it (UndoWrites,
+  // graph sets) and every reader of the new value comes after the region.
+  void add_written_state(const RegionCall& call, NodeId writer, NodeId region_node, Graph& out) {
+    const Node& write = graph_.node(writer);
+    if (write.inputs.empty() || write.outputs.size() != 1) {
+      fail(call.region, fmt::format("{} writes in place but takes no input or makes other than one value",
+                                    graph_.describe(writer)));
+    }
+    const ValueId state = local_[write.inputs.front()];
+    if (state < 0) fail(call.region, fmt::format("it writes {} before the plan makes it", graph_.describe(writer)));
+    const NodeId written = out.add_node(std::string(kWrittenInRegion), {state}, {graph_.value(write.outputs[0]).type},
+                                        kWritesInput, std::make_shared<WrittenStateOp>());
+    out.set_source(written, write.source, fmt::format("{} in region {}", write.kind, call.region));
+    out.add_order_edge(region_node, written);
+    local_[write.outputs[0]] = out.node(written).outputs[0];
+    out.set_value_name(local_[write.outputs[0]], graph_.value(write.outputs[0]).name);
   }
 
   void copy_node(NodeId id, Graph& out) {

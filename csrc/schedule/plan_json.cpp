@@ -46,15 +46,18 @@ std::string to_json(const Graph& graph, const Plan& plan) {
   std::vector<std::string> kinds;
   std::vector<std::string> sources;
   std::vector<std::vector<std::string>> outputs;
+  std::vector<std::string> writes;  // the value each node writes in place ("": none)
   for (const Node& node : graph.nodes()) {
     kinds.push_back(node.kind);
     sources.push_back(node.source);
+    writes.push_back(node.has(kWritesInput) && !node.inputs.empty() ? graph.value(node.inputs.front()).name : "");
     outputs.emplace_back();
     for (ValueId value : node.outputs) outputs.back().push_back(graph.value(value).name);
   }
   json["kinds"] = kinds;
   json["sources"] = sources;
   json["outputs"] = outputs;
+  json["writes"] = writes;
   return json.dump();
 }
 

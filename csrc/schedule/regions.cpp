@@ -2,8 +2,6 @@
 // be worth running beside others, and lay each region out contiguously (regions.h).
 #include "schedule/regions.h"
 
-#include "graph/written_aliases.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -17,11 +15,9 @@ namespace opara {
 namespace {
 
 // Cut: a kernel node opens a region when it is its stream's first, when it depends on another
-// stream, when its stream's previous node has a dependant on another stream or stays outside. A
-// node that stays outside is a region of its own here, so that the merges below see the paths
-// through it; form_regions takes it out at the end. Regions are numbered by their first node's
-// launch, which is a topological order of the regions.
-std::vector<int> cut_regions(const std::vector<std::uint8_t>& outside, const KernelDag& dag, const Plan& plan) {
+// stream, or when its stream's previous node has a dependant on another stream. Regions are
+// numbered by their first node's launch, which is a topological order of the regions.
+std::vector<int> cut_regions(const KernelDag& dag, const Plan& plan) {
   const std::size_t count = plan.stream_of.size();
   auto crosses = [&](NodeId a, NodeId b) { return plan.stream_of[a] != plan.stream_of[b]; };
   std::vector<std::uint8_t> has_dependant_elsewhere(count, 0);
@@ -38,8 +34,7 @@ std::vector<int> cut_regions(const std::vector<std::uint8_t>& outside, const Ker
     const NodeId previous = last_on_stream[stream];
     const bool waits_elsewhere = std::any_of(dag.predecessors[node].begin(), dag.predecessors[node].end(),
                                              [&](NodeId predecessor) { return crosses(predecessor, node); });
-    if (previous == kNoNode || waits_elsewhere || has_dependant_elsewhere[previous] || outside[previous] ||
-        outside[node]) {
+    if (previous == kNoNode || waits_elsewhere || has_dependant_elsewhere[previous]) {
       region_of[node] = regions++;
     } else {
       region_of[node] = region_of[previous];
@@ -52,12 +47,11 @@ std::vector<int> cut_regions(const std::vector<std::uint8_t>& outside, const Ker
 // The regions as a DAG, with what the merging decisions read: costs, streams, edges, reachability.
 class RegionGraph {
  public:
-  RegionGraph(const std::vector<std::uint8_t>& outside, const KernelDag& dag, const std::vector<int>& region_of,
-              int count, const std::vector<int>& stream_of, const std::vector<NodeCost>& costs)
+  RegionGraph(const KernelDag& dag, const std::vector<int>& region_of, int count, const std::vector<int>& stream_of,
+              const std::vector<NodeCost>& costs)
       : count_(count), words_((static_cast<std::size_t>(count) + 63) / 64) {
     cost_.assign(count, 0.0);
     stream_.assign(count, kNoStream);
-    outside_.assign(count, 0);
     successors_.assign(count, {});
     predecessors_.assign(count, {});
     for (NodeId node = 0; node < static_cast<NodeId>(region_of.size()); ++node) {
@@ -65,7 +59,6 @@ class RegionGraph {
       if (region == kNoRegion) continue;
       cost_[region] += costs.empty() ? 1.0 : costs[node].demand;
       stream_[region] = stream_of[node];
-      outside_[region] |= outside[node];
       for (NodeId successor : dag.successors[node]) {
         const int next = region_of[successor];
         if (next != region) link(region, next);
@@ -77,18 +70,15 @@ class RegionGraph {
   [[nodiscard]] int count() const { return count_; }
   [[nodiscard]] double cost(int region) const { return cost_[region]; }
   [[nodiscard]] int stream(int region) const { return stream_[region]; }
-  // A node that stays outside the regions (nodes_outside_regions): never merged.
-  [[nodiscard]] bool outside(int region) const { return outside_[region] != 0; }
   [[nodiscard]] const std::vector<int>& successors(int region) const { return successors_[region]; }
   [[nodiscard]] const std::vector<int>& predecessors(int region) const { return predecessors_[region]; }
   [[nodiscard]] bool reaches(int from, int to) const { return ((reach_[from][to / 64] >> (to % 64)) & 1U) != 0; }
 
-  // The cost of the largest region that neither reaches `region` nor is reached by it (0: none); a
-  // write outside the regions is none.
+  // The cost of the largest region that neither reaches `region` nor is reached by it (0: none).
   [[nodiscard]] double largest_beside(int region) const {
     double largest = 0;
     for (int other = 0; other < count_; ++other) {
-      if (other != region && !outside(other) && !reaches(region, other) && !reaches(other, region))
+      if (other != region && !reaches(region, other) && !reaches(other, region))
         largest = std::max(largest, cost_[other]);
     }
     return largest;
@@ -125,7 +115,6 @@ class RegionGraph {
   std::size_t words_;
   std::vector<double> cost_;
   std::vector<int> stream_;
-  std::vector<std::uint8_t> outside_;
   std::vector<std::vector<int>> successors_;
   std::vector<std::vector<int>> predecessors_;
   std::vector<std::vector<std::uint64_t>> reach_;
@@ -151,8 +140,7 @@ int renumber_topologically(const KernelDag& dag, const std::vector<NodeId>& laun
     const int region = dense(region_of[node]);
     first_launch[region] = std::min(first_launch[region], position[node]);
     for (NodeId successor : dag.successors[node]) {
-      // A node outside the regions: what follows it comes later in launch order anyway.
-      if (region_of[successor] == kNoRegion) continue;
+      if (region_of[successor] == kNoRegion) continue;  // kernel-free
       const int next = dense(region_of[successor]);
       if (next == region ||
           std::find(successors[region].begin(), successors[region].end(), next) != successors[region].end())
@@ -235,7 +223,6 @@ bool merge_one(const RegionGraph& regions, double min_share, std::vector<int>& r
   std::iota(by_cost.begin(), by_cost.end(), 0);
   std::stable_sort(by_cost.begin(), by_cost.end(), [&](int a, int b) { return regions.cost(a) < regions.cost(b); });
   for (int small : by_cost) {
-    if (regions.outside(small)) continue;
     const double beside = regions.largest_beside(small);
     if (beside > 0 && regions.cost(small) >= min_share * beside) continue;
     int target = -1;
@@ -247,7 +234,6 @@ bool merge_one(const RegionGraph& regions, double min_share, std::vector<int>& r
       return a_same != b_same ? a_same : regions.cost(a) > regions.cost(b);
     });
     for (int predecessor : predecessors) {
-      if (regions.outside(predecessor)) continue;
       const std::vector<int>& others = regions.predecessors(small);
       const bool starts_no_later = std::all_of(others.begin(), others.end(), [&](int other) {
         return other == predecessor || regions.reaches(other, predecessor);
@@ -257,7 +243,7 @@ bool merge_one(const RegionGraph& regions, double min_share, std::vector<int>& r
         break;
       }
     }
-    if (target < 0 && regions.successors(small).size() == 1 && !regions.outside(regions.successors(small).front()) &&
+    if (target < 0 && regions.successors(small).size() == 1 &&
         regions.merge_keeps_a_dag(small, regions.successors(small).front())) {
       target = regions.successors(small).front();
     }
@@ -274,41 +260,17 @@ bool merge_one(const RegionGraph& regions, double min_share, std::vector<int>& r
 
 }  // namespace
 
-std::vector<std::uint8_t> nodes_outside_regions(const Graph& graph) {
-  const WrittenAliases aliases = written_aliases(graph);
-  std::vector<std::uint8_t> of_an_input(graph.values().size(), 0);
-  for (ValueId input : graph.inputs()) of_an_input[aliases.group[input]] = 1;
-  std::vector<std::uint8_t> outside(graph.size(), 0);
-  for (const Node& node : graph.nodes()) {
-    if (!node.has(kLaunchesKernel) || !node.has(kWritesInput)) continue;
-    outside[node.id] = std::any_of(node.inputs.begin(), node.inputs.end(),
-                                   [&](ValueId input) { return of_an_input[aliases.group[input]] != 0; })
-                           ? 1
-                           : 0;
-  }
-  return outside;
-}
-
 void form_regions(const Graph& graph, const KernelDag& dag, const std::vector<NodeCost>& costs, double min_share,
                   Plan& plan) {
-  const std::vector<std::uint8_t> outside = nodes_outside_regions(graph);
-  std::vector<int> region_of = cut_regions(outside, dag, plan);
+  std::vector<int> region_of = cut_regions(dag, plan);
   int count = renumber_topologically(dag, plan.launch_order, region_of);
   while (count > 1 && count <= kMergeLimit) {
-    const RegionGraph regions(outside, dag, region_of, count, plan.stream_of, costs);
+    const RegionGraph regions(dag, region_of, count, plan.stream_of, costs);
     if (!merge_one(regions, min_share, region_of, plan.stream_of)) break;
     count = renumber_topologically(dag, plan.launch_order, region_of);
   }
   plan.launch_order = contiguous_launch_order(graph, region_of, plan.launch_order);
   plan.stream_count = compact_streams(plan.launch_order, plan.stream_of);
-  // The nodes that stay outside leave their regions of one, laid out where those were.
-  bool any_outside = false;
-  for (NodeId node = 0; node < static_cast<NodeId>(region_of.size()); ++node) {
-    if (region_of[node] == kNoRegion || !outside[node]) continue;
-    region_of[node] = kNoRegion;
-    any_outside = true;
-  }
-  if (any_outside) count = renumber_topologically(dag, plan.launch_order, region_of);
   plan.region_of = std::move(region_of);
   plan.region_count = count;
 }

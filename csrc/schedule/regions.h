@@ -17,10 +17,11 @@
 // first node's old launch position.
 //
 // Kernel-free nodes (views, size queries, lists) belong to no region (kNoRegion): whoever
-// compiles regions recomputes them where they are used. Kernel nodes that write state in place
-// (nodes_outside_regions) belong to none either, and keep their stream: they run between regions.
+// compiles regions recomputes them where they are used. A write of state in place (a KV cache's
+// new row, a counter) is in a region like any kernel node: the compiled region writes the state
+// where it lives (Inductor reinplaces the write of its input), as Inductor's own graph of the
+// whole step does, so that a decode step is not cut at each layer's cache write.
 
-#include <cstdint>
 #include <vector>
 
 #include "opara/plan.h"
@@ -39,11 +40,5 @@ void form_regions(const Graph& graph, const KernelDag& dag, const std::vector<No
                   Plan& plan);
 
 inline constexpr int kMergeLimit = 2048;
-
-// By node id, 1 for the kernel nodes that stay outside every region: those that write in place and
-// read a graph input or an alias of one (state: a KV cache's new row, a counter). A compiled region
-// is functional, and would make the whole new value to copy back. (A program's in-place ops on its
-// own intermediates, relu_, stay in regions.)
-std::vector<std::uint8_t> nodes_outside_regions(const Graph& graph);
 
 }  // namespace opara

@@ -9,10 +9,9 @@
 //      satisfied by work launched before it: no deadlock);
 //   3. every dependency u -> v between kernel nodes (through kernel-free nodes too) is ordered by
 //      happens-before: same-stream order plus waits, transitively;
-//   4. with regions: every kernel node is in one, except those that write state in place
-//      (nodes_outside_regions), which are in none, as kernel-free nodes are; each region's nodes share a stream
-//      and follow each other on it, and the regions with the writing nodes between them form a DAG
-//      (a region can run as one unit once what it depends on has).
+//   4. with regions: every kernel node is in one, kernel-free nodes in none; each region's nodes
+//      share a stream and follow each other on it, and the regions form a DAG (a region can run as
+//      one unit once what it depends on has).
 // (3) is checked with vector clocks over batches of streams: clock[v][t] is the last position on
 // stream t that happens before v; u -> v holds when clock[v][stream of u] >= position of u.
 #include <fmt/format.h>
@@ -23,7 +22,6 @@
 #include "opara/error.h"
 #include "opara/plan.h"
 #include "schedule/kernel_dag.h"
-#include "schedule/regions.h"
 
 namespace opara {
 namespace {
@@ -171,7 +169,6 @@ class Validator {
       return;
     }
     const int regions = plan_.region_count;
-    const std::vector<std::uint8_t> outside = nodes_outside_regions(graph_);
     std::vector<int> stream_of_region(regions, kNoStream);
     std::vector<NodeId> last_of_region(regions, kNoNode);
     std::vector<NodeId> last_on_stream(plan_.stream_count, kNoNode);
@@ -180,12 +177,6 @@ class Validator {
       if (!dag_.is_kernel(node)) {
         if (region != kNoRegion)
           report(fmt::format("{} launches no kernel but is in region {}", graph_.describe(node), region));
-        continue;
-      }
-      if (outside[node]) {
-        if (region != kNoRegion)
-          report(fmt::format("{} writes state in place but is in region {}", graph_.describe(node), region));
-        last_on_stream[plan_.stream_of[node]] = node;
         continue;
       }
       if (region < 0 || region >= regions) {
@@ -205,35 +196,28 @@ class Validator {
       last_of_region[region] = node;
       last_on_stream[stream] = node;
     }
-    // A DAG: Kahn's algorithm over the edges between regions, and the kernel nodes in none (one
-    // vertex each, after the regions), takes every vertex.
-    std::vector<int> vertex_of(count, -1);
-    int vertices = regions;
-    for (NodeId node = 0; node < static_cast<NodeId>(count); ++node) {
-      if (dag_.is_kernel(node))
-        vertex_of[node] = plan_.region_of[node] != kNoRegion ? plan_.region_of[node] : vertices++;
-    }
-    std::vector<std::vector<int>> successors(vertices);
-    std::vector<int> indegree(vertices, 0);
+    // A DAG: Kahn's algorithm over the edges between regions takes every region.
+    std::vector<std::vector<int>> successors(regions);
+    std::vector<int> indegree(regions, 0);
     for (NodeId node = 0; node < static_cast<NodeId>(count); ++node) {
       if (!dag_.is_kernel(node)) continue;
       for (NodeId before : dag_.predecessors[node]) {
-        const int from = vertex_of[before];
-        const int to = vertex_of[node];
+        const int from = plan_.region_of[before];
+        const int to = plan_.region_of[node];
         if (from == to) continue;
         successors[from].push_back(to);
         ++indegree[to];
       }
     }
     std::vector<int> ready;
-    for (int vertex = 0; vertex < vertices; ++vertex)
-      if (indegree[vertex] == 0) ready.push_back(vertex);
+    for (int region = 0; region < regions; ++region)
+      if (indegree[region] == 0) ready.push_back(region);
     int taken = 0;
     while (!ready.empty()) {
-      const int vertex = ready.back();
+      const int region = ready.back();
       ready.pop_back();
-      taken += vertex < regions ? 1 : 0;
-      for (int next : successors[vertex])
+      ++taken;
+      for (int next : successors[region])
         if (--indegree[next] == 0) ready.push_back(next);
     }
     if (taken != regions) {

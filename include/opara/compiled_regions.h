@@ -24,7 +24,10 @@ namespace opara {
 // A listed region becomes one node calling op(key, inputs), whose outputs take the names given;
 // `constants[i]` is the tensor an input {"constant": i} names (a weight the region reads without
 // folding it in). The regions not listed, and the nodes outside regions, stay as they are; the
-// kernel-free nodes only the regions read go. Every kernel node keeps the plan's stream
+// kernel-free nodes only the regions read go. A region that writes state in place (a member with
+// kWritesInput: a KV cache's new row) writes it where it lives and gives it not out: after its node
+// an "opara::written_in_region" node, which launches nothing and writes its input, hands the state
+// on as the value the write made. Every kernel node keeps the plan's stream
 // (Node::planned_stream), so that compiling the result plans those streams, and the nodes come in
 // the plan's launch order. Throws opara::Error naming graph.source_path and the region where the
 // description does not fit the graph.

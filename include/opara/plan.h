@@ -130,8 +130,9 @@ OPARA_API void require_valid(const Graph& graph, const Plan& plan);
 
 OPARA_API std::string to_json(const Plan& plan);
 // The same, with what each node is, by node id: "kinds" ("aten::linear") and "sources" (the
-// model's line, "modeling_qwen2_moe.py:250", or its module scope; "" when unknown). plan_from_json
-// reads both forms.
+// model's line, "modeling_qwen2_moe.py:250", or its module scope; "" when unknown), "outputs" (the
+// names of its values) and "writes" (the name of the value it writes in place; "" for none).
+// plan_from_json reads both forms.
 OPARA_API std::string to_json(const Graph& graph, const Plan& plan);
 // Graphviz DOT: nodes filled by stream and labelled with their launch position, event waits red.
 OPARA_API std::string to_dot(const Graph& graph, const Plan& plan);

@@ -50,33 +50,50 @@ def node_values(exported: torch.export.ExportedProgram, inputs: list[torch.Tenso
 
 class Parts:
     """The FX nodes of each region the plan cut, by name, with the plan's index of the region
-    (`parts`), and the kernel-free nodes (views, size queries) each region recomputes
-    (`kernel_free`)."""
+    (`parts`), the kernel-free nodes (views, size queries) each region recomputes (`kernel_free`),
+    and the writes of state the regions make where the state lives: by FX node, the in-place op
+    the library runs it as (`in_place`: index_copy as aten.index_copy_), and by region, the state
+    copied back from a value at its end (`write_backs`: (placeholder, value))."""
 
-    def __init__(self, parts: list[tuple[int, set[str]]], kernel_free: set[str]):
+    def __init__(self, parts: list[tuple[int, set[str]]], kernel_free: set[str],
+                 in_place: dict[str, Any] | None = None, write_backs: dict[int, list[tuple[str, str]]] | None = None):
         self.parts = parts
         self.kernel_free = kernel_free
+        self.in_place = in_place or {}
+        self.write_backs = write_backs or {}
 
     @classmethod
-    def of_plan(cls, exported: torch.export.ExportedProgram, plan: dict[str, Any]) -> "Parts":
+    def of_plan(cls, exported: torch.export.ExportedProgram, plan: dict[str, Any],
+                state: "ProgramState | None" = None) -> "Parts":
         """The regions of a plan. A plan node's outputs are named as the FX nodes that produce
         them (a multi-output node's by its getitem users, which go with it: Inductor compiles them
         together). A region with a node the program does not have at its top level (a body opara
         inlined), or with a size computed from the data (nonzero's, unknown when the region
-        compiles), is left out: its nodes stay ATen."""
+        compiles), is left out: its nodes stay ATen. A node that writes state (the plan's
+        "writes": the library's name of what it writes) is the program's functional write made
+        in place, or the library's copy of a new value into the state after the readers of the old
+        one, which has no FX node: `state` says which value."""
         nodes = {node.name: node for node in exported.graph_module.graph.nodes}
+        placeholders = _placeholders_by_library_name(exported, state) if state is not None else {}
         parts: list[set[str]] = [set() for _ in range(plan.get("regions", 0))]
+        in_place: dict[str, Any] = {}
+        write_backs: dict[int, list[tuple[str, str]]] = {}
         left_out = set()
         # Kernel-free in the plan (no region, no stream): recomputed in every region that reads it
         # (regions.h), since a view between two nodes of one region would otherwise leave and
-        # re-enter it. A kernel node in no region (a write of state in place) stays outside.
+        # re-enter it.
         kernel_free: set[str] = set()
+        writes = plan.get("writes", [])
         for node, region in enumerate(plan.get("region_of", [])):
             # The serializer names an output nothing reads "<node>_unused_<i>": one found name is enough.
             found = [nodes[name] for name in plan["outputs"][node]
                      if name in nodes and nodes[name].op == "call_function"]
+            written = writes[node] if node < len(writes) else ""
             if not found:
-                if region >= 0:
+                if region >= 0 and written in placeholders:
+                    placeholder = placeholders[written]
+                    write_backs.setdefault(region, []).append((placeholder, state.value_written(placeholder)))
+                elif region >= 0:
                     left_out.add(region)
                 continue
             # A multi-output node (split) is named by its getitems, which go with it.
@@ -84,11 +101,27 @@ class Parts:
             names = {fx_node.name} | {user.name for user in fx_node.users if user.target is operator.getitem}
             if region >= 0:
                 parts[region] |= names
+                if written:
+                    in_place[fx_node.name] = _operator(plan["kinds"][node], fx_node.target)
             elif plan["stream_of"][node] < 0:
                 kernel_free |= names
         left_out |= {region for region, part in enumerate(parts) if any(_has_size_from_data(nodes[n]) for n in part)}
         kept = [(region, part) for region, part in enumerate(parts) if part and region not in left_out]
-        return cls(kept, kernel_free - set().union(*(part for _, part in kept)))
+        return cls(kept, kernel_free - set().union(*(part for _, part in kept)), in_place,
+                   {region: backs for region, backs in write_backs.items() if region not in left_out})
+
+
+def _operator(kind: str, functional: Any) -> Any:
+    """The op of the library's `kind` ("aten::index_copy_") in the overload of `functional`'s."""
+    namespace, name = kind.split("::")
+    return getattr(getattr(getattr(torch.ops, namespace), name), functional._overloadname)
+
+
+def _placeholders_by_library_name(exported: torch.export.ExportedProgram, state: "ProgramState") -> dict[str, str]:
+    """The placeholder of each input or buffer the program writes, by the library's name of it (a
+    buffer's is the model's: `layers.0.cache`; an input's its placeholder's)."""
+    buffers = exported.graph_signature.inputs_to_buffers
+    return {buffers.get(placeholder, placeholder): placeholder for placeholder, _ in state.written}
 
 
 def _has_size_from_data(node: fx.Node) -> bool:
@@ -108,11 +141,15 @@ def _symbolic(value: torch.Tensor) -> bool:
 class Region:
     """One part of the program: its own nodes (`part`), the kernel-free nodes it reads recomputed
     inside it, and the values it reads from outside (`inputs`: placeholders of its module, or its
-    frozen constants). Once the caller knows which of its values others read (`outputs`),
-    `module()` is it as an FX GraphModule."""
+    frozen constants). The state it writes (`written`: placeholders) it writes where it lives: a
+    functional write the library makes in place (`in_place`: by FX node, the in-place op) is that
+    op on the placeholder, and a state copied back (`write_backs`: (placeholder, value)) is a copy
+    into it at the region's end, after its readers. Once the caller knows which of its values
+    others read (`outputs`), `module()` is it as an FX GraphModule."""
 
     def __init__(self, graph: fx.Graph, index: int, part: set[str], kernel_free: set[str],
-                 constants: dict[str, torch.Tensor], frozen: set[str]):
+                 constants: dict[str, torch.Tensor], frozen: set[str], in_place: dict[str, Any] | None = None,
+                 write_backs: Sequence[tuple[str, str]] = ()):
         self.index = index  # the plan's
         self.part = part
         self.outputs: list[str] = []
@@ -125,9 +162,14 @@ class Region:
                     frontier.append(value)
         self.inside = part | recomputed
         self.members = [node for node in graph.nodes if node.name in self.inside]  # graph order: topological
+        self.in_place = {name: op for name, op in (in_place or {}).items() if name in part}
+        self.write_backs = list(write_backs)
         self.frozen = frozen
-        self.inputs = list(dict.fromkeys(value.name for node in self.members for value in node.all_input_nodes
-                                         if value.name not in self.inside and value.name not in self.frozen))
+        read = [value.name for node in self.members for value in node.all_input_nodes]
+        read += [name for write_back in self.write_backs for name in write_back]
+        self.inputs = list(dict.fromkeys(name for name in read if name not in self.inside and name not in self.frozen))
+        self._nodes = {node.name: node for node in graph.nodes}
+        self.written = {self._nodes[name].args[0].name for name in self.in_place} | {p for p, _ in self.write_backs}
         self._constants = constants
 
     def module(self, examples: Sequence[Any]) -> fx.GraphModule:
@@ -135,7 +177,7 @@ class Region:
         sub = fx.Graph()
         holder = torch.nn.Module()
         copied: dict[str, fx.Node] = {}
-        by_name = {value.name: value for node in self.members for value in node.all_input_nodes}
+        by_name = self._nodes
         for name, example in zip(self.inputs, examples):
             copied[name] = sub.placeholder(name)
             copied[name].meta = dict(by_name[name].meta)
@@ -152,18 +194,30 @@ class Region:
                     holder.register_buffer(value.name, self._constants[value.name])
                     copied[value.name] = sub.get_attr(value.name)
             copied[node.name] = sub.node_copy(node, lambda value: copied[value.name])
+            if node.name in self.in_place:  # written where the state lives (Inductor reinplaces it)
+                copied[node.name].target = self.in_place[node.name]
+        for placeholder, value in self.write_backs:
+            sub.call_function(torch.ops.aten.copy_.default, (copied[placeholder], copied[value]))
         sub.output(tuple(copied[name] for name in self.outputs))
         return fx.GraphModule(holder, sub)
 
 
-def _kept_outside(graph: fx.Graph, regions: list[Region]) -> set[str]:
-    """The nodes outside the regions that the program still runs: those the output, a region or
+def _read_by_the_caller(graph: fx.Graph, state: "ProgramState | None") -> list[str]:
+    """The values the program's output gives the caller: not the new values of its state, which
+    the regions and the library write where the state lives."""
+    output = next(node for node in graph.nodes if node.op == "output")
+    written = {index for _, index in state.written} if state is not None else set()
+    values = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
+    return [value.name for index, value in enumerate(values) if isinstance(value, fx.Node) and index not in written]
+
+
+def _kept_outside(graph: fx.Graph, regions: list[Region], state: "ProgramState | None") -> set[str]:
+    """The nodes outside the regions that the program still runs: those the caller, a region or
     another kept node reads (a kernel-free node that only regions read is recomputed in them)."""
     in_regions = {name for region in regions for name in region.part}
     by_name = {node.name: node for node in graph.nodes}
-    output = next(node for node in graph.nodes if node.op == "output")
     kept: set[str] = set()
-    pending = [value.name for value in output.all_input_nodes] + [name for r in regions for name in r.inputs]
+    pending = _read_by_the_caller(graph, state) + [name for r in regions for name in r.inputs]
     while pending:
         name = pending.pop()
         if name in in_regions or name in kept:
@@ -173,17 +227,18 @@ def _kept_outside(graph: fx.Graph, regions: list[Region]) -> set[str]:
     return kept
 
 
-def set_outputs(graph: fx.Graph, regions: list[Region]) -> None:
-    """Each region's outputs: its own nodes' values that the program's output, another region or a
-    node kept outside the regions reads. Leaving a region out later adds no output to the others:
-    its nodes read what it read."""
+def set_outputs(graph: fx.Graph, regions: list[Region], state: "ProgramState | None" = None) -> None:
+    """Each region's outputs: its own nodes' values that the caller, another region or a node kept
+    outside the regions reads, but the state it writes in place (the library hands that on).
+    Leaving a region out later adds no output to the others: its nodes read what it read."""
     by_name = {node.name: node for node in graph.nodes}
     read = {name for region in regions for name in region.inputs}
-    for name in _kept_outside(graph, regions):
+    for name in _kept_outside(graph, regions, state):
         read.update(value.name for value in by_name[name].all_input_nodes)
-    read.update(value.name for value in next(n for n in graph.nodes if n.op == "output").all_input_nodes)
+    read.update(_read_by_the_caller(graph, state))
     for region in regions:
-        region.outputs = [node.name for node in region.members if node.name in region.part and node.name in read]
+        region.outputs = [node.name for node in region.members
+                          if node.name in region.part and node.name in read and node.name not in region.in_place]
 
 
 def placed(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -235,7 +290,8 @@ def linear_weights(graph: fx.Graph) -> set[str]:
 class ProgramState:
     """What a functional program writes in place: `written`, (the placeholder of the buffer or
     user input written, the index of its new value among the outputs). Such state is read at each
-    call, never folded into a region; the library writes it (include/opara/load.h)."""
+    call, never folded into a region; the library and the regions write it where it lives
+    (include/opara/load.h)."""
 
     def __init__(self, exported: torch.export.ExportedProgram):
         from torch.export.graph_signature import InputKind, OutputKind
@@ -249,3 +305,10 @@ class ProgramState:
                 self.written.append((buffer_placeholder[spec.target], index))
             elif spec.kind == OutputKind.USER_INPUT_MUTATION:
                 self.written.append((spec.target, index))
+        output = next(node for node in exported.graph_module.graph.nodes if node.op == "output")
+        self._values = output.args[0]
+
+    def value_written(self, placeholder: str) -> str:
+        """The name of the value the program gives `placeholder` in the end."""
+        index = next(index for written, index in self.written if written == placeholder)
+        return self._values[index].name

@@ -2,8 +2,9 @@
 
 The library plans streams over a program's ATen graph and groups each stream's nodes into regions:
 runs of one stream's nodes with cross-stream dependencies only at their edges, the small ones
-merged into a neighbour, the writes of state in place left between them (Plan::region_of,
-csrc/schedule/regions.h; torch.ops.opara.region_plan). Each region becomes an FX subgraph that
+merged into a neighbour (Plan::region_of, csrc/schedule/regions.h; torch.ops.opara.region_plan).
+A region writes the state it writes where the state lives (a KV cache's new row: the in-place op
+on its placeholder, which Inductor keeps in place), as Inductor's graph of a whole step does. Each region becomes an FX subgraph that
 Inductor compiles (compile_fx: its fused kernels; its own CUDA graphs stay off, since opara
 captures the whole). The library then makes each region one node of the same graph, a call of
 the op opara::region(key, inputs) whose kernel runs the compiled region, and keeps the plan's
@@ -136,12 +137,16 @@ class _CompiledRegion:
     entry was found, `native` (its library and the frozen constants its entry reads after the
     inputs) for opara::native_region, which calls it without Python."""
 
-    def __init__(self, compiled: Callable[..., Any], examples: list[torch.Tensor], modules: list[Any]):
+    def __init__(self, compiled: Callable[..., Any], examples: list[torch.Tensor], modules: list[Any],
+                 written: Sequence[int] = ()):
         # The example run: which outputs share memory with an input or an earlier output (opara
         # takes an op's results as new tensors; Inductor's buffer reuse is fixed at compile time),
-        # and, seen on the way, what the C++ wrapper's entry receives.
+        # and, seen on the way, what the C++ wrapper's entry receives. The state the region writes
+        # (`written`, by input) is the program's own: each example run writes a copy.
         self.inputs = len(examples)
         self.examples = examples  # their layouts are what a call's inputs are copied into where they differ
+        self._written = list(written)
+        examples = self._to_run(examples)
         with entry_inputs_recorded() as entry_inputs:
             self.outputs = list(compiled(*examples))
         seen = {tensor.untyped_storage().data_ptr() for tensor in examples}
@@ -161,8 +166,15 @@ class _CompiledRegion:
 
         self.run = run
         self.native = native_entry(modules, entry_inputs, examples)
-        if self.native is not None and not self._native_agrees(examples):
+        if self.native is not None and not self._native_agrees(self._to_run(self.examples)):
             self.native = None
+
+    def _to_run(self, examples: list[torch.Tensor]) -> list[torch.Tensor]:
+        """`examples` with a copy, in the same layout, of each one the region writes."""
+        examples = list(examples)
+        for index in self._written:
+            examples[index] = torch.empty_like(examples[index]).copy_(examples[index])
+        return examples
 
     def _native_agrees(self, examples: list[torch.Tensor]) -> bool:
         """The entry, called as opara::native_region will, gives what the Python path gave on the
@@ -206,8 +218,9 @@ def _compile_region(region: Region, values: dict[str, Any], device: torch.device
     # docs/benchmarks.md, "Regions compiled by Inductor".
     native = device.type == "cpu"
     compiled, modules = compile_region(region.module(examples), symbolic or examples, native)
+    written = [index for index, name in enumerate(region.inputs) if name in region.written]
     with torch.no_grad():
-        return _CompiledRegion(compiled, examples, modules if native else [])
+        return _CompiledRegion(compiled, examples, modules if native else [], written)
 
 
 def _symbolic_inputs(regions: list[Region], values: dict[str, Any],
@@ -315,9 +328,10 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     user_inputs = list(exported.graph_signature.user_inputs)
     compiled.folded_inputs = [index for index in folded_inputs if user_inputs[index] in frozen]
     graph = exported.graph_module.graph
-    parts = Parts.of_plan(exported, plan)
-    candidates = [Region(graph, index, part, parts.kernel_free, readable, frozen) for index, part in parts.parts]
-    set_outputs(graph, candidates)
+    parts = Parts.of_plan(exported, plan, state)
+    candidates = [Region(graph, index, part, parts.kernel_free, readable, frozen, parts.in_place,
+                         parts.write_backs.get(index, ())) for index, part in parts.parts]
+    set_outputs(graph, candidates, state)
     values = node_values(exported, inputs, constants)
     names = _library_names(exported, state)
     binding, fakes = ShapeBinding(exported), {}

@@ -341,7 +341,8 @@ def test_a_program_that_writes_a_buffer_reads_and_writes_it_at_each_call(library
     x = torch.ones(3)
     compiled = opara.compile(Counter(), [x], kernels="inductor", device="cpu", cpu_tuning_ms=0)
     assert compiled.stats()["regions"] == 1
-    assert compiled.plan()["kinds"] == ["aten::add_", "opara::native_region"]  # add_, the library's twin of add
+    # add_, the library's twin of add, in the region: the state handed on after it
+    assert compiled.plan()["kinds"] == ["opara::native_region", "opara::written_in_region"]
     assert torch.equal(compiled(x), torch.full((3,), 1.0)) and torch.equal(compiled(x), torch.full((3,), 2.0))
 
 
@@ -374,10 +375,12 @@ def test_a_cache_written_at_a_position_matches_eager_step_by_step(library, share
     compiled = opara.compile(model, [x, torch.tensor([0])], kernels="inductor", device="cpu", cpu_tuning_ms=0,
                              **options)
     kinds = compiled.plan()["kinds"]
-    # The new row is written into the cache where it is, between the region that makes it and the
-    # one that reads the cache: no whole cache made and copied back, with the plan's regions too.
-    assert "aten::index_copy_" in kinds and "aten::copy_" not in kinds, kinds
-    assert compiled.stats()["regions"] == 2 if share is None else compiled.stats()["regions"] >= 2
+    # The new row is written into the cache where it is, by the region that makes it (Inductor's
+    # kernel writes the row): no ATen write between regions, no whole cache made and copied back,
+    # with the plan's regions too; on the CPU's default the write cuts nothing.
+    assert "aten::index_copy_" not in kinds and "aten::copy_" not in kinds, kinds
+    assert kinds.count("opara::written_in_region") == 1, kinds
+    assert compiled.stats()["regions"] == 1 if share is None else compiled.stats()["regions"] >= 1
     with torch.no_grad():
         for step in range(4):
             x = torch.randn(1, 8)

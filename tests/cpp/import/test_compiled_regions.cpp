@@ -96,7 +96,8 @@ nlohmann::json described(const Graph& graph, const Plan& plan, int region, std::
     }
   }
   for (NodeId id : test.nodes) {
-    if (plan.region_of[id] != region) continue;
+    // A write of state lands where the state lives: no output (with_compiled_regions hands it on).
+    if (plan.region_of[id] != region || graph.node(id).has(kWritesInput)) continue;
     for (ValueId output : graph.node(id).outputs) {
       const auto& users = graph.value(output).users;
       const bool outside = std::any_of(users.begin(), users.end(), [&](NodeId u) { return !inside.count(u); }) ||
@@ -155,7 +156,8 @@ TEST_P(CompiledRegions, GiveTheProgramsOutputsAndWriteItsState) {
   ASSERT_GT(plan.region_count, 0);
   const Graph regional = with_compiled_regions(graph, every_region(graph, plan), {});
   EXPECT_EQ(count_of(regional, "opara::region"), plan.region_count);
-  EXPECT_EQ(count_of(regional, "aten::index_copy_"), 2) << "the writes of state stay outside the regions";
+  EXPECT_EQ(count_of(regional, "aten::index_copy_"), 0) << "the writes of state are in the regions";
+  EXPECT_EQ(count_of(regional, "opara::written_in_region"), 2) << "each written state handed on";
   CompiledModel reference = compile(graph, kv_inputs(0));
   CompiledModel compiled = compile(regional, kv_inputs(0));
   expect_the_same_calls(reference, compiled);
@@ -260,6 +262,14 @@ TEST(CompiledRegionsErrors, ADescriptionThatDoesNotFitIsRefusedNamingTheRegion) 
   nlohmann::json missing = good;
   missing["regions"][0]["outputs"] = nlohmann::json::array();
   EXPECT_THAT(refusal(graph, missing.dump()), HasSubstr("is read outside it but is not among its outputs"));
+
+  // A write of state lands where the state lives: the region gives no copy of it.
+  const auto write = std::find_if(graph.nodes().begin(), graph.nodes().end(),
+                                  [](const Node& node) { return node.kind == "aten::index_copy_"; });
+  ASSERT_NE(write, graph.nodes().end());
+  nlohmann::json gives_state = good;
+  gives_state["regions"][0]["outputs"].push_back(graph.value(write->outputs[0]).name);
+  EXPECT_THAT(refusal(graph, gives_state.dump()), HasSubstr("the state it writes in place"));
 
   nlohmann::json other_op = good;
   other_op["regions"][0]["op"] = "aten::relu";

@@ -124,34 +124,22 @@ TEST(Regions, EveryPlanWithRegionsValidatesOnRandomGraphs) {
   }
 }
 
-TEST(Regions, AWriteOfStateStaysOutsideAndIsNeverMergedAcross) {
-  // 0 -> 1 (writes its input in place: a cache's new row) -> 2, on one stream, nothing beside:
-  // every region is small, and still none takes the write or joins across it.
-  const Graph graph = graph_from_edges(3, {{0, 1}, {1, 2}}, {}, /*writers=*/{1});
+TEST(Regions, AWriteOfStateIsInTheRegionOfTheNodesAroundIt) {
+  // 0 -> 1 (writes its input in place: a cache's new row) -> 2, and 0 -> 3 beside the write, on one
+  // stream, nothing beside: the compiled region writes the cache where it lives, so the write cuts
+  // nothing and the whole is one region.
+  const Graph graph = graph_from_edges(4, {{0, 1}, {1, 2}, {0, 3}}, {}, /*writers=*/{1});
   PlanOptions options = with_regions(1e9);
   options.streams = StreamPolicy::kSingle;
   const Plan plan = make_plan(graph, options);
   require_valid(graph, plan);
-  EXPECT_THAT(plan.region_of, ElementsAre(0, kNoRegion, 1));
-  EXPECT_EQ(plan.stream_of[1], 0) << "a write outside the regions still runs on a stream";
+  EXPECT_THAT(plan.region_of, ElementsAre(0, 0, 0, 0));
 }
 
-TEST(Regions, NodesBesideAWriteShareARegionAcrossIt) {
-  // 0 -> 1 (writes) -> 3 and 0 -> 2, one stream: 2 does not depend on the write, yet the cut
-  // follows launch order, and the regions stay a DAG with the write between them.
-  const Graph graph = graph_from_edges(4, {{0, 1}, {1, 3}, {0, 2}}, {}, /*writers=*/{1});
-  PlanOptions options = with_regions(1e9);
-  options.streams = StreamPolicy::kSingle;
-  const Plan plan = make_plan(graph, options);
-  require_valid(graph, plan);
-  EXPECT_EQ(plan.region_of[1], kNoRegion);
-  EXPECT_NE(plan.region_of[0], plan.region_of[3]) << "a region on both sides of the write would wait for itself";
-}
-
-TEST(Regions, OneStreamMergedWholeIsOneRegionPerStageOfWrites) {
+TEST(Regions, ADecoderLayerWithItsCacheWritesMergedWholeIsOneRegion) {
   // A decoder layer: 0 makes K and V (0, then 2); 1 and 3 write them into the caches; 4 reads both
-  // caches. The nodes that read no write (0, 2) are one region wherever the writes fall in launch
-  // order, the node that reads them another.
+  // caches. Merged whole (the CPU's plan), the writes cut nothing, wherever they fall in launch
+  // order.
   const Graph graph = graph_from_edges(5, {{0, 1}, {0, 2}, {2, 3}, {1, 4}, {3, 4}, {0, 4}}, {}, /*writers=*/{1, 3});
   for (OrderPolicy order : {OrderPolicy::kTopological, OrderPolicy::kOpara}) {
     PlanOptions options = with_regions(std::numeric_limits<double>::infinity());
@@ -159,9 +147,7 @@ TEST(Regions, OneStreamMergedWholeIsOneRegionPerStageOfWrites) {
     options.order = order;
     const Plan plan = make_plan(graph, options, demands({5, 1, 5, 1, 5}));
     require_valid(graph, plan);
-    EXPECT_EQ(plan.region_count, 2) << to_string(order);
-    EXPECT_EQ(plan.region_of[0], plan.region_of[2]) << to_string(order);
-    EXPECT_NE(plan.region_of[0], plan.region_of[4]) << to_string(order);
+    EXPECT_EQ(plan.region_count, 1) << to_string(order);
   }
 }
 
@@ -175,8 +161,8 @@ TEST(Regions, PlansWithWritesValidateOnRandomGraphs) {
         const Plan plan = make_plan(graph, options);
         EXPECT_TRUE(validate(graph, plan).empty()) << "seed " << seed << ", min share " << min_share;
         for (NodeId node = 0; node < static_cast<NodeId>(graph.size()); ++node) {
-          if (graph.node(node).has(kWritesInput)) {
-            EXPECT_EQ(plan.region_of[node], kNoRegion) << "seed " << seed;
+          if (graph.node(node).has(kLaunchesKernel)) {
+            EXPECT_NE(plan.region_of[node], kNoRegion) << "seed " << seed << ": every kernel node, writes too";
           }
         }
       }
@@ -184,12 +170,12 @@ TEST(Regions, PlansWithWritesValidateOnRandomGraphs) {
   }
 }
 
-TEST(Regions, AWriteInARegionIsReported) {
+TEST(Regions, AKernelNodeInNoRegionIsReported) {
   const Graph graph = graph_from_edges(2, {{0, 1}}, {}, /*writers=*/{1});
   Plan plan = make_plan(graph, PlanOptions{StreamPolicy::kSingle});
-  plan.region_of = {0, 0};
+  plan.region_of = {0, kNoRegion};
   plan.region_count = 1;
-  EXPECT_THAT(validate(graph, plan), ::testing::Contains(HasSubstr("writes state in place but is in region 0")));
+  EXPECT_THAT(validate(graph, plan), ::testing::Contains(HasSubstr("is in region -1")));
 }
 
 TEST(Regions, AnInPlaceOpOnAnIntermediateStaysInItsRegion) {
