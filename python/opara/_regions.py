@@ -252,10 +252,39 @@ def _ahead_of_time(region: Region, values: dict[str, Any]) -> bytes:
         program = torch.export.export(region.module(examples), tuple(examples), strict=False)
         with tempfile.TemporaryDirectory() as folder, dynamos_events_kept():
             # Freezing, as the in-process regions: prepacked convolution weights (googlenet's package
-            # ran 1.42x slower without, docs/benchmarks.md "Packages").
+            # ran 1.42x slower without, docs/benchmarks.md "Packages"); not where it would only pack
+            # one-row matrix products (one_row_products).
             made = torch._inductor.aoti_compile_and_package(program, package_path=os.path.join(folder, "region.pt2"),
-                                                            inductor_configs={"freezing": True})
+                                                            inductor_configs={"freezing": not one_row_products(region)})
             return Path(made).read_bytes()
+
+
+def one_row_products(region: Region) -> bool:
+    """Whether `region`'s weights are best left unpacked by AOTInductor: it has matrix products
+    (linear, addmm, mm), each of one row (a decode step at batch 1), and no convolution. Freezing
+    packs a linear's weight, and under AOT compilation for oneDNN, whose call costs more than a
+    one-row product: the gptfast decoder's step ran 1.32x the in-process region's time packed and
+    0.82x unpacked; a three-layer MLP packed lost at one row and won from four (docs/benchmarks.md,
+    "What is left against inductor-best, attributed")."""
+    rows = []
+    for node in region.members:
+        target = getattr(node.target, "__name__", "")
+        if target.startswith(("convolution", "conv", "_convolution", "mkldnn_convolution")):
+            return False
+        if node.target in _PRODUCTS:
+            value = node.args[_PRODUCTS[node.target]].meta.get("val")
+            if not isinstance(value, torch.Tensor) or _has_symbols(value):
+                return False
+            rows.append(value.numel() // max(value.shape[-1], 1) if value.dim() else 1)
+    return bool(rows) and all(count == 1 for count in rows)
+
+
+# The matrix products freezing packs, by the position of their rows' argument.
+_PRODUCTS = {torch.ops.aten.linear.default: 0, torch.ops.aten.addmm.default: 1, torch.ops.aten.mm.default: 0}
+
+
+def _has_symbols(value: torch.Tensor) -> bool:
+    return any(isinstance(size, torch.SymInt) for size in value.shape)
 
 
 def _frozen(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], constants: dict[str, torch.Tensor],
