@@ -258,3 +258,69 @@ def test_damaged_example_inputs_are_named(made, tmp_path):
     records["opara/inputs/0.bin"] = records["opara/inputs/0.bin"][:10]
     with pytest.raises(RuntimeError, match=r"opara/inputs/0\.bin holds 10 bytes"):
         opara.load(_rewrite(records, tmp_path / "inputs.opara"))
+
+
+class DecodeStep(torch.nn.Module):
+    """A decode step's shape at batch 1: one-row linear layers, this step's row written into a
+    cache buffer in place at `position`, the whole cache read after."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(6, 16))
+        self.key, self.out = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+
+    def forward(self, x, position):
+        self.cache.index_copy_(0, position, torch.relu(self.key(x)))
+        return self.out(x) + (self.cache * x).sum(0, keepdim=True)
+
+
+class Products(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        return self.b(torch.nn.functional.gelu(self.a(x)))
+
+
+def _region_of(module, inputs):
+    """The whole decomposed program of `module` as one region."""
+    from opara._partition import Region
+
+    with torch.no_grad():
+        exported = torch.export.export(module.eval(), tuple(inputs), strict=False).run_decompositions({})
+    graph = exported.graph_module.graph
+    return Region(graph, 0, {n.name for n in graph.nodes if n.op == "call_function"}, set(), {}, set())
+
+
+@pytest.mark.parametrize("module, inputs, unpacked", [
+    (Products(), [torch.randn(1, 16)], True),  # a decode step's products at batch 1
+    (Products(), [torch.randn(1, 1, 16)], True),  # with a sequence dimension of one
+    (Products(), [torch.randn(4, 16)], False),  # four rows: oneDNN's packing wins
+    (Branches(), [torch.randn(1, 4, 12, 12)], False),  # convolutions need their packed weights
+    (torch.nn.ReLU(), [torch.randn(1, 16)], False),  # nothing to pack: as before
+], ids=["one-row", "one-row-3d", "four-rows", "convolutions", "no-products"])
+def test_aotinductor_leaves_weights_unpacked_only_where_every_product_takes_one_row(library, module, inputs,
+                                                                                    unpacked):
+    from opara._regions import one_row_products
+
+    assert one_row_products(_region_of(module, inputs)) is unpacked
+
+
+def test_a_packaged_decode_step_writes_its_cache_in_its_region_and_matches_eager(library, tmp_path):
+    """The package's region (AOTInductor's, unpacked one-row products) writes the cache row where
+    the cache lives: no ATen write between regions, eager's outputs and cache call after call."""
+    torch.manual_seed(0)
+    model, twin = DecodeStep().eval(), DecodeStep().eval()
+    twin.load_state_dict(model.state_dict())
+    x, path = torch.randn(1, 16), tmp_path / "step.opara"
+    opara.package(model, [x, torch.tensor([0])], path, device="cpu", cpu_tuning_ms=0)
+    compiled = opara.load(path)
+    kinds = compiled.plan()["kinds"]
+    assert kinds == ["opara::aoti_region", "opara::written_in_region"], kinds
+    with torch.no_grad():
+        for step in range(4):
+            x = torch.randn(1, 16)
+            _close([compiled(x, torch.tensor([step]))], [twin(x, torch.tensor([step]))])
+    (name, cache), = compiled.state().items()
+    assert name == "cache" and torch.allclose(cache, twin.cache, rtol=1e-4, atol=1e-5)
