@@ -277,8 +277,8 @@ class RegionsAsNodes {
   void add_written_state(const RegionCall& call, NodeId writer, NodeId region_node, Graph& out) {
     const Node& write = graph_.node(writer);
     if (write.inputs.empty() || write.outputs.size() != 1) {
-      fail(call.region, fmt::format("{} writes in place but takes no input or makes other than one value",
-                                    graph_.describe(writer)));
+      fail(call.region,
+           fmt::format("{} writes in place but takes no input or makes other than one value", graph_.describe(writer)));
     }
     const ValueId state = local_[write.inputs.front()];
     if (state < 0) fail(call.region, fmt::format("it writes {} before the plan makes it", graph_.describe(writer)));
