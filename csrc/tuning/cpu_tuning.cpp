@@ -163,9 +163,9 @@ std::vector<Candidate> warmed_up_candidates(const TuningContext& context, const 
   return candidates;
 }
 
-// Times the candidates in interleaved rounds within the budget: each one's median and speedup
-// over the first.
-RoundsAndRuns time_candidates(std::vector<Candidate>& candidates, const TuningContext& context) {
+// Times the candidates in interleaved rounds within the budget, after the rounds `times` holds
+// already: each one's median and speedup over the first, of all the rounds.
+RoundsAndRuns time_candidates(std::vector<Candidate>& candidates, const TuningContext& context, RoundTimes& times) {
   double run_ms = 0;
   for (const Candidate& candidate : candidates) run_ms = std::max(run_ms, candidate.warmup_ms.back());
   const CpuTuningOptions& tuning = context.tuning;
@@ -177,13 +177,19 @@ RoundsAndRuns time_candidates(std::vector<Candidate>& candidates, const TuningCo
       return time_runs(*candidate.executor, context.inputs, context.writes, runs);
     });
   }
-  const RoundTimes times =
-      time_in_rounds(timers, budget.rounds, budget.rounds * budget.runs, Settle{1, context.tuning.settle});
+  times.append(time_in_rounds(timers, budget.rounds, budget.rounds * budget.runs, Settle{1, context.tuning.settle}));
   for (std::size_t k = 0; k < candidates.size(); ++k) {
     candidates[k].report.median_ms = percentile(times.all(k), 0.5);
     candidates[k].report.speedup = k == 0 ? 1.0 : times.speedup(k, 0);
   }
   return budget;
+}
+
+std::vector<MeasuredCandidate> measured(const std::vector<Candidate>& candidates) {
+  std::vector<MeasuredCandidate> measured;
+  for (const Candidate& candidate : candidates)
+    measured.push_back({candidate.report.median_ms, candidate.report.speedup});
+  return measured;
 }
 
 }  // namespace
@@ -206,13 +212,15 @@ CpuTuning tune_cpu_executor(const Graph& graph, PlanOptions plan_options, const 
 
   CpuTuning result;
   if (candidates.size() > 1) {
-    const RoundsAndRuns budget = time_candidates(candidates, context);
+    RoundTimes times;
+    const RoundsAndRuns budget = time_candidates(candidates, context, times);
     result.rounds = budget.rounds;
     result.runs_per_round = budget.runs;
-    std::vector<MeasuredCandidate> measured;
-    for (const Candidate& candidate : candidates)
-      measured.push_back({candidate.report.median_ms, candidate.report.speedup});
-    result.chosen = kept_candidate(measured, tuning.min_speedup);
+    if (measures_disagree(measured(candidates), tuning.min_speedup)) {  // undecided: once more, rounds pooled
+      result.rounds += time_candidates(candidates, context, times).rounds;
+      result.timed_again = true;
+    }
+    result.chosen = kept_candidate(measured(candidates), tuning.min_speedup);
   } else {
     candidates.front().report.median_ms = percentile(candidates.front().warmup_ms, 0.5);
   }

@@ -64,6 +64,9 @@ struct CpuTuning {
   std::vector<CpuTuningCandidate> candidates;
   std::size_t chosen = 0;
   int rounds = 0;  // timed (0: a single candidate, untimed)
+  // The first rounds left a candidate clearly faster by one measure only (measures_disagree): the
+  // candidates were timed again, within the budget again, and chosen on all the rounds.
+  bool timed_again = false;
   int runs_per_round = 0;
   double plan_us = 0;    // planning the chosen candidate
   double tuning_ms = 0;  // all of it: planning, warming up and timing every candidate
@@ -75,7 +78,8 @@ struct CpuTuning {
 // `executor_options` applies to every candidate, `priorities` included, except where a candidate
 // with searched priorities follows one (CpuTuningOptions::search_iterations). Candidates that plan the same streams as
 // one before them are dropped, and a single-stream policy has the first alone. Candidates are timed in interleaved
-// rounds and compared with the first within each round, so that a slow moment of the machine cannot pick for them.
+// rounds and compared with the first within each round, so that a slow moment of the machine cannot pick for them;
+// where the two measures disagree (measures_disagree) they are timed once more and chosen on all the rounds.
 // Inputs that a model writes in place are put back after every run (untimed): tuning leaves them as they were given.
 CpuTuning tune_cpu_executor(const Graph& graph, PlanOptions plan_options, const std::vector<NodeCost>& costs,
                             const std::vector<c10::IValue>& inputs, CpuExecutorOptions executor_options,

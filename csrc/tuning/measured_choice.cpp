@@ -17,6 +17,16 @@ std::size_t kept_candidate(const std::vector<MeasuredCandidate>& candidates, dou
   return chosen;
 }
 
+bool measures_disagree(const std::vector<MeasuredCandidate>& candidates, double min_speedup) {
+  if (candidates.empty()) return false;
+  const double baseline_ms = candidates.front().median_ms;
+  return std::any_of(candidates.begin() + 1, candidates.end(), [&](const MeasuredCandidate& candidate) {
+    const bool by_ratios = candidate.speedup >= min_speedup;
+    const bool by_median = candidate.median_ms * min_speedup <= baseline_ms;
+    return candidate.allowed && by_ratios != by_median;
+  });
+}
+
 RoundsAndRuns within_budget(int rounds, int runs, double budget_ms, std::chrono::milliseconds settle,
                             std::size_t candidates, double run_ms) {
   rounds = std::max(1, rounds);

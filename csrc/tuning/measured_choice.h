@@ -28,6 +28,12 @@ struct MeasuredCandidate {
 // slower schedule now and then); of those, the fastest by its ratios.
 std::size_t kept_candidate(const std::vector<MeasuredCandidate>& candidates, double min_speedup);
 
+// Whether an allowed candidate is clearly faster by one measure and not by the other, so that the
+// timings do not decide between it and the baseline: timed again, with the rounds pooled, they
+// may (the CPU tuner's multihead_rnn: 1.31x within rounds, its median above eager's, so eager's
+// schedule stayed at 0.97x where two streams ran 1.4x).
+bool measures_disagree(const std::vector<MeasuredCandidate>& candidates, double min_speedup);
+
 // What both tuners keep unless clearly beaten: 3% (CpuTuningOptions::min_speedup's default).
 inline constexpr double kClearlyFaster = 1.03;
 

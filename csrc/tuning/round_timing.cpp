@@ -27,6 +27,13 @@ double RoundTimes::speedup(std::size_t runner, std::size_t baseline) const {
   return percentile(speedups(runner, baseline), 0.5);
 }
 
+void RoundTimes::append(const RoundTimes& more) {
+  samples.resize(std::max(samples.size(), more.samples.size()));
+  for (std::size_t runner = 0; runner < more.samples.size(); ++runner) {
+    samples[runner].insert(samples[runner].end(), more.samples[runner].begin(), more.samples[runner].end());
+  }
+}
+
 RoundTimes time_in_rounds(const std::vector<BlockTimer>& runners, int rounds, int runs, const Settle& settle,
                           const std::function<void(int)>& on_block) {
   rounds = std::max(1, std::min(rounds, runs));  // every round times each runner at least once

@@ -26,6 +26,8 @@ struct RoundTimes {
   [[nodiscard]] std::vector<double> speedups(std::size_t runner, std::size_t baseline) const;
   // The median of speedups(): drift between rounds cancels out.
   [[nodiscard]] double speedup(std::size_t runner, std::size_t baseline) const;
+  // `more`'s rounds (the same runners timed again) after these.
+  void append(const RoundTimes& more);
 };
 
 // How each block begins: `runs` untimed runs, and more until `at_least` has passed, so that a

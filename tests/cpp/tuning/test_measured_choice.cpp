@@ -55,6 +55,19 @@ TEST(MeasuredChoice, BothMeasuresMustAgree) {
   EXPECT_EQ(kept_candidate(measured({{10, 20, 20, 10, 10}, {8, 16, 16, 8, 8}}), kClearlyFaster), 1u);
 }
 
+TEST(MeasuredChoice, TheMeasuresDisagreeWhereOneAloneSaysClearlyFaster) {
+  // Clearly faster by its median only, or by its ratios only: undecided, to be timed again.
+  EXPECT_TRUE(measures_disagree({{10, 1}, {6, 1.01}}, kClearlyFaster));
+  EXPECT_TRUE(measures_disagree({{10, 1}, {10.1, 1.2}}, kClearlyFaster));
+  // Both say so, or neither: decided.
+  EXPECT_FALSE(measures_disagree(measured({{10, 10, 10}, {8, 8, 8}}), kClearlyFaster));
+  EXPECT_FALSE(measures_disagree(measured({{10, 10, 10}, {9.9, 9.9, 9.9}}), kClearlyFaster));
+  // One undecided candidate among decided ones is enough; one out of the running never counts.
+  EXPECT_TRUE(measures_disagree({{10, 1}, {8, 1.25}, {10.1, 1.2}}, kClearlyFaster));
+  EXPECT_FALSE(measures_disagree({{10, 1}, {10.1, 1.2, false}}, kClearlyFaster));
+  EXPECT_FALSE(measures_disagree({}, kClearlyFaster));
+}
+
 TEST(MeasuredChoice, ACandidateOutOfTheRunningIsNeverKept) {
   std::vector<MeasuredCandidate> candidates = measured({{10, 10, 10}, {8, 8, 8}, {6, 6, 6}});
   candidates[2].allowed = false;  // the fastest's pool is over the memory budget

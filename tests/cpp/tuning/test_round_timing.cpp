@@ -61,6 +61,18 @@ TEST(RoundTiming, ASpeedupIsTheMedianOfRatiosWithinRounds) {
   EXPECT_DOUBLE_EQ(percentile(times.all(0), 0.5) / percentile(times.all(1), 0.5), 5.0);
 }
 
+TEST(RoundTiming, RoundsTimedAgainJoinTheFirstOnes) {
+  RoundTimes times;
+  times.samples = {{{2}, {2}}, {{4}, {4}}};  // runner 1 at half the speed in both rounds
+  RoundTimes again;
+  again.samples = {{{2}, {2}, {2}}, {{1}, {1}, {1}}};  // then twice as fast in three more
+  times.append(again);
+  ASSERT_EQ(times.samples[0].size(), 5u);
+  EXPECT_EQ(times.speedups(1, 0), (std::vector<double>{0.5, 0.5, 2.0, 2.0, 2.0}));
+  EXPECT_DOUBLE_EQ(times.speedup(1, 0), 2.0) << "the median over all five rounds";
+  EXPECT_EQ(times.all(1), (std::vector<double>{4, 4, 1, 1, 1}));
+}
+
 TEST(RoundTiming, PercentileIsTheNearestRank) {
   EXPECT_DOUBLE_EQ(percentile({5, 1, 3}, 0.5), 3);
   EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 0.5), 3);  // rank 1.5 rounds up
