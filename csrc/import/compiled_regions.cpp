@@ -203,12 +203,19 @@ class RegionsAsNodes {
     return outside;
   }
 
+  // Whether member `id` writes, in place, a value made outside the region: state (a KV cache),
+  // which the region writes where it lives. (A write of its own intermediate is the region's own.)
+  bool writes_from_outside(const RegionCall& call, NodeId id) const {
+    const Node& node = graph_.node(id);
+    return node.has(kWritesInput) && !node.inputs.empty() && !member(call, graph_.value(node.inputs.front()).producer);
+  }
+
   // Every value of the region read outside it is among its outputs, but the state it writes in
   // place, which is no output (the region writes it where it lives) and which a node of its own
   // hands on (add_written_state).
   void check_outputs(const RegionCall& call, const std::vector<std::uint8_t>& read) const {
     for (NodeId id : call.members) {
-      if (graph_.node(id).has(kWritesInput)) {
+      if (writes_from_outside(call, id)) {
         for (ValueId value : graph_.node(id).outputs) {
           if (std::find(call.outputs.begin(), call.outputs.end(), value) != call.outputs.end()) {
             fail(call.region, fmt::format("it gives out {}, the state it writes in place", graph_.value(value).name));
@@ -266,7 +273,7 @@ class RegionsAsNodes {
     }
     new_of_[first.id] = id;
     for (NodeId member : call.members) {
-      if (graph_.node(member).has(kWritesInput)) add_written_state(call, member, id, out);
+      if (writes_from_outside(call, member)) add_written_state(call, member, id, out);
     }
   }
 
@@ -276,9 +283,8 @@ class RegionsAsNodes {
   // graph sets) and every reader of the new value comes after the region.
   void add_written_state(const RegionCall& call, NodeId writer, NodeId region_node, Graph& out) {
     const Node& write = graph_.node(writer);
-    if (write.inputs.empty() || write.outputs.size() != 1) {
-      fail(call.region,
-           fmt::format("{} writes in place but takes no input or makes other than one value", graph_.describe(writer)));
+    if (write.outputs.size() != 1) {
+      fail(call.region, fmt::format("{} writes in place but makes other than one value", graph_.describe(writer)));
     }
     const ValueId state = local_[write.inputs.front()];
     if (state < 0) fail(call.region, fmt::format("it writes {} before the plan makes it", graph_.describe(writer)));

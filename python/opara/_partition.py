@@ -101,7 +101,7 @@ class Parts:
             names = {fx_node.name} | {user.name for user in fx_node.users if user.target is operator.getitem}
             if region >= 0:
                 parts[region] |= names
-                if written:
+                if written in placeholders:  # state, made in place (an intermediate's write is the region's own)
                     in_place[fx_node.name] = _operator(plan["kinds"][node], fx_node.target)
             elif plan["stream_of"][node] < 0:
                 kernel_free |= names
@@ -202,13 +202,16 @@ class Region:
         return fx.GraphModule(holder, sub)
 
 
-def _read_by_the_caller(graph: fx.Graph, state: "ProgramState | None") -> list[str]:
-    """The values the program's output gives the caller: not the new values of its state, which
-    the regions and the library write where the state lives."""
+def _read_by_the_caller(graph: fx.Graph, regions: list[Region], state: "ProgramState | None") -> list[str]:
+    """The values the program's output gives: the caller's, and the new values of its state but
+    those a region writes where the state lives (its in-place writes, the values it copies in)."""
     output = next(node for node in graph.nodes if node.op == "output")
     written = {index for _, index in state.written} if state is not None else set()
+    handled = {name for region in regions for name in region.in_place}
+    handled |= {value for region in regions for _, value in region.write_backs}
     values = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
-    return [value.name for index, value in enumerate(values) if isinstance(value, fx.Node) and index not in written]
+    return [value.name for index, value in enumerate(values)
+            if isinstance(value, fx.Node) and not (index in written and value.name in handled)]
 
 
 def _kept_outside(graph: fx.Graph, regions: list[Region], state: "ProgramState | None") -> set[str]:
@@ -217,7 +220,7 @@ def _kept_outside(graph: fx.Graph, regions: list[Region], state: "ProgramState |
     in_regions = {name for region in regions for name in region.part}
     by_name = {node.name: node for node in graph.nodes}
     kept: set[str] = set()
-    pending = _read_by_the_caller(graph, state) + [name for r in regions for name in r.inputs]
+    pending = _read_by_the_caller(graph, regions, state) + [name for r in regions for name in r.inputs]
     while pending:
         name = pending.pop()
         if name in in_regions or name in kept:
@@ -235,7 +238,7 @@ def set_outputs(graph: fx.Graph, regions: list[Region], state: "ProgramState | N
     read = {name for region in regions for name in region.inputs}
     for name in _kept_outside(graph, regions, state):
         read.update(value.name for value in by_name[name].all_input_nodes)
-    read.update(_read_by_the_caller(graph, state))
+    read.update(_read_by_the_caller(graph, regions, state))
     for region in regions:
         region.outputs = [node.name for node in region.members
                           if node.name in region.part and node.name in read and node.name not in region.in_place]

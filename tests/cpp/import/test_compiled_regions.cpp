@@ -97,7 +97,10 @@ nlohmann::json described(const Graph& graph, const Plan& plan, int region, std::
   }
   for (NodeId id : test.nodes) {
     // A write of state lands where the state lives: no output (with_compiled_regions hands it on).
-    if (plan.region_of[id] != region || graph.node(id).has(kWritesInput)) continue;
+    const NodeId written_producer =
+        graph.node(id).inputs.empty() ? kNoNode : graph.value(graph.node(id).inputs.front()).producer;
+    const bool writes_state = graph.node(id).has(kWritesInput) && !inside.count(written_producer);
+    if (plan.region_of[id] != region || writes_state) continue;
     for (ValueId output : graph.node(id).outputs) {
       const auto& users = graph.value(output).users;
       const bool outside = std::any_of(users.begin(), users.end(), [&](NodeId u) { return !inside.count(u); }) ||
@@ -168,6 +171,29 @@ TEST_P(CompiledRegions, GiveTheProgramsOutputsAndWriteItsState) {
     EXPECT_EQ(state[i].first, expected_state[i].first);
     EXPECT_TRUE(at::equal(state[i].second, expected_state[i].second)) << state[i].first;
   }
+}
+
+TEST(CompiledRegionsWrites, ARegionsWriteOfItsOwnIntermediateIsNoStateHandedOn) {
+  // relu -> relu_ (writes relu's value, made inside the region) -> add: googlenet's ReLU(inplace).
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const NodeId relu = graph.add_node("aten::relu", {x}, {"Tensor"});
+  const NodeId relu_ =
+      graph.add_node("aten::relu_", {graph.node(relu).outputs[0]}, {"Tensor"}, kLaunchesKernel | kWritesInput);
+  const NodeId add = graph.add_node("aten::add", {graph.node(relu_).outputs[0]}, {"Tensor"});
+  graph.add_output(graph.node(add).outputs[0]);
+  const Plan plan = regions_plan(graph, StreamPolicy::kSingle, 1e9);
+  ASSERT_EQ(plan.region_count, 1);
+  const nlohmann::json region{{"region", 0},
+                              {"op", "opara::region"},
+                              {"key", 0},
+                              {"inputs", {{{"value", graph.value(x).name}}}},
+                              {"outputs", {graph.value(graph.node(add).outputs[0]).name}}};
+  const nlohmann::json description{{"plan", nlohmann::json::parse(to_json(graph, plan))}, {"regions", {region}}};
+  const Graph regional = with_compiled_regions(graph, description.dump(), {});
+  EXPECT_EQ(count_of(regional, "opara::region"), 1);
+  EXPECT_EQ(count_of(regional, "opara::written_in_region"), 0) << "relu_ writes no state";
+  EXPECT_EQ(regional.size(), 1U);
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, CompiledRegions,
