@@ -4,9 +4,9 @@ The library plans streams over a program's ATen graph and groups each stream's n
 runs of one stream's nodes with cross-stream dependencies only at their edges, the small ones
 merged into a neighbour (Plan::region_of, csrc/schedule/regions.h; torch.ops.opara.region_plan).
 A region writes the state it writes where the state lives (a KV cache's new row: the in-place op
-on its placeholder, which Inductor keeps in place), as Inductor's graph of a whole step does. Each region becomes an FX subgraph that
-Inductor compiles (compile_fx: its fused kernels; its own CUDA graphs stay off, since opara
-captures the whole). The library then makes each region one node of the same graph, a call of
+on its placeholder, which Inductor keeps in place), as Inductor's graph of a whole step does.
+Each region becomes an FX subgraph that Inductor compiles (compile_fx: its fused kernels; its own
+CUDA graphs stay off, since opara captures the whole). The library then makes each region one node of the same graph, a call of
 the op opara::region(key, inputs) whose kernel runs the compiled region, and keeps the plan's
 streams (with_compiled_regions, include/opara/compiled_regions.h): one plan. Views and size
 queries are recomputed in each region that reads them (and stay nodes where something outside
