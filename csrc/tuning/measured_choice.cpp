@@ -5,13 +5,24 @@
 
 namespace opara {
 
+namespace {
+
+// The two measures of "clearly faster" than the baseline (the first candidate).
+bool faster_by_ratios(const MeasuredCandidate& candidate, double min_speedup) {
+  return candidate.speedup >= min_speedup;
+}
+bool faster_by_median(const MeasuredCandidate& candidate, const MeasuredCandidate& baseline, double min_speedup) {
+  return candidate.median_ms * min_speedup <= baseline.median_ms;
+}
+
+}  // namespace
+
 std::size_t kept_candidate(const std::vector<MeasuredCandidate>& candidates, double min_speedup) {
   std::size_t chosen = 0;
-  if (candidates.empty()) return chosen;
-  const double baseline_ms = candidates.front().median_ms;
   for (std::size_t k = 1; k < candidates.size(); ++k) {
     const MeasuredCandidate& candidate = candidates[k];
-    const bool clearly_faster = candidate.speedup >= min_speedup && candidate.median_ms * min_speedup <= baseline_ms;
+    const bool clearly_faster =
+        faster_by_ratios(candidate, min_speedup) && faster_by_median(candidate, candidates.front(), min_speedup);
     if (candidate.allowed && clearly_faster && candidate.speedup > candidates[chosen].speedup) chosen = k;
   }
   return chosen;
@@ -19,11 +30,9 @@ std::size_t kept_candidate(const std::vector<MeasuredCandidate>& candidates, dou
 
 bool measures_disagree(const std::vector<MeasuredCandidate>& candidates, double min_speedup) {
   if (candidates.empty()) return false;
-  const double baseline_ms = candidates.front().median_ms;
   return std::any_of(candidates.begin() + 1, candidates.end(), [&](const MeasuredCandidate& candidate) {
-    const bool by_ratios = candidate.speedup >= min_speedup;
-    const bool by_median = candidate.median_ms * min_speedup <= baseline_ms;
-    return candidate.allowed && by_ratios != by_median;
+    return candidate.allowed &&
+           faster_by_ratios(candidate, min_speedup) != faster_by_median(candidate, candidates.front(), min_speedup);
   });
 }
 
