@@ -117,11 +117,18 @@ def _operator(kind: str, functional: Any) -> Any:
     return getattr(getattr(getattr(torch.ops, namespace), name), functional._overloadname)
 
 
+def library_names(exported: torch.export.ExportedProgram, state: "ProgramState") -> dict[str, str]:
+    """The library's name of each placeholder that is a value of its graph where it differs from
+    the placeholder's: a buffer the program writes is state, named as the model names it."""
+    buffers = exported.graph_signature.inputs_to_buffers
+    return {placeholder: buffers[placeholder] for placeholder, _ in state.written if placeholder in buffers}
+
+
 def _placeholders_by_library_name(exported: torch.export.ExportedProgram, state: "ProgramState") -> dict[str, str]:
     """The placeholder of each input or buffer the program writes, by the library's name of it (a
     buffer's is the model's: `layers.0.cache`; an input's its placeholder's)."""
-    buffers = exported.graph_signature.inputs_to_buffers
-    return {buffers.get(placeholder, placeholder): placeholder for placeholder, _ in state.written}
+    names = library_names(exported, state)
+    return {names.get(placeholder, placeholder): placeholder for placeholder, _ in state.written}
 
 
 def _has_size_from_data(node: fx.Node) -> bool:
@@ -132,7 +139,7 @@ def _has_size_from_data(node: fx.Node) -> bool:
     return any(isinstance(value, torch.Tensor) and free_unbacked_symbols(value) for value in values)
 
 
-def _symbolic(value: torch.Tensor) -> bool:
+def symbolic_layout(value: torch.Tensor) -> bool:
     """Whether a recorded value's layout is symbolic (a dynamic-shape program's): comparing it with
     a concrete one would make the export assume the concrete sizes."""
     return any(isinstance(size, torch.SymInt) for size in (*value.shape, *value.stride()))
@@ -184,7 +191,7 @@ class Region:
             # Inductor compiles a placeholder for the layout of its recorded value: an example laid
             # out otherwise (made contiguous: _example) is recorded as it is.
             recorded = copied[name].meta.get("val")
-            if (isinstance(example, torch.Tensor) and isinstance(recorded, FakeTensor) and not _symbolic(recorded)
+            if (isinstance(example, torch.Tensor) and isinstance(recorded, FakeTensor) and not symbolic_layout(recorded)
                     and recorded.stride() != example.stride()):
                 copied[name].meta["val"] = recorded.fake_mode.from_tensor(example)
                 copied[name].meta.pop("tensor_meta", None)

@@ -34,8 +34,8 @@ import torch
 
 from ._frontend import _compile_device, _first_line, program_archive
 from ._inductor_compat import compile_region, dynamos_events_kept, entry_inputs_recorded, native_entry
-from ._partition import (Parts, ProgramState, Region, constants_of, devices_placed, linear_weights, node_values, placed,
-                         set_outputs)
+from ._partition import (Parts, ProgramState, Region, constants_of, devices_placed, library_names, linear_weights,
+                         node_values, placed, set_outputs, symbolic_layout)
 from ._symbolic_regions import InputLayout, ShapeBinding
 
 # The compiled regions by key: what the op's kernel runs. A CompiledRegions removes its own.
@@ -269,11 +269,11 @@ def one_row_products(region: Region) -> bool:
     rows = []
     for node in region.members:
         target = getattr(node.target, "__name__", "")
-        if target.startswith(("convolution", "conv", "_convolution", "mkldnn_convolution")):
+        if target.startswith(("conv", "_convolution", "mkldnn_convolution")):
             return False
         if node.target in _PRODUCTS:
             value = node.args[_PRODUCTS[node.target]].meta.get("val")
-            if not isinstance(value, torch.Tensor) or _has_symbols(value):
+            if not isinstance(value, torch.Tensor) or symbolic_layout(value):
                 return False
             rows.append(value.numel() // max(value.shape[-1], 1) if value.dim() else 1)
     return bool(rows) and all(count == 1 for count in rows)
@@ -281,10 +281,6 @@ def one_row_products(region: Region) -> bool:
 
 # The matrix products freezing packs, by the position of their rows' argument.
 _PRODUCTS = {torch.ops.aten.linear.default: 0, torch.ops.aten.addmm.default: 1, torch.ops.aten.mm.default: 0}
-
-
-def _has_symbols(value: torch.Tensor) -> bool:
-    return any(isinstance(size, torch.SymInt) for size in value.shape)
 
 
 def _frozen(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], constants: dict[str, torch.Tensor],
@@ -302,13 +298,6 @@ def _frozen(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], 
     if not ahead_of_time:
         frozen -= linear_weights(exported.graph_module.graph)
     return {**constants, **folded}, frozen
-
-
-def _library_names(exported: torch.export.ExportedProgram, state: ProgramState) -> dict[str, str]:
-    """The library's name of each placeholder that is a value of its graph where it differs from
-    the placeholder's: a buffer the program writes is state, named as the model names it."""
-    buffers = exported.graph_signature.inputs_to_buffers
-    return {placeholder: buffers[placeholder] for placeholder, _ in state.written if placeholder in buffers}
 
 
 def _call(region: Region, key: int, native: bool, constants: dict[str, torch.Tensor], names: dict[str, str],
@@ -362,7 +351,7 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
                          parts.write_backs.get(index, ())) for index, part in parts.parts]
     set_outputs(graph, candidates, state)
     values = node_values(exported, inputs, constants)
-    names = _library_names(exported, state)
+    names = library_names(exported, state)
     binding, fakes = ShapeBinding(exported), {}
     if not binding.bound_symbols():  # no dynamic-shape program
         binding = None
