@@ -61,22 +61,23 @@ std::int64_t InputSignature::check(const std::vector<at::Tensor>& inputs) const 
   std::int64_t rows = 0;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& input = inputs[i];
-    const std::string where = fmt::format("{}: input {} ('{}')", source_path_, i, names_[i]);
+    // Formatted only for an error: a decode step's run checks dozens of inputs.
+    const auto where = [&] { return fmt::format("{}: input {} ('{}')", source_path_, i, names_[i]); };
     const bool batched = graph_set && batched_[i];
-    if (!input.defined()) throw Error(where + " is an undefined tensor");
+    if (!input.defined()) throw Error(where() + " is an undefined tensor");
     if (!fits_shape(i, input)) {
-      throw Error(graph_set ? fmt::format("{} has shape {}; {} {}{}", where, shape_text(input.sizes()), accepts,
+      throw Error(graph_set ? fmt::format("{} has shape {}; {} {}{}", where(), shape_text(input.sizes()), accepts,
                                           expected_shape(i), batched ? " (any number of rows first)" : "")
-                            : fmt::format("{} has shape {}, {} {}; compile again for other shapes", where,
+                            : fmt::format("{} has shape {}, {} {}; compile again for other shapes", where(),
                                           shape_text(input.sizes()), accepts, expected_shape(i)));
     }
     if (input.scalar_type() != dtypes_[i]) {
-      throw Error(fmt::format("{} has dtype {}, {} {}; convert it with .to({})", where,
+      throw Error(fmt::format("{} has dtype {}, {} {}; convert it with .to({})", where(),
                               c10::toString(input.scalar_type()), accepts, c10::toString(dtypes_[i]),
                               c10::toString(dtypes_[i])));
     }
     if (input.device() != devices_[i]) {
-      throw Error(fmt::format("{} is on {}, {} {}; move it with .to(\"{}\")", where, input.device().str(), accepts,
+      throw Error(fmt::format("{} is on {}, {} {}; move it with .to(\"{}\")", where(), input.device().str(), accepts,
                               devices_[i].str(), devices_[i].str()));
     }
     const at::Tensor& bound = bound_[i];
@@ -84,14 +85,14 @@ std::int64_t InputSignature::check(const std::vector<at::Tensor>& inputs) const 
       throw Error(
           fmt::format("{} is static (the model reads the example tensor's memory where it is), but another "
                       "tensor was given; pass the same tensor, or compile again for the new one",
-                      where));
+                      where()));
     }
     if (!batched) continue;
-    if (input.size(0) == 0) throw Error(where + " has no rows");
+    if (input.size(0) == 0) throw Error(where() + " has no rows");
     if (rows != 0 && rows != input.size(0)) {
       throw Error(
-          fmt::format("{} has {} rows, an earlier batched input {}: every batched input has one row per request", where,
-                      input.size(0), rows));
+          fmt::format("{} has {} rows, an earlier batched input {}: every batched input has one row per request",
+                      where(), input.size(0), rows));
     }
     rows = input.size(0);
   }

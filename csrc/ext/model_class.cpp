@@ -4,8 +4,12 @@
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <tuple>
+
 #include "ext/archive_bytes.h"
 #include "ext/stats_dict.h"
+#include "ext/tensor_snapshot.h"
 #include "ext/text_options.h"
 #include "opara/compiled_model.h"
 #include "opara/error.h"
@@ -63,6 +67,33 @@ class Model : public torch::CustomClassHolder {
 
   bool adopt_state(const std::vector<at::Tensor>& inputs) const { return model_.adopt_state(inputs); }
 
+  // What run_watched checks before each run: the weights at `weights` (read where they are: their
+  // memory and strides) and at `folded` (held folded into the regions: their version counters too),
+  // and the state the model writes in place (its other static inputs).
+  void watch(const std::vector<at::Tensor>& inputs, const std::vector<int64_t>& weights,
+             const std::vector<int64_t>& folded) {
+    weights_ = TensorSnapshot(inputs, weights, folded);
+    std::vector<int64_t> state;
+    for (int index : model_.static_inputs()) {
+      if (std::find(weights.begin(), weights.end(), index) == weights.end()) state.push_back(index);
+    }
+    state_ = TensorSnapshot(inputs, state, {});
+  }
+
+  // (kSame, outputs) where the watched tensors are as they were: the same weights, and the same
+  // state or new tensors whose predecessors the caller dropped (adopt_state); else (kWritten: a
+  // folded weight was written in place; kMoved: a weight or the state is another tensor now, no
+  // outputs) without running. One call a step: each call from Python converts every tensor.
+  std::tuple<int64_t, std::vector<at::Tensor>> run_watched(const std::vector<at::Tensor>& inputs) const {
+    TensorSnapshot::Found found = weights_.check(inputs);
+    if (found == TensorSnapshot::Found::kSame && state_.check(inputs) != TensorSnapshot::Found::kSame &&
+        !model_.adopt_state(inputs)) {
+      found = TensorSnapshot::Found::kMoved;
+    }
+    if (found != TensorSnapshot::Found::kSame) return {static_cast<int64_t>(found), {}};
+    return {static_cast<int64_t>(found), model_.run(inputs)};
+  }
+
   // The live state buffers by name (CompiledModel::state()).
   c10::Dict<std::string, at::Tensor> state() const {
     c10::Dict<std::string, at::Tensor> named;
@@ -89,6 +120,8 @@ class Model : public torch::CustomClassHolder {
 
  private:
   CompiledModel model_;
+  TensorSnapshot weights_;
+  TensorSnapshot state_;
 };
 
 // A model archive imported once (a dynamic-shape program: a torch.compile graph of symbolic sizes),
@@ -149,6 +182,12 @@ TORCH_LIBRARY_FRAGMENT(opara, m) {
       .def("adopt_state", &Model::adopt_state,
            "Takes new tensors for the written static inputs (a new KV cache) once the old ones are dropped; "
            "false when one is still held (compile again)")
+      .def("watch", &Model::watch,
+           "Records what run_watched checks: the weights at `weights` (their memory), those at `folded` (their "
+           "version counters too) and the state the model writes (its other static inputs)")
+      .def("run_watched", &Model::run_watched,
+           "(0, outputs) where the watched tensors are as recorded (a new state adopted); else (2: a folded weight "
+           "was written in place, 1: a weight or the state is another tensor) without running")
       .def("state", &Model::state,
            "The buffers the model keeps between runs, by name: the live tensors (copy_ into them to set them)");
   // After Model, whose type Program.compile returns.

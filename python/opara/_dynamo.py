@@ -150,30 +150,16 @@ class _Compiled:
         self.graph = graph
         self.lowered = lowered  # with the regions the handle's opara::region nodes call (kept alive here)
         regions = lowered.regions
-        # Where each input read in place had its memory: a weight (`weights`, Dynamo's static
-        # inputs) may be given new memory (`param.data = ...`, module.to(...)), and then it is
-        # another input; a KV cache the graph writes (the handle's other static inputs, on CUDA)
-        # may be made anew for each request.
-        read_in_place = list(handle.static_inputs())
-        # The weights the regions hold folded in are checked by their version counter, which every
-        # in-place write (load_state_dict, copy_, an optimiser step) advances.
+        # Checked before each run (Model.run_watched): where each weight (Dynamo's static inputs) had
+        # its memory, since one may be given new memory (`param.data = ...`, module.to(...)) and then
+        # it is another input; the version counters of those the regions hold folded in, which every
+        # in-place write (load_state_dict, copy_, an optimiser step) advances; and the state the graph
+        # writes (a KV cache), which may be made anew for each request.
         folded = list(regions.folded_inputs) if regions is not None else []
-        self.weights = torch.classes.opara.TensorSnapshot(tensors, weights, folded)
-        state = [p for p in read_in_place if p not in weights]
-        self.state = torch.classes.opara.TensorSnapshot(tensors, state, []) if state else None
-
-    def check(self, tensors: list[torch.Tensor]) -> int:
-        """_SAME where the compiled graphs can run these tensors: the same weights, and the same
-        caches or new ones whose predecessors the caller dropped (their memory is then taken over:
-        CompiledModel::adopt_state); _WRITTEN where a weight folded into the regions was written in
-        place since they were compiled; _MOVED where a weight (or a cache) is another tensor now."""
-        found = self.weights.check(tensors)
-        if found == _SAME and self.state is not None and self.state.check(tensors) != _SAME:
-            return _SAME if self.handle.adopt_state(tensors) else _MOVED
-        return found
+        handle.watch(tensors, weights, folded)
 
 
-_SAME, _MOVED, _WRITTEN = 0, 1, 2  # TensorSnapshot.check's answers (csrc/ext/tensor_snapshot_class.cpp)
+_SAME, _MOVED, _WRITTEN = 0, 1, 2  # Model.run_watched's answers (csrc/ext/model_class.cpp)
 
 
 def _described(name: str, handle: Any, lowered: Lowered) -> dict[str, Any]:
@@ -448,29 +434,41 @@ class OparaGraph:
         key = self._key(args)
         compiled = self.by_shape.get(key)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        found = compiled.check(tensors) if isinstance(compiled, _Compiled) else _SAME
-        if found == _WRITTEN:
-            self.fold_weights = False  # written once, maybe again: from now on read at each call
-            self.program = None  # a symbolic graph's regions are compiled again, reading the weights
+        if isinstance(compiled, _Compiled):
+            found, outputs = self._run(compiled, tensors, key, args)
+            if found == _SAME:
+                return outputs
+            if found == _WRITTEN:
+                self.fold_weights = False  # written once, maybe again: from now on read at each call
+                self.program = None  # a symbolic graph's regions are compiled again, reading the weights
+            elif isinstance(self.program, _SymbolicProgram) and self.program.folds_weights():
+                self.program = None  # a weight was replaced or moved: its regions hold the old one
             compiled = None
-        elif found == _MOVED:
-            compiled = None  # a weight was replaced or moved: compile again for the new one
-            if isinstance(self.program, _SymbolicProgram) and self.program.folds_weights():
-                self.program = None  # its regions hold the old weights: lowered again
         if compiled is None:
             compiled = self._compile(list(args))
         if isinstance(compiled, _EagerGraph):
             return self.graph_module(*args)
+        found, outputs = self._run(compiled, tensors, key, args)
+        if found != _SAME:  # compiled for these very tensors a moment ago: not reached
+            return self._eager_from_now_on(key, args, RuntimeError("its inputs changed while it compiled"), 3)
+        return outputs
+
+    def _run(self, compiled: _Compiled, tensors: list[torch.Tensor], key: tuple, args: tuple[Any, ...]) -> tuple[int, Any]:
+        """(_SAME, the graph's results), or why the compiled graph cannot run these tensors (then it
+        did not run)."""
         try:
-            outputs = compiled.handle.run(tensors)
+            found, outputs = compiled.handle.run_watched(tensors)
         except RuntimeError as error:  # an input opara refuses, a failure on the device: eager is still right
-            if self.fallback == "error":
-                raise OparaBackendError(f"opara could not run {self.name}: {_first_line(error)}") from error
-            warnings.warn(f"opara: {self.name} runs eagerly from now on: {_first_line(error)}", stacklevel=2)
-            counters["fallbacks"] += 1
-            self.by_shape[key] = _EagerGraph()
-            return self.graph_module(*args)
-        return compiled.graph.results(outputs)
+            return _SAME, self._eager_from_now_on(key, args, error)
+        return found, compiled.graph.results(outputs) if found == _SAME else None
+
+    def _eager_from_now_on(self, key: tuple, args: tuple[Any, ...], error: Exception, stacklevel: int = 4) -> Any:
+        if self.fallback == "error":
+            raise OparaBackendError(f"opara could not run {self.name}: {_first_line(error)}") from error
+        warnings.warn(f"opara: {self.name} runs eagerly from now on: {_first_line(error)}", stacklevel=stacklevel)
+        counters["fallbacks"] += 1
+        self.by_shape[key] = _EagerGraph()
+        return self.graph_module(*args)
 
 
 def opara_backend(graph: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, Any] | None = None,

@@ -212,23 +212,30 @@ def test_weights_are_read_where_they_are():
         assert opara.dynamo_counters["compiles"] == 3
 
 
-def test_the_weight_check_says_what_changed():
-    # What the backend checks its weights with at every call (one call over hundreds of weights).
-    opara.load_library()
-    weights = [torch.nn.Parameter(torch.randn(4, 4)) for _ in range(3)]
-    snapshot = torch.classes.opara.TensorSnapshot(weights, [0, 1, 2], [1])
-    assert snapshot.check(weights) == 0
-    transposed = [weights[0], weights[1], weights[2].t()]  # the same memory, other strides
-    assert snapshot.check(transposed) == 1
-    assert snapshot.check(weights[:2]) == 1
-    with torch.no_grad():
-        weights[0].add_(1.0)  # not a versioned position: written where it is, read there
-    assert snapshot.check(weights) == 0
-    with torch.no_grad():
-        weights[1].mul_(2.0)
-    assert snapshot.check(weights) == 2
-    with pytest.raises(RuntimeError, match="position 5 is not among the call's 3 tensors"):
-        torch.classes.opara.TensorSnapshot(weights, [5], [])
+class ThreeProducts(torch.nn.Module):
+    def forward(self, x, w0, w1, w2):
+        return x @ w0 @ w1 @ w2
+
+
+def test_a_watched_run_says_what_changed_and_runs_only_when_nothing_did():
+    # What the backend checks its weights with at every step, in the run's own call: where each
+    # weight lives, and the version of those held folded into the regions (here w1).
+    x = torch.randn(2, 4)
+    weights = [torch.randn(4, 4) for _ in range(3)]
+    handle = opara.compile(ThreeProducts(), [x, *weights], device="cpu", static_inputs=[1, 2, 3])._handle
+    handle.watch([x, *weights], [1, 2, 3], [2])
+    found, outputs = handle.run_watched([x, *weights])
+    assert found == 0 and torch.allclose(outputs[0], x @ weights[0] @ weights[1] @ weights[2])
+    transposed = [x, weights[0], weights[1], weights[2].t()]  # the same memory, other strides
+    assert handle.run_watched(transposed) == (1, [])
+    assert handle.run_watched([x, *weights[:2]]) == (1, [])  # too few: not run, not refused
+    weights[0].add_(1.0)  # not versioned: written where it is, read there
+    found, outputs = handle.run_watched([x, *weights])
+    assert found == 0 and torch.allclose(outputs[0], x @ weights[0] @ weights[1] @ weights[2])
+    weights[1].mul_(2.0)
+    assert handle.run_watched([x, *weights]) == (2, [])
+    with pytest.raises(RuntimeError, match="position 5 is not among the call's 4 tensors"):
+        handle.watch([x, *weights], [5], [])
 
 
 class Cond(torch.nn.Module):
@@ -284,7 +291,7 @@ def test_a_changing_python_float_gives_eagers_outputs():
 class FailingRun:
     """A compiled graph whose run fails, as an input opara refuses would."""
 
-    def run(self, tensors):
+    def run_watched(self, tensors):
         raise RuntimeError("opara: input 0 ('x') is on cpu, the model was compiled for cuda:0")
 
 
