@@ -188,6 +188,7 @@ void compile_cpu(CompiledModel::State& state, const std::vector<NodeCost>& costs
     state.stats.tuning_ms = tuned.tuning_ms;
     state.stats.tuning = std::move(tuned.candidates);
     state.stats.tuning_chosen = tuned.chosen;
+    state.stats.tuning_timings = tuned.rounds == 0 ? 0 : tuned.timed_again ? 2 : 1;
   } else {
     const auto started = std::chrono::steady_clock::now();
     Plan plan = make_plan(state.graph, options.plan, costs);

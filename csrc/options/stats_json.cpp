@@ -65,6 +65,7 @@ nlohmann::json stats_json(const CompiledStats& stats) {
       {"runs", stats.runs},
       {"eager_fallbacks", stats.eager_fallbacks},
       {"tuning", tuning_json(stats)},
+      {"tuning_timings", stats.tuning_timings},
       {"measure_ms", stats.measure_ms},
       {"memory_budget_bytes", stats.memory_budget_bytes},
       {"pool_estimate_bytes", stats.pool_estimate_bytes},

@@ -216,6 +216,9 @@ struct CompiledStats {
   // CPU: the schedules tuning timed, the first eager's (empty: not tuned), and the one kept.
   std::vector<CpuTuningCandidate> tuning;
   std::size_t tuning_chosen = 0;
+  // CPU: how often the candidates were timed: 0 untimed (one candidate, or not tuned), 1, or 2 when
+  // one of the two measures alone said a candidate was clearly faster and all were timed once more.
+  int tuning_timings = 0;
   // CUDA: the candidates measured (empty: not measured), the sequential graph first, the one kept,
   // the time capturing and timing them took, and the budget their pools were held to.
   std::vector<CudaCandidate> candidates;

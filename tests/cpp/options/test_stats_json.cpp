@@ -49,6 +49,7 @@ CompiledStats numbered_stats() {
   stats.tuning = {CpuTuningCandidate{{1, 2}, 1, 3.5, 1.0, false, 1.0},
                   CpuTuningCandidate{{0, 1}, 4, 2.5, 1.4, true, 1.1}};
   stats.tuning_chosen = 1;
+  stats.tuning_timings = 2;
   stats.candidates = {CudaCandidate{1, 1, 2.0, 1.0, 1000, false, 900},
                       CudaCandidate{2, 2, 1.6, 1.25, 1200, false, 1100},
                       CudaCandidate{0, 6, 1.2, 1.6, 4000, true, 3900}};
@@ -89,6 +90,7 @@ TEST(StatsJson, EveryMemberIsThereUnderItsName) {
       {"peak_bytes", 21},
       {"runs", 22},
       {"eager_fallbacks", 23},
+      {"tuning_timings", 2},
       {"measure_ms", 24.5},
       {"memory_budget_bytes", 25},
       {"pool_estimate_bytes", 26},
