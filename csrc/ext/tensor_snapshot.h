@@ -27,8 +27,6 @@ class TensorSnapshot {
   // has other memory or strides (or the call has too few tensors), else kSame.
   [[nodiscard]] Found check(const std::vector<at::Tensor>& tensors) const;
 
-  [[nodiscard]] bool empty() const { return placed_.empty() && versions_.empty(); }
-
  private:
   struct Recorded {
     std::int64_t position = 0;
