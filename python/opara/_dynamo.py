@@ -141,8 +141,8 @@ def _foldable(weight: torch.Tensor) -> bool:
 
 
 class _Compiled:
-    """One shape's compiled graph: the extension's handle, how to rebuild the outputs, and the
-    static inputs it reads where they are."""
+    """One shape's compiled graph: the extension's handle (watching the weights and state it reads
+    where they are), how to rebuild the outputs, and the regions it calls."""
 
     def __init__(self, handle: Any, graph: _Specialized, tensors: list[torch.Tensor], weights: list[int],
                  lowered: Lowered):
