@@ -9,17 +9,18 @@
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGraph.h>
-#include <torch/csrc/jit/api/module.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "exec/eager_executor.h"
 #include "exec/outputs.h"
+#include "exec/state_buffers.h"
 #include "model_files.h"
 #include "opara/compiled_model.h"
 #include "opara/load.h"
@@ -105,7 +106,10 @@ TEST(MeasuredChoiceCuda, ABudgetOfOneByteCapsThePlanToOneStreamBeforeAnyCapture)
 }
 
 // bert_base's single cheap ops fork and join streams that cannot pay for their events: they are
-// merged before the capture, as make_plan does with the same payoff and costs.
+// merged before the capture, as make_plan does with the same payoff and costs. On the GPU its host
+// steps split it into graph segments, each planned on its own, and stats.streams is the most of
+// any segment's: at most the whole graph's paid plan (the first GPU run: 16 against 17), and fewer
+// than the plan that pays no heed.
 TEST(MeasuredChoiceCuda, StreamsThatCannotPayForTheirEventsAreMergedBeforeCapture) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run";
   OPARA_REQUIRE_MODEL("bert_base");
@@ -118,7 +122,7 @@ TEST(MeasuredChoiceCuda, StreamsThatCannotPayForTheirEventsAreMergedBeforeCaptur
   const ModelCosts costs = model_costs(graph, inputs, {}, kGpu);
   PlanOptions paid;
   paid.payoff = kShapeCostPayoff;
-  EXPECT_EQ(stats.streams, make_plan(graph, paid, costs.costs).stream_count);
+  EXPECT_LE(stats.streams, make_plan(graph, paid, costs.costs).stream_count);
   EXPECT_LT(stats.streams, make_plan(graph, PlanOptions{}, costs.costs).stream_count);
 }
 
@@ -166,23 +170,35 @@ TEST(MeasuredChoiceCuda, UnmeasuredOrCappedTheGraphIsThePlansAlone) {
 }
 
 // A model that counts its calls in a buffer: dozens of timed replays while measuring, and the
-// first call after compile still counts 1, as eager's does.
+// first call after compile still counts 1, as eager's does. Built as the exported-program importer
+// builds state (a frozen TorchScript module keeps no buffer it writes): the counter a state buffer
+// written in place, three products beside it, each worth a stream of its own.
+Graph counts_its_calls() {
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  const ValueId count = graph.add_state("count", std::make_shared<InitialValueOp>(at::zeros({1})));
+  const NodeId counted = graph.add_node("aten::add_", {count}, {"Tensor"}, kLaunchesKernel | kWritesInput,
+                                        testing::unary([](const at::Tensor& t) { return t.add_(1); }));
+  std::vector<ValueId> products;
+  for (const auto& product : std::vector<std::function<at::Tensor(const at::Tensor&)>>{
+           [](const at::Tensor& t) { return at::mm(t, t); }, [](const at::Tensor& t) { return at::mm(t.t(), t); },
+           [](const at::Tensor& t) { return at::mm(t, t.t()); }}) {
+    products.push_back(
+        graph.node(graph.add_node("aten::mm", {x}, {"Tensor"}, kLaunchesKernel, testing::unary(product))).outputs[0]);
+  }
+  products.push_back(graph.node(counted).outputs[0]);
+  const NodeId sum = graph.add_node(
+      "test::sum", products, {"Tensor"}, kLaunchesKernel, testing::op([](const std::vector<c10::IValue>& in) {
+        return std::vector<c10::IValue>{in[0].toTensor() + in[1].toTensor() + in[2].toTensor() * in[3].toTensor()};
+      }));
+  graph.add_output(graph.node(sum).outputs[0]);
+  return graph;
+}
+
 TEST(MeasuredChoiceCuda, TimedReplaysLeaveTheStateAsFound) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run";
-  const std::string path = testing::scratch_path("counts_its_calls.pt");
-  torch::jit::Module module("CountsItsCalls");
-  module.register_buffer("count", at::zeros({1}));
-  module.define(R"(
-def forward(self, x):
-    self.count.add_(1)
-    a = torch.mm(x, x)
-    b = torch.mm(x.t(), x)
-    c = torch.mm(x, x.t())
-    return a + b + c * self.count
-)");
-  module.save(path);
-  const Graph graph = load(path);
-  const at::Tensor x = at::randn({128, 128}, at::kCUDA);
+  const Graph graph = counts_its_calls();
+  const at::Tensor x = at::randn({512, 512}, at::kCUDA);
   const CompiledModel compiled = compile(graph, {x}, generous_budget());
   const CompiledStats stats = compiled.stats();
   ASSERT_FALSE(stats.candidates.empty()) << "three branches: measured";
