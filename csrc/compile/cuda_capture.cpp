@@ -174,7 +174,12 @@ CapturedModel capture_measured(CaptureRequest& request, const PlanOptions& base,
   const MemoryProtection memory =
       options.cuda.memory == MemoryProtection::kSmallerPool ? MemoryProtection::kRecordStream : options.cuda.memory;
   std::vector<Candidate> candidates;
-  for (int cap : caps) {
+  const auto reports = [&candidates] {
+    std::vector<CudaCandidate> captured;
+    for (const Candidate& candidate : candidates) captured.push_back(candidate.report);
+    return captured;
+  };
+  const auto add_candidate = [&](int cap) {
     PlanOptions plan = base;
     plan.max_streams = cap;
     Candidate& candidate = candidates.emplace_back();
@@ -185,10 +190,19 @@ CapturedModel capture_measured(CaptureRequest& request, const PlanOptions& base,
     candidate.report.streams = captured.streams;
     candidate.report.pool_bytes = captured.pool_bytes;
     candidate.report.pool_estimate_bytes = request.shapes.empty() ? 0 : pool_estimate(request, plan);
-  }
-  stats.memory_budget_bytes = budget_bytes(options.cuda.memory_budget, candidates.front().report.pool_bytes);
-  for (std::size_t k = 1; k < candidates.size(); ++k) {
-    candidates[k].report.over_budget = candidates[k].report.pool_bytes > stats.memory_budget_bytes;
+    if (candidates.size() == 1) {  // the sequential graph: the budget is of its pool
+      stats.memory_budget_bytes = budget_bytes(options.cuda.memory_budget, candidate.report.pool_bytes);
+    } else if (candidate.report.pool_bytes > stats.memory_budget_bytes) {
+      // Dropped at once: its pool is not held while the others are captured and timed.
+      candidate.report.over_budget = true;
+      candidate.captured.model.reset();
+      c10::cuda::CUDACachingAllocator::emptyCache();
+    }
+  };
+  for (int cap : caps) add_candidate(cap);
+  // Every candidate of several streams over the budget: fewer streams, until some fit.
+  for (int cap = smaller_cap_within_budget(reports()); cap != 0; cap = smaller_cap_within_budget(reports())) {
+    add_candidate(cap);
   }
   time_candidates(candidates, request);
   std::vector<MeasuredCandidate> measured;
@@ -207,7 +221,7 @@ CapturedModel capture_measured(CaptureRequest& request, const PlanOptions& base,
   c10::cuda::CUDACachingAllocator::emptyCache();
   if (again) {
     PlanOptions plan = base;
-    plan.max_streams = caps[stats.candidate_chosen];
+    plan.max_streams = stats.candidates[stats.candidate_chosen].max_streams;
     kept = capture_as_asked(request, plan, stats);
   } else {
     stats.memory = memory;

@@ -58,6 +58,20 @@ std::vector<int> cuda_stream_caps(int uncapped_streams) {
   return caps;
 }
 
+int smaller_cap_within_budget(const std::vector<CudaCandidate>& measured) {
+  int smallest_over = 0;
+  for (const CudaCandidate& candidate : measured) {
+    if (candidate.streams < 2) continue;
+    if (!candidate.over_budget) return 0;
+    if (smallest_over == 0 || candidate.streams < smallest_over) smallest_over = candidate.streams;
+  }
+  const int cap = std::max(2, smallest_over / 2);
+  if (smallest_over == 0 || cap >= smallest_over) return 0;
+  const bool tried = std::any_of(measured.begin(), measured.end(),
+                                 [cap](const CudaCandidate& candidate) { return candidate.max_streams == cap; });
+  return tried ? 0 : cap;
+}
+
 std::size_t budget_bytes(const MemoryBudget& budget, std::size_t sequential_pool_bytes) {
   if (budget.bytes > 0) return budget.bytes;
   const auto scaled = static_cast<std::size_t>(std::ceil(budget.ratio * static_cast<double>(sequential_pool_bytes)));

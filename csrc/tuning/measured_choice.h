@@ -53,6 +53,14 @@ RoundsAndRuns within_budget(int rounds, int runs, double budget_ms, std::chrono:
 // where that is fewer than it opens, then the plan (0: no cap). A plan of one stream: {1} alone.
 std::vector<int> cuda_stream_caps(int uncapped_streams);
 
+// CUDA: the cap to capture next when every candidate of several streams measured so far (`measured`,
+// their reports) had a pool over the memory budget: half the streams of the smallest of them (at
+// least 2), where that is fewer than it opened and no candidate was capped there; 0: none left to
+// try, or one of several streams fits. The estimate ranks the caps, the measured pool decides (the
+// first GPU run: GoogLeNet's plan of 28 streams took 240 MiB against an estimate of 80, its half
+// 94 MiB on 4 streams against a budget of 88, and 2 streams, 1.3x faster, were never tried).
+int smaller_cap_within_budget(const std::vector<CudaCandidate>& measured);
+
 // The pool bytes a plan may take: the budget's bytes when given, else its ratio times the
 // sequential graph's pool, and at least that pool plus the budget's headroom.
 std::size_t budget_bytes(const MemoryBudget& budget, std::size_t sequential_pool_bytes);
