@@ -3,12 +3,14 @@
 
     check_exports.py NM LIBRARY...
 
-The extension is loaded RTLD_GLOBAL (torch.ops.load_library), so a template instantiation it
-exports stands in for that of every library loaded after it: an AOTInductor region's wrapper,
-compiled by another GCC, ran opara's std::regex and crashed. What may be exported: opara's own
-names and LibTorch's inline code (c10, at, torch, caffe2), cmake/opara_exports.map, and the
-standard library's code instantiated over opara's own types (no other library has it). Each symbol
-that is none of these is printed; the exit code is 1 when there is one.
+In a C++ application libopara is in the global scope, and the unique objects of inline code
+(function-local statics, guard variables) are shared process-wide whatever the load's flags: a
+standard-library instantiation or object it exported could stand in for that of a library loaded
+after it, compiled by another GCC (an AOTInductor region's wrapper is compiled where its package is
+made). What may be exported: opara's own names and LibTorch's inline code (c10, at, torch, caffe2),
+cmake/opara_exports.map, and the standard library's code instantiated over opara's own types (no
+other library has it). Each symbol that is none of these is printed; the exit code is 1 when there
+is one.
 """
 
 import subprocess
