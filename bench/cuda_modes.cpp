@@ -173,12 +173,17 @@ ModeResult measure_mode(const std::string& mode, const LoadedModel& model, const
     compiled = compile_mode(mode, model, inputs, request, device);
     runner = compiled_runner(*compiled);
   }
+  c10::cuda::device_synchronize();
+  const std::size_t compile_peak = peak(device.index());
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());  // from here, what the model holds and its runs
   Progress progress(fmt::format("timing {}", mode), static_cast<std::size_t>(request.warmup + request.iters));
   time_on_gpu(runner, inputs, request.warmup, result.outputs, progress);
   result.rounds_ms = {time_on_gpu(runner, inputs, request.iters, result.outputs, progress)};
   c10::cuda::device_synchronize();
-  const std::size_t most = peak(device.index());
+  const std::size_t run_peak = peak(device.index());
+  const std::size_t most = std::max(compile_peak, run_peak);
   result.peak_bytes = most > before ? most - before : 0;
+  result.run_peak_bytes = run_peak > before ? run_peak - before : 0;
   if (compiled) {
     describe_graph_mode(result, *compiled, model, request);
     result.candidates_note = candidates_note(mode, compiled->stats());

@@ -39,7 +39,11 @@ struct ModeResult {
   std::vector<std::vector<double>> rounds_ms;  // every timed run's milliseconds, by round (GPU: one round)
   std::vector<at::Tensor> outputs;             // the last run's
   OutputsCheck check;
-  std::optional<std::size_t> peak_bytes;        // the GPU: most bytes the mode allocated, compile and runs
+  std::optional<std::size_t> peak_bytes;  // the GPU: most bytes the mode allocated, compile and runs
+  // The GPU: most bytes allocated while the timed runs ran, over those before compile: what the
+  // compiled model holds (its pool, workspaces, static buffers) and its runs' own, compile's
+  // transient left out: what serving it costs.
+  std::optional<std::size_t> run_peak_bytes;
   std::optional<std::size_t> peak_live_values;  // the CPU's eager: most intermediate values alive at once
   std::string schedule;  // how it ran, in words: "node by node, one thread pool", "3 of 4 streams x 1 threads, ..."
   // Planned modes: planned_figures(), and on the GPU the overflow's; empty for eager.

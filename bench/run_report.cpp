@@ -22,11 +22,17 @@ struct ModeRow {
   std::optional<double> vs_eager;
   std::optional<double> vs_nimble;
   std::optional<std::vector<double>> vs_eager_by_round;
-  std::optional<double> peak_vs_sequential;  // what its streams cost in memory: its peak over sequential's
+  std::optional<double> peak_vs_sequential;      // what its streams cost in memory: its peak over sequential's
+  std::optional<double> run_peak_vs_sequential;  // and in serving: its runs' peak over sequential's
 };
 
 std::optional<double> speedup_over(const ModeResult& mode, const ModeResult* baseline) {
   return baseline ? std::optional<double>(speedup(mode, *baseline)) : std::nullopt;
+}
+
+std::optional<double> ratio_to_sequential(std::optional<std::size_t> bytes, std::optional<std::size_t> sequential) {
+  if (!bytes || sequential.value_or(0) == 0) return std::nullopt;
+  return static_cast<double>(*bytes) / static_cast<double>(*sequential);
 }
 
 std::vector<ModeRow> mode_rows(const std::vector<ModeResult>& modes) {
@@ -42,9 +48,9 @@ std::vector<ModeRow> mode_rows(const std::vector<ModeResult>& modes) {
     row.vs_eager = speedup_over(mode, eager);
     row.vs_nimble = speedup_over(mode, find_mode(modes, "nimble"));
     if (eager) row.vs_eager_by_round = speedups_by_round(mode, *eager);
-    if (mode.peak_bytes && sequential && sequential->peak_bytes.value_or(0) > 0) {
-      row.peak_vs_sequential = static_cast<double>(*mode.peak_bytes) / static_cast<double>(*sequential->peak_bytes);
-    }
+    row.peak_vs_sequential = ratio_to_sequential(mode.peak_bytes, sequential ? sequential->peak_bytes : std::nullopt);
+    row.run_peak_vs_sequential =
+        ratio_to_sequential(mode.run_peak_bytes, sequential ? sequential->run_peak_bytes : std::nullopt);
   }
   return rows;
 }
@@ -71,6 +77,8 @@ nlohmann::json mode_json(const ModeRow& row) {
                           {"bitwise_equal_eager_same_threads", or_null(mode.check.bitwise_equal_eager_same_threads)},
                           {"peak_bytes", or_null(mode.peak_bytes)},
                           {"peak_vs_sequential", or_null(row.peak_vs_sequential)},
+                          {"run_peak_bytes", or_null(mode.run_peak_bytes)},
+                          {"run_peak_vs_sequential", or_null(row.run_peak_vs_sequential)},
                           {"peak_live_values", or_null(mode.peak_live_values)}};
   entry.update(mode.figures);
   return entry;
@@ -87,6 +95,10 @@ struct Column {
 
 std::optional<std::string> number(std::optional<double> value, const char* format) {
   return value ? std::optional<std::string>(fmt::format(fmt::runtime(format), *value)) : std::nullopt;
+}
+
+std::optional<std::string> mebibytes(std::optional<std::size_t> bytes) {
+  return number(bytes ? std::optional<double>(static_cast<double>(*bytes) / (1 << 20)) : std::nullopt, "{:.1f}");
 }
 
 std::optional<std::string> bitwise_cell(const OutputsCheck& check) {
@@ -108,11 +120,8 @@ std::vector<Column> table_columns() {
       {"max |diff|", 11, true, [](const ModeRow& row) { return number(row.result->check.max_abs_diff, "{:.3g}"); }},
       {"max rel", 10, false, [](const ModeRow& row) { return number(row.result->check.max_rel_diff, "{:.3g}"); }},
       {"bitwise", 8, false, [](const ModeRow& row) { return bitwise_cell(row.result->check); }},
-      {"peak MiB", 9, false,
-       [](const ModeRow& row) {
-         const std::optional<std::size_t> bytes = row.result->peak_bytes;
-         return number(bytes ? std::optional<double>(static_cast<double>(*bytes) / (1 << 20)) : std::nullopt, "{:.1f}");
-       }},
+      {"peak MiB", 9, false, [](const ModeRow& row) { return mebibytes(row.result->peak_bytes); }},
+      {"run MiB", 8, false, [](const ModeRow& row) { return mebibytes(row.result->run_peak_bytes); }},
   };
 }
 

@@ -3,6 +3,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -204,6 +205,9 @@ CapturedModel capture_measured(CaptureRequest& request, const PlanOptions& base,
   for (int cap = smaller_cap_within_budget(reports()); cap != 0; cap = smaller_cap_within_budget(reports())) {
     add_candidate(cap);
   }
+  // The plan stays the last candidate, where stats() and opara-bench list it.
+  std::rotate(candidates.begin() + static_cast<std::ptrdiff_t>(caps.size()) - 1,
+              candidates.begin() + static_cast<std::ptrdiff_t>(caps.size()), candidates.end());
   time_candidates(candidates, request);
   std::vector<MeasuredCandidate> measured;
   for (const Candidate& candidate : candidates) {

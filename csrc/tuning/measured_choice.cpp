@@ -65,8 +65,8 @@ int smaller_cap_within_budget(const std::vector<CudaCandidate>& measured) {
     if (!candidate.over_budget) return 0;
     if (smallest_over == 0 || candidate.streams < smallest_over) smallest_over = candidate.streams;
   }
-  const int cap = std::max(2, smallest_over / 2);
-  if (smallest_over == 0 || cap >= smallest_over) return 0;
+  if (smallest_over <= 2) return 0;
+  const int cap = smallest_over <= 4 ? smallest_over - 1 : smallest_over / 2;
   const bool tried = std::any_of(measured.begin(), measured.end(),
                                  [cap](const CudaCandidate& candidate) { return candidate.max_streams == cap; });
   return tried ? 0 : cap;

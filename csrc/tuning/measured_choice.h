@@ -54,11 +54,12 @@ RoundsAndRuns within_budget(int rounds, int runs, double budget_ms, std::chrono:
 std::vector<int> cuda_stream_caps(int uncapped_streams);
 
 // CUDA: the cap to capture next when every candidate of several streams measured so far (`measured`,
-// their reports) had a pool over the memory budget: half the streams of the smallest of them (at
-// least 2), where that is fewer than it opened and no candidate was capped there; 0: none left to
-// try, or one of several streams fits. The estimate ranks the caps, the measured pool decides (the
-// first GPU run: GoogLeNet's plan of 28 streams took 240 MiB against an estimate of 80, its half
-// 94 MiB on 4 streams against a budget of 88, and 2 streams, 1.3x faster, were never tried).
+// their reports) had a pool over the memory budget: half the streams of the smallest of them, or
+// one fewer from 4 streams down (each stream there is a large share of the speedup), where no
+// candidate was capped there yet; 0: none left to try (down to 2), or one of several streams fits.
+// The estimate ranks the caps, the measured pool decides (the first H200 run: GoogLeNet's plan of
+// 28 streams took 240 MiB against an estimate of 80, its half 94 MiB on 4 streams against a budget
+// of 88, and fewer streams, 1.3x faster on 2, were never tried).
 int smaller_cap_within_budget(const std::vector<CudaCandidate>& measured);
 
 // The pool bytes a plan may take: the budget's bytes when given, else its ratio times the

@@ -46,7 +46,7 @@ def runs_table(out, goal_models):
     checked on the opara rows at batch 1 of goal_models (and their _profiled runs)."""
     goal_models = set(goal_models)
     lines = [f"{'model':<22}{'batch':>5} {'mode':<16}{'median ms':>10}{'x seq':>7}{'x nimble':>9}{'x eager':>8}"
-             f"{'max |diff|':>11}{'peak MiB':>9}{'/seq':>6}{'compile ms':>11}{'streams':>8}"
+             f"{'max |diff|':>11}{'peak MiB':>9}{'/seq':>6}{'run MiB':>8}{'/seq':>6}{'compile ms':>11}{'streams':>8}"
              f"{'pool MiB':>9}{'est MiB':>8}{'cap':>4}"]
     missed = []
     measured = set()  # the goal models with an opara row at batch 1
@@ -65,7 +65,8 @@ def runs_table(out, goal_models):
                          f"{_number(m, 'speedup_vs_sequential', '.2f'):>7}{_number(m, 'speedup_vs_nimble', '.2f'):>9}"
                          f"{_number(m, 'speedup_vs_eager', '.2f'):>8}{_number(m, 'max_abs_diff', '.2e'):>11}"
                          f"{(format(peak, '.1f') if peak is not None else 'n/a'):>9}"
-                         f"{_number(m, 'peak_vs_sequential', '.2f'):>6}"
+                         f"{_number(m, 'peak_vs_sequential', '.2f'):>6}{_mib(m, 'run_peak_bytes'):>8}"
+                         f"{_number(m, 'run_peak_vs_sequential', '.2f'):>6}"
                          f"{_number(m, 'compile_ms', '.0f') if 'compile_ms' in m else '':>11}{m.get('streams', 1):>8}"
                          f"{_mib(m, 'pool_bytes'):>9}{_mib(m, 'pool_estimate_bytes'):>8}"
                          f"{m.get('budget_stream_cap', '') or '':>4}")
@@ -188,22 +189,26 @@ def sanitizer_summary(text):
 
 
 # "path::name[id] WORD", a skip's "(reason)", then the progress: "[ 40%]".
-_PYTEST_LINE = re.compile(r"::\S+ (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)(?: \(.*\))? +\[ *\d+%\]$")
+_WORDS = r"(?P<word>PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)"
+# `pytest -v`'s line, "<test> WORD [ n%]", and pytest-xdist's, "[gw0] [ n%] WORD <test>".
+_PYTEST_LINES = (re.compile(rf"^(?P<name>\S+::\S+) {_WORDS}(?: \(.*\))? +\[ *\d+%\]$"),
+                 re.compile(rf"^\[gw\d+\] \[ *\d+%\] {_WORDS} (?P<name>\S+::\S+)"))
 
 
 def pytest_counts(text):
-    """The words of a `pytest -v` log, counted line by line (a run stopped midway counts what it
-    printed): passed, failed, error, skipped, and failed_names (failed and errored tests)."""
+    """The words of a `pytest -v` log, with pytest-xdist's workers or without, counted line by line
+    (a run stopped midway counts what it printed): passed, failed, error, skipped, and failed_names
+    (failed and errored tests; under xdist a test that crashed its worker is failed)."""
     counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "failed_names": []}
     for line in text.splitlines():
-        m = _PYTEST_LINE.search(line)
+        m = next(filter(None, (pattern.search(line.strip()) for pattern in _PYTEST_LINES)), None)
         if not m:
             continue
         word = {"PASSED": "passed", "XPASS": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped",
-                "XFAIL": "skipped"}[m.group(1)]
+                "XFAIL": "skipped"}[m.group("word")]
         counts[word] += 1
         if word in ("failed", "error"):
-            counts["failed_names"].append(line[:m.start(1)].strip().rpartition("/")[2])
+            counts["failed_names"].append(m.group("name").rpartition("/")[2])
     return counts
 
 

@@ -396,7 +396,9 @@ def start_pytest(g, deadline_s, hint):
     if package_refused(g, PYTEST_NAME, hint, 30) or not r.in_time(PYTEST_NAME, hint, 30):
         return None
     # -v: a line per test as it ends, so that a run stopped at the bound still counts what it did.
-    cmd = [g.python, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-rfE",
+    # One xdist worker: a test that crashes it (the first H200 run's CUDA package, SIGSEGV) is
+    # failed and the others still run, in a fresh worker.
+    cmd = [g.python, "-m", "pytest", "-v", "-n", "1", "-p", "no:cacheprovider", "-rfE",
            *[g.root / "tests/python" / f for f in PYTEST_FILES], "-k", PYTEST_SELECTION]
     proc = r.start(cmd, g.out / "pytest.log", env=g.env(OPARA_LIBRARY=g.ext, OPARA_BENCH=g.bench))
     limit = max(deadline_s - r.elapsed(), 30)

@@ -362,7 +362,8 @@ def test_rounds_are_refused_on_the_gpu_and_when_not_positive(bench):
 # what every planned mode adds: scripts/gpu_check/report.py and docs/json.md read these.
 RUN_MODE_KEYS = {"mode", "median_ms", "p10_ms", "p90_ms", "samples_ms", "speedup_vs_sequential", "speedup_vs_eager",
                  "speedup_vs_nimble", "speedup_vs_eager_by_round", "max_abs_diff", "max_rel_diff", "bitwise_equal",
-                 "bitwise_equal_eager_same_threads", "peak_bytes", "peak_vs_sequential", "peak_live_values"}
+                 "bitwise_equal_eager_same_threads", "peak_bytes", "peak_vs_sequential", "run_peak_bytes",
+                 "run_peak_vs_sequential", "peak_live_values"}
 PLANNED_MODE_KEYS = {"streams", "streams_uncapped", "events", "segments", "compile_ms", "plan_us", "pool_bytes",
                      "memory", "stream_policy", "order_policy", "cost_source", "tuned", "priorities"}
 
@@ -375,6 +376,7 @@ def test_cpu_modes_report_the_keys_the_gpu_reports(bench):
         assert RUN_MODE_KEYS <= mode.keys(), (name, RUN_MODE_KEYS - mode.keys())
         assert (name == "eager") != (PLANNED_MODE_KEYS <= mode.keys()), name
         assert mode["peak_bytes"] is None and mode["peak_vs_sequential"] is None, "the CPU does not measure memory"
+        assert mode["run_peak_bytes"] is None and mode["run_peak_vs_sequential"] is None
         assert (mode["max_rel_diff"] == 0) == (mode["max_abs_diff"] == 0), "both against the reference"
     assert modes["nimble"]["speedup_vs_nimble"] == 1.0
     assert modes["eager"]["peak_live_values"] > 0 and modes["opara"]["peak_live_values"] is None
@@ -431,6 +433,8 @@ def test_cuda_modes_report_the_documented_keys(bench):
     assert all(candidate["pool_estimate_bytes"] > 0 for candidate in candidates)
     assert "candidates" not in modes["sequential"], "one stream: nothing to measure"
     assert modes["sequential"]["peak_vs_sequential"] == 1.0 and modes["nimble"]["speedup_vs_nimble"] == 1.0
+    for mode in modes.values():  # serving's peak holds the model's memory and is within the whole peak
+        assert 0 < mode["run_peak_bytes"] <= mode["peak_bytes"], mode["mode"]
     for name in ("sequential", "nimble", "opara"):
         assert {"memory", "stream_policy", "order_policy", "pool_bytes"} <= modes[name].keys()
         assert modes[name]["memory"] == "record-stream"

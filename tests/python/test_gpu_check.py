@@ -398,6 +398,23 @@ def test_pytest_counts_read_a_log_stopped_midway():
     assert counts["failed_names"] == ["test_a.py::test_two[aten-cuda]", "test_b.py::test_four"]
 
 
+def test_pytest_counts_read_xdists_lines_and_a_crashed_worker():
+    log = textwrap.dedent("""        tests/python/test_a.py::test_one
+        [gw0] [ 25%] PASSED tests/python/test_a.py::test_one
+        tests/python/test_a.py::test_crash
+        [gw0] [ 50%] FAILED tests/python/test_a.py::test_crash
+
+        replacing crashed worker gw0
+        [gw1] [ 75%] SKIPPED tests/python/test_b.py::test_three
+        [gw1] [100%] PASSED tests/python/test_b.py::test_four
+        worker 'gw0' crashed while running 'tests/python/test_a.py::test_crash'
+        """)
+    counts = report.pytest_counts(log)
+    assert {k: counts[k] for k in ("passed", "failed", "error", "skipped")} == {"passed": 2, "failed": 1, "error": 0,
+                                                                               "skipped": 1}
+    assert counts["failed_names"] == ["test_a.py::test_crash"]
+
+
 def test_the_compare_table_marks_an_opara_row_that_fell_back(tmp_path):
     rows = [{"model": "googlenet", "backend": "eager", "first_call_ms": 50, "median_ms": 2.0, "max_rel_diff": 0.0,
              "speedup_vs_eager": 1.0, "peak_mib": 40.0},
