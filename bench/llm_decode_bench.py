@@ -45,7 +45,7 @@ position], ...) for opara (its caches are the compiled model's state()). The cac
 between requests: the causal mask hides whatever a position past the step holds.
 
 Backends: eager, inductor (torch.compile's default), inductor-best (its best configuration for
-inference: freezing with its C++ wrapper on the CPU, with its CUDA graphs on a GPU:
+inference: freezing with its C++ wrapper on the CPU, its CUDA graphs without freezing on a GPU:
 bench/inductor_backends.py), inductor-ro (mode="reduce-overhead": CUDA graphs, in the default list
 on CUDA), opara (ATen's kernels),
 opara-1stream (the same graphs on one stream, streams="single": what opara's streams gain; in the

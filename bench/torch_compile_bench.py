@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Eager against torch.compile's Inductor (default mode; at its best for inference, inductor-best:
-freezing with its C++ wrapper on the CPU, freezing with its CUDA graphs on a GPU; and "reduce-overhead"
+freezing with its C++ wrapper on the CPU, its CUDA graphs on a GPU; and "reduce-overhead"
 on a GPU: its CUDA graphs) and torch.compile(backend="opara") with ATen's kernels (opara) and with Inductor's, compiled
 per region of opara's plan (opara-inductor): the first call's time (Dynamo, the backend's compile
 and one run) and the median latency after, and each one's ratio to eager and to Inductor within a
