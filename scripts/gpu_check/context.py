@@ -62,6 +62,7 @@ LIMITS = {
     "trace": 120,
     "sanitizer": 150,  # one compute-sanitizer tool
     "pytest": 420,
+    "backtrace": 120,  # one test that crashed its pytest worker, run again alone under cuda-gdb
     "compile": 540,  # Inductor compiles for a minute or more a model
     "llm": 480,  # LLM decode: Inductor (two modes) compiles a prefill and a decode graph per row
     "serve": 300,

@@ -212,6 +212,15 @@ def pytest_counts(text):
     return counts
 
 
+_CRASHED = re.compile(r"worker '\w+' crashed while running '([^']+)'")
+
+
+def crashed_tests(text):
+    """The tests of a pytest-xdist log that crashed their worker (a signal: SIGSEGV, SIGABRT), in
+    the order they crashed, each once."""
+    return list(dict.fromkeys(_CRASHED.findall(text)))
+
+
 def _row_label(row):
     parts = [row.get("model"), row.get("size"), f"b{row['batch']}" if "batch" in row else None, row.get("backend")]
     return " ".join(str(p) for p in parts if p)

@@ -409,8 +409,31 @@ def start_pytest(g, deadline_s, hint):
         r.running = None
         _note_pytest(g, outcome, hint)
         g.print_tail(outcome.log, 3)
+        crash_backtrace(g, report.crashed_tests(outcome.text()), hint)
 
     return wait
+
+
+def crash_backtrace(g, crashed, hint):
+    """The native stack of the first test that crashed its pytest worker (`crashed`), run again
+    alone under cuda-gdb (the image has no gdb) into crash_backtrace.log, when the call has time
+    for it: the first H200 run's package crash took a call of its own to see."""
+    name = "crash backtrace"
+    gdb = shutil.which("cuda-gdb")  # the preflight put /usr/local/cuda/bin on the PATH
+    if not crashed or not gdb or not g.runner.in_time(name, hint, 60):
+        return
+    log = g.out / "crash_backtrace.log"
+    cmd = [gdb, "-batch", "-ex", "set pagination off", "-ex", "run", "-ex", "bt 40", "-ex", "info sharedlibrary",
+           "--args", g.python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", crashed[0]]
+    outcome = g.runner.run(cmd, log, LIMITS["backtrace"], env=g.env(OPARA_LIBRARY=g.ext, OPARA_BENCH=g.bench),
+                           cwd=g.root, step=name)
+    if outcome.killed:
+        g.runner.note(name, KILLED, f"{crashed[0]}: {killed_detail(outcome, g.runner)}; see crash_backtrace.log")
+        return
+    # A diagnosis, not a check: the pytest line already failed the crashed test.
+    stopped = "received signal" in outcome.text()
+    g.runner.note(name, OK, f"{crashed[0]}: {'its stack' if stopped else 'no signal when run alone'}; "
+                  "see crash_backtrace.log")
 
 
 def _note_pytest(g, outcome, hint):

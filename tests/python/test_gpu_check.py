@@ -151,6 +151,12 @@ if [ "$1" = -c ]; then
   echo "python 3 torch fake"; printf '2.11.0 abc 1\\n%s/torch\\n' "$(dirname "$4")" >"$4"; exit 0
 fi
 if [ "$1" = -m ]; then
+  if [ -n "$FAKE_PYTEST_CRASH" ]; then  # pytest-xdist's lines when a test crashes its worker
+    echo "[gw0] [ 50%] PASSED tests/python/test_inductor_regions_cuda.py::test_on_cuda"
+    echo "[gw0] [100%] FAILED tests/python/test_package.py::test_a_cuda_package"
+    echo "worker 'gw0' crashed while running 'tests/python/test_package.py::test_a_cuda_package'"
+    echo "1 failed, 1 passed in 1s"; exit 1
+  fi
   echo "tests/python/test_inductor_regions_cuda.py::test_on_cuda PASSED [100%]"; echo "1 passed in 1s"; exit 0
 fi
 case "$1" in *_bench.py)
@@ -363,6 +369,25 @@ def test_the_cold_default_runs_the_tests_then_the_compare_then_the_papers_table_
     assert (Path(env["OUT"]) / "profiles/fast1_b1.json").exists()
 
 
+def test_a_test_that_crashes_its_pytest_worker_is_run_again_under_cuda_gdb_for_its_stack(scratch, tmp_path):
+    root, env = scratch
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    gdb = tools / "cuda-gdb"
+    gdb.write_text('#!/bin/sh\necho "cuda-gdb $*" >>"$(dirname "$0")/../calls.log"\n'
+                   'echo \'Thread 1 "python3" received signal SIGSEGV, Segmentation fault.\'\necho "#0 0x1 in f ()"\n')
+    gdb.chmod(0o755)
+    steps, output = cold_default(root, dict(env, FAKE_PYTEST_CRASH="1", PATH=f"{tools}:{env['PATH']}"))
+    assert steps["pytest (Python GPU tests)"][0] == "FAILED" and "test_a_cuda_package" in steps["pytest (Python GPU tests)"][1]
+    status, detail = steps["crash backtrace"]
+    assert status == "ok" and detail.startswith("tests/python/test_package.py::test_a_cuda_package: its stack"), detail
+    (call,) = [line for line in (root.parent / "calls.log").read_text().splitlines() if line.startswith("cuda-gdb")]
+    assert call.endswith("pytest -x -q -p no:cacheprovider tests/python/test_package.py::test_a_cuda_package"), call
+    with tarfile.open(Path(env["OUT"]) / "gpu_check.tar.gz") as logs:
+        (member,) = [m for m in logs.getmembers() if m.name.endswith("crash_backtrace.log")]
+        assert b"#0 0x1 in f ()" in logs.extractfile(member).read()
+
+
 def test_a_benchmark_whose_every_row_is_an_error_reads_failed_though_it_exited_0(scratch):
     root, env = scratch
     steps, _ = cold_default(root, env, FAKE_ROWS="error")
@@ -413,6 +438,8 @@ def test_pytest_counts_read_xdists_lines_and_a_crashed_worker():
     assert {k: counts[k] for k in ("passed", "failed", "error", "skipped")} == {"passed": 2, "failed": 1, "error": 0,
                                                                                "skipped": 1}
     assert counts["failed_names"] == ["test_a.py::test_crash"]
+    assert report.crashed_tests(log + log) == ["tests/python/test_a.py::test_crash"]
+    assert report.crashed_tests("[gw0] [100%] PASSED tests/python/test_a.py::test_one") == []
 
 
 def test_the_compare_table_marks_an_opara_row_that_fell_back(tmp_path):
