@@ -190,6 +190,7 @@ CapturedModel capture_measured(CaptureRequest& request, const PlanOptions& base,
     candidate.report.max_streams = cap;
     candidate.report.streams = captured.streams;
     candidate.report.pool_bytes = captured.pool_bytes;
+    candidate.report.workspace_bytes = captured.workspace_bytes;
     candidate.report.pool_estimate_bytes = request.shapes.empty() ? 0 : pool_estimate(request, plan);
     if (candidates.size() == 1) {  // the sequential graph: the budget is of its pool
       stats.memory_budget_bytes = budget_bytes(options.cuda.memory_budget, candidate.report.pool_bytes);

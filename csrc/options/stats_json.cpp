@@ -30,6 +30,7 @@ nlohmann::json candidates_json(const CompiledStats& stats) {
                           {"pool_bytes", candidate.pool_bytes},
                           {"over_budget", candidate.over_budget},
                           {"pool_estimate_bytes", candidate.pool_estimate_bytes},
+                          {"workspace_bytes", candidate.workspace_bytes},
                           {"chosen", k == stats.candidate_chosen}});
   }
   return candidates;
@@ -61,6 +62,7 @@ nlohmann::json stats_json(const CompiledStats& stats) {
       {"memory", std::string(to_string(stats.memory))},
       {"pool_bytes_record_stream", stats.pool_bytes_record_stream},
       {"pool_bytes_keep_alive", stats.pool_bytes_keep_alive},
+      {"workspace_bytes", stats.workspace_bytes},
       {"peak_bytes", stats.peak_bytes},
       {"runs", stats.runs},
       {"eager_fallbacks", stats.eager_fallbacks},

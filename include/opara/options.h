@@ -179,6 +179,7 @@ struct CudaCandidate {
   std::size_t pool_bytes = 0;           // its graphs' memory pool
   bool over_budget = false;             // its pool was over CudaOptions::memory_budget: dropped
   std::size_t pool_estimate_bytes = 0;  // its pool, estimated from the recorded shapes before capture
+  std::size_t workspace_bytes = 0;      // the cuBLAS workspaces its pool holds, outside it (CompiledStats)
 };
 
 struct CompiledStats {
@@ -207,6 +208,10 @@ struct CompiledStats {
   MemoryProtection memory = MemoryProtection::kRecordStream;
   std::size_t pool_bytes_record_stream = 0;
   std::size_t pool_bytes_keep_alive = 0;
+  // CUDA: the cuBLAS and cuBLASLt workspaces the graphs' pool holds, outside the pool: one of each
+  // per capture stream that ran a matrix product (32 MiB for cuBLAS on Hopper), kept while the
+  // graphs live. Not in the memory budget, which bounds the pool.
+  std::size_t workspace_bytes = 0;
   // CUDA: most bytes allocated at once while compiling, weights and buffers included. Measuring it
   // resets the device's peak statistics (torch.cuda.reset_peak_memory_stats): a peak measured
   // around compile() by the caller starts there.

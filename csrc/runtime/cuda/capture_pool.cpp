@@ -91,6 +91,11 @@ std::size_t CapturePool::workspaces_held() const {
   return workspaces_->size();
 }
 
+std::size_t CapturePool::workspace_bytes() const {
+  const std::lock_guard<std::mutex> lock(workspaces_mutex_);
+  return workspaces_->bytes();
+}
+
 void CapturePool::run_in_turn(const std::function<void()>& run) {
   const std::lock_guard<std::mutex> lock(run_mutex_);
   const c10::cuda::CUDAGuard device_guard(device_);  // the event is made and recorded on the pool's device

@@ -64,6 +64,7 @@ class CapturePool {
     CapturePool& pool_;
   };
   [[nodiscard]] std::size_t workspaces_held() const;
+  [[nodiscard]] std::size_t workspace_bytes() const;
 
   // Runs `run` on the current stream after the work of the last run_in_turn, one at a time:
   // models that share the pool reuse each other's memory, so their runs may not overlap.

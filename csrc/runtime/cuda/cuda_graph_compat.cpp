@@ -130,4 +130,9 @@ std::size_t BlasWorkspaces::size() const {
   return held_->cublas.size() + held_->cublaslt.size();
 }
 
+std::size_t BlasWorkspaces::bytes() const {
+  return held_->cublas.size() * at::cuda::getChosenWorkspaceSize() +
+         held_->cublaslt.size() * at::cuda::getCUDABlasLtWorkspaceSize();
+}
+
 }  // namespace opara

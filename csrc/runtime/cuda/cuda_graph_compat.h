@@ -96,6 +96,8 @@ class BlasWorkspaces {
   void lend();
   // How many are held.
   [[nodiscard]] std::size_t size() const;
+  // Their bytes: LibTorch's workspace size for each (cuBLAS's, cuBLASLt's).
+  [[nodiscard]] std::size_t bytes() const;
 
  private:
   struct Held;

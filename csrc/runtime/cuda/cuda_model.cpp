@@ -282,6 +282,7 @@ void CudaModel::add_stats(CompiledStats& stats) const {
     stats.pool_bytes += capture.pool_bytes;
   }
   stats.eager_fallbacks = eager_fallbacks_;
+  stats.workspace_bytes = pool_->workspace_bytes();
 }
 
 }  // namespace opara

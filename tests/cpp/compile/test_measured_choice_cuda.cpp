@@ -239,6 +239,10 @@ TEST(MeasuredChoiceCuda, TimedReplaysLeaveTheStateAsFound) {
   const CompiledModel compiled = compile(graph, {x}, generous_budget());
   const CompiledStats stats = compiled.stats();
   ASSERT_FALSE(stats.candidates.empty()) << "three branches: measured";
+  // The products' streams hold cuBLAS workspaces of their own, outside the pool: more streams, more.
+  EXPECT_GT(stats.candidates.front().workspace_bytes, 0u);
+  EXPECT_GE(stats.candidates.back().workspace_bytes, stats.candidates.front().workspace_bytes);
+  EXPECT_EQ(stats.workspace_bytes, stats.candidates.at(stats.candidate_chosen).workspace_bytes);
   EXPECT_EQ(compiled.state().at(0).second.item<float>(), 0) << "measuring advanced the counter";
   const at::Tensor expected = at::mm(x, x) + at::mm(x.t(), x) + at::mm(x, x.t());
   EXPECT_TRUE(at::allclose(compiled.run({x}).at(0), expected, 1e-4, 1e-3));
