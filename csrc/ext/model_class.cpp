@@ -78,6 +78,32 @@ class Model : public torch::CustomClassHolder {
       if (std::find(weights.begin(), weights.end(), index) == weights.end()) state.push_back(index);
     }
     state_ = TensorSnapshot(inputs, state, {});
+    held_weights_.clear();
+    caller_positions_.clear();
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      const auto position = static_cast<int64_t>(k);
+      if (std::find(weights.begin(), weights.end(), position) != weights.end()) {
+        held_weights_.emplace_back(position, inputs[k]);
+      } else {
+        caller_positions_.push_back(position);
+      }
+    }
+    watched_inputs_ = inputs.size();
+  }
+
+  // run_watched for a call whose weights are the very tensors watch() was given (the caller saw the
+  // same objects): only the others cross from Python, in their order, and the weights are checked
+  // here as run_watched checks them (another memory, a folded one written). Converting hundreds of
+  // weights at each call cost more than the check (GoogLeNet's 300: 25 us of torchbind a call).
+  std::tuple<int64_t, std::vector<at::Tensor>> run_with_watched_weights(const std::vector<at::Tensor>& others) const {
+    if (others.size() != caller_positions_.size()) {
+      throw Error(fmt::format("run_with_watched_weights: {} tensors given besides the weights, {} expected",
+                              others.size(), caller_positions_.size()));
+    }
+    std::vector<at::Tensor> inputs(watched_inputs_);
+    for (const auto& [position, weight] : held_weights_) inputs[position] = weight;
+    for (std::size_t k = 0; k < others.size(); ++k) inputs[caller_positions_[k]] = others[k];
+    return run_watched(inputs);
   }
 
   // (kSame, outputs) where the watched tensors are as they were: the same weights, and the same
@@ -122,6 +148,10 @@ class Model : public torch::CustomClassHolder {
   CompiledModel model_;
   TensorSnapshot weights_;
   TensorSnapshot state_;
+  // What watch() was given: the weights by position, the others' positions, how many in all.
+  std::vector<std::pair<int64_t, at::Tensor>> held_weights_;
+  std::vector<int64_t> caller_positions_;
+  std::size_t watched_inputs_ = 0;
 };
 
 // A model archive imported once (a dynamic-shape program: a torch.compile graph of symbolic sizes),
@@ -188,6 +218,9 @@ TORCH_LIBRARY_FRAGMENT(opara, m) {
       .def("run_watched", &Model::run_watched,
            "(0, outputs) where the watched tensors are as recorded (a new state adopted); else (2: a folded weight "
            "was written in place, 1: a weight or the state is another tensor) without running")
+      .def("run_with_watched_weights", &Model::run_with_watched_weights,
+           "run_watched for a call whose weights are the tensors watch() was given: the other tensors alone, in "
+           "order")
       .def("state", &Model::state,
            "The buffers the model keeps between runs, by name: the live tensors (copy_ into them to set them)");
   // After Model, whose type Program.compile returns.

@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import operator
 import types
 import warnings
 from typing import Any, Callable, Iterator
@@ -157,6 +158,29 @@ class _Compiled:
         # writes (a KV cache), which may be made anew for each request.
         folded = list(regions.folded_inputs) if regions is not None else []
         handle.watch(tensors, weights, folded)
+        # A call passing these very weights (Dynamo passes the module's own parameters) hands the
+        # library the other tensors alone (Model.run_with_watched_weights): converting every weight
+        # at each call cost more than checking it.
+        self.count = len(tensors)
+        self.weights_of = _picker(weights)
+        self.others_of = _picker([k for k in range(len(tensors)) if k not in set(weights)])
+        self.weights = self.weights_of(tensors)
+
+    def run(self, tensors: list[torch.Tensor]) -> tuple[int, list[torch.Tensor]]:
+        """Model.run_watched's (found, outputs) for these tensors."""
+        if len(tensors) == self.count and all(map(operator.is_, self.weights_of(tensors), self.weights)):
+            return self.handle.run_with_watched_weights(list(self.others_of(tensors)))
+        return self.handle.run_watched(tensors)
+
+
+def _picker(positions: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
+    """The items at `positions` of a list, as a tuple (operator.itemgetter's, for any count)."""
+    if len(positions) > 1:
+        return operator.itemgetter(*positions)
+    if positions:
+        position = positions[0]
+        return lambda values: (values[position],)
+    return lambda values: ()
 
 
 _SAME, _MOVED, _WRITTEN = 0, 1, 2  # Model.run_watched's answers (csrc/ext/model_class.cpp)
@@ -284,6 +308,9 @@ class OparaGraph:
         self.kernels = kernels
         self.name = f"torch.compile graph {graph.meta.get('dynamo_compile_id', '')}".rstrip()
         self.static = [i for i, value in enumerate(example_inputs) if is_dynamo_static(value)]
+        # Dynamo guards its inputs' types: a graph of tensors alone is given tensors alone (no
+        # filter over hundreds of weights at each call).
+        self.tensors_only = all(isinstance(value, torch.Tensor) for value in example_inputs)
         self.fold_weights = fold_weights  # kernels="inductor": until a folded weight is written in place
         self.cache = cache_hook(cache)
         self.by_shape: dict[tuple, _Compiled | _EagerGraph] = {}
@@ -433,7 +460,7 @@ class OparaGraph:
             return self.graph_module(*args)
         key = self._key(args)
         compiled = self.by_shape.get(key)
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        tensors = list(args) if self.tensors_only else [a for a in args if isinstance(a, torch.Tensor)]
         if isinstance(compiled, _Compiled):
             found, outputs = self._run(compiled, tensors, key, args)
             if found == _SAME:
@@ -457,7 +484,7 @@ class OparaGraph:
         """(_SAME, the graph's results), or why the compiled graph cannot run these tensors (then it
         did not run)."""
         try:
-            found, outputs = compiled.handle.run_watched(tensors)
+            found, outputs = compiled.run(tensors)
         except RuntimeError as error:  # an input opara refuses, a failure on the device: eager is still right
             return _SAME, self._eager_from_now_on(key, args, error)
         return found, compiled.graph.results(outputs) if found == _SAME else None

@@ -232,8 +232,15 @@ def test_a_watched_run_says_what_changed_and_runs_only_when_nothing_did():
     weights[0].add_(1.0)  # not versioned: written where it is, read there
     found, outputs = handle.run_watched([x, *weights])
     assert found == 0 and torch.allclose(outputs[0], x @ weights[0] @ weights[1] @ weights[2])
+    # The call the backend makes when Dynamo passes the watched weights themselves: the others alone.
+    y = torch.randn(2, 4)
+    found, outputs = handle.run_with_watched_weights([y])
+    assert found == 0 and torch.allclose(outputs[0], y @ weights[0] @ weights[1] @ weights[2])
+    with pytest.raises(RuntimeError, match="2 tensors given besides the weights, 1 expected"):
+        handle.run_with_watched_weights([y, y])
     weights[1].mul_(2.0)
     assert handle.run_watched([x, *weights]) == (2, [])
+    assert handle.run_with_watched_weights([y]) == (2, []), "the held weights are checked as the given ones"
     with pytest.raises(RuntimeError, match="position 5 is not among the call's 4 tensors"):
         handle.watch([x, *weights], [5], [])
 
@@ -293,6 +300,9 @@ class FailingRun:
 
     def run_watched(self, tensors):
         raise RuntimeError("opara: input 0 ('x') is on cpu, the model was compiled for cuda:0")
+
+    def run_with_watched_weights(self, others):  # the same call when the weights are the watched ones
+        return self.run_watched(others)
 
 
 def graph_whose_runs_fail(fallback):
