@@ -163,7 +163,8 @@ class _Compiled:
         # at each call cost more than checking it.
         self.count = len(tensors)
         self.weights_of = _picker(weights)
-        self.others_of = _picker([k for k in range(len(tensors)) if k not in set(weights)])
+        watched = set(weights)
+        self.others_of = _picker([k for k in range(len(tensors)) if k not in watched])
         self.weights = self.weights_of(tensors)
 
     def run(self, tensors: list[torch.Tensor]) -> tuple[int, list[torch.Tensor]]:
