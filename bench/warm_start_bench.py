@@ -151,6 +151,7 @@ def main():
     folder = args.folder or Path(tempfile.mkdtemp(prefix="opara-warm-start-"))
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(folder / "inductor-cache"))
     os.environ.setdefault("OPARA_CACHE_DIR", str(folder / "opara-cache"))
+    os.environ.setdefault("OPARA_CACHE", "1")  # asked for: on CUDA the compile cache is off by default
     rows = []
     print(f"{'model':14} {'way':15} {'first s':>8} {'steady ms':>10} {'x package':>10}  cache")
     for model in args.models:

@@ -10,7 +10,9 @@ Inductor's configuration, and the versions (opara's extension library and Python
 release and commit, the GPU's capability or the CPU's features). A program calling an op
 outside ATen's and prims' namespaces is not cached: the key cannot see that op's code.
 
-On by default. Off: the option cache=False, or OPARA_CACHE=0 in the environment. The folder: the
+On by default on the CPU; on CUDA only when asked (cache=True, or OPARA_CACHE=1): there an entry is
+an AOTInductor package loaded in the caller's process, and the one such load on a GPU so far
+crashed it (default_refusal). Off: the option cache=False, or OPARA_CACHE=0 in the environment. The folder: the
 option cache_dir, else $OPARA_CACHE_DIR, else $XDG_CACHE_HOME/opara/compiled (~/.cache/opara/
 compiled), apart from any venv. An entry is written atomically and readable by its owner only,
 in a folder only its owner may open (a cached library is code that runs: a folder that another
@@ -58,9 +60,22 @@ _UNKEYED_INDUCTOR_CONFIG = frozenset({"aot_inductor.metadata"})
 
 @dataclasses.dataclass(frozen=True)
 class CacheSettings:
-    """Where the cache is (None: off) and how large it may grow."""
+    """Where the cache is (None: off), how large it may grow, and whether the caller asked for it
+    (cache=True, OPARA_CACHE=1) rather than took the default."""
     folder: Path | None
     max_bytes: int = _DEFAULT_MAX_MB << 20
+    asked: bool = False
+
+
+def default_refusal(device: str, asked: bool) -> str:
+    """Why a compile for `device` is not cached when the caller took the default, or "". On CUDA a
+    cache entry is an AOTInductor package loaded in the caller's process, and the only such load
+    on a GPU so far (the H200 run, docs/benchmarks.md) crashed the process; its misses also
+    compiled every region twice, past minutes. Asked for, it is used."""
+    if asked or not device.startswith("cuda"):
+        return ""
+    return ("not by default on CUDA, where an entry is an AOTInductor package whose load has crashed on a GPU "
+            "(cache=True or OPARA_CACHE=1 asks for it)")
 
 
 def settings(options: dict[str, Any], caller: str) -> CacheSettings:
@@ -71,8 +86,11 @@ def settings(options: dict[str, Any], caller: str) -> CacheSettings:
     if enabled is not None and not isinstance(enabled, bool):
         raise TypeError(f"{caller} option cache={enabled!r}: expected True (the default: a compile is kept on disk "
                         "and loaded by the next process compiling the same model) or False")
+    asked = bool(enabled)
     if enabled is None:
-        enabled = os.environ.get("OPARA_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
+        setting = os.environ.get("OPARA_CACHE", "").strip().lower()
+        enabled = setting not in ("0", "false", "no", "off")
+        asked = setting in ("1", "true", "yes", "on")
     if not enabled:
         return CacheSettings(None)
     if folder is None:
@@ -83,7 +101,7 @@ def settings(options: dict[str, Any], caller: str) -> CacheSettings:
         max_bytes = int(float(max_mb) * (1 << 20))
     except ValueError:
         raise ValueError(f"OPARA_CACHE_MAX_MB={max_mb!r}: expected a number of MiB") from None
-    return CacheSettings(Path(folder).expanduser(), max_bytes)
+    return CacheSettings(Path(folder).expanduser(), max_bytes, asked)
 
 
 def _owned_folder(folder: Path) -> str:
@@ -209,6 +227,7 @@ class CompileCache:
     def __init__(self, settings: CacheSettings):
         self.folder = settings.folder
         self.max_bytes = settings.max_bytes
+        self.asked = settings.asked
 
     def __call__(self, program: torch.export.ExportedProgram, inputs: list[torch.Tensor], options: dict[str, str],
                  name: str, folded_inputs: Sequence[int]) -> Lowered | str:
@@ -217,10 +236,10 @@ class CompileCache:
             _TOLD.add(self.folder)
             warnings.warn(f"opara: {refused}; compiles are not cached (a cached library is code that runs): give "
                           "cache_dir (or OPARA_CACHE_DIR) a folder of your own", stacklevel=5)
-        why = refused or _uncacheable(program)
+        options = {**options, "device": str(_compile_device(options, inputs, name))}
+        why = default_refusal(options["device"], self.asked) or refused or _uncacheable(program)
         if why:
             return why
-        options = {**options, "device": str(_compile_device(options, inputs, name))}
         entry = self.folder / (entry_key(program, inputs, options, folded_inputs) + _ENTRY_SUFFIX)
         if entry.exists():
             hit = self._load(entry, inputs, options, name, "hit")

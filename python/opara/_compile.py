@@ -194,9 +194,10 @@ def compile(
     alpha_us: Comm+SD: how much slower (us) a node may get on the CPU and still move (default 100).
     cpu_nodes: "manual": node ids and kinds for the CPU, as a list ([12, "aten::relu"]), a
         comma-separated string ("12,aten::relu") or one .json file ({"cpu": [...]}).
-    cache: True (default, unless OPARA_CACHE=0): a compile with Inductor's kernels is kept on disk
-        and the next compile of the same model, inputs and options loads it, in this process or
-        another (python/opara/_cache.py; stats()["cache"]: "hit", "stored", "off", "bypassed: ...").
+    cache: True (default on the CPU, unless OPARA_CACHE=0; on CUDA only when asked, cache=True or
+        OPARA_CACHE=1): a compile with Inductor's kernels is kept on disk and the next compile of
+        the same model, inputs and options loads it, in this process or another
+        (python/opara/_cache.py; stats()["cache"]: "hit", "stored", "off", "bypassed: ...").
     cache_dir: the cache's folder (default: $OPARA_CACHE_DIR, else ~/.cache/opara/compiled).
     static_inputs: indices of inputs read where they are (weights passed as inputs): each call must
         pass the same tensors, which on CUDA the graphs read with no copy per run; on the device

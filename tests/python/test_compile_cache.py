@@ -96,6 +96,20 @@ def test_the_cache_is_off_by_option_and_by_environment(library, tmp_path, monkey
         _compile(model, x, tmp_path, cache="yes")
 
 
+def test_on_cuda_the_cache_is_used_when_asked_for_and_on_the_cpu_by_default(monkeypatch):
+    from opara._cache import default_refusal, settings
+
+    assert default_refusal("cpu", asked=False) == ""
+    assert default_refusal("cuda:0", asked=False).startswith("not by default on CUDA")
+    assert default_refusal("cuda:0", asked=True) == ""
+    monkeypatch.delenv("OPARA_CACHE", raising=False)
+    assert not settings({}, "opara.compile").asked, "the default is not asking"
+    assert settings({"cache": True}, "opara.compile").asked
+    monkeypatch.setenv("OPARA_CACHE", "1")
+    assert settings({}, "opara.compile").asked
+    assert settings({"cache": False}, "opara.compile").folder is None
+
+
 def test_the_environment_names_the_folder(library, tmp_path, monkeypatch):
     monkeypatch.setenv("OPARA_CACHE_DIR", str(tmp_path / "from_env"))
     model, x = _small()
@@ -357,12 +371,15 @@ def test_a_cuda_compile_is_stored_and_the_next_one_loads_it_into_the_captured_gr
     model, x = model.cuda(), x.cuda()
     with torch.no_grad():
         expected = model(x).cpu()
-        made = [opara.compile(model, [x], kernels="inductor", cache_dir=str(tmp_path)) for _ in range(2)]
+        # Not by default on CUDA (an entry is an AOTInductor package): asked for.
+        assert opara.compile(model, [x], kernels="inductor", cache_dir=str(tmp_path)).stats()["cache"].startswith(
+            "bypassed: not by default on CUDA")
+        made = [opara.compile(model, [x], kernels="inductor", cache=True, cache_dir=str(tmp_path)) for _ in range(2)]
         assert [compiled.stats()["cache"] for compiled in made] == ["stored", "hit"]
         for compiled in made:
             for _ in range(3):  # replays of the captured graph
                 assert torch.allclose(compiled(x).cpu(), expected, rtol=1e-4, atol=1e-5)
-        options = {"kernels": "inductor", "cache_dir": str(tmp_path), "fallback": "error"}
+        options = {"kernels": "inductor", "cache": True, "cache_dir": str(tmp_path), "fallback": "error"}
         for _ in range(2):  # the backend's graph: stored, then loaded after Dynamo forgets it
             torch._dynamo.reset()
             assert torch.allclose(torch.compile(model, backend="opara", options=options)(x).cpu(), expected,
