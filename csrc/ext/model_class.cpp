@@ -4,7 +4,6 @@
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
-#include <algorithm>
 #include <tuple>
 
 #include "ext/archive_bytes.h"
@@ -72,23 +71,24 @@ class Model : public torch::CustomClassHolder {
   // and the state the model writes in place (its other static inputs).
   void watch(const std::vector<at::Tensor>& inputs, const std::vector<int64_t>& weights,
              const std::vector<int64_t>& folded) {
-    weights_ = TensorSnapshot(inputs, weights, folded);
+    weights_ = TensorSnapshot(inputs, weights, folded);  // refuses a position outside `inputs`
+    std::vector<bool> is_weight(inputs.size(), false);
+    for (int64_t position : weights) is_weight[static_cast<std::size_t>(position)] = true;
     std::vector<int64_t> state;
     for (int index : model_.static_inputs()) {
-      if (std::find(weights.begin(), weights.end(), index) == weights.end()) state.push_back(index);
+      const auto k = static_cast<std::size_t>(index);
+      if (k >= is_weight.size() || !is_weight[k]) state.push_back(index);  // one outside: refused just below
     }
     state_ = TensorSnapshot(inputs, state, {});
     held_weights_.clear();
     caller_positions_.clear();
     for (std::size_t k = 0; k < inputs.size(); ++k) {
-      const auto position = static_cast<int64_t>(k);
-      if (std::find(weights.begin(), weights.end(), position) != weights.end()) {
-        held_weights_.emplace_back(position, inputs[k]);
+      if (is_weight[k]) {
+        held_weights_.emplace_back(static_cast<int64_t>(k), inputs[k]);
       } else {
-        caller_positions_.push_back(position);
+        caller_positions_.push_back(static_cast<int64_t>(k));
       }
     }
-    watched_inputs_ = inputs.size();
   }
 
   // run_watched for a call whose weights are the very tensors watch() was given (the caller saw the
@@ -100,7 +100,7 @@ class Model : public torch::CustomClassHolder {
       throw Error(fmt::format("run_with_watched_weights: {} tensors given besides the weights, {} expected",
                               others.size(), caller_positions_.size()));
     }
-    std::vector<at::Tensor> inputs(watched_inputs_);
+    std::vector<at::Tensor> inputs(held_weights_.size() + caller_positions_.size());
     for (const auto& [position, weight] : held_weights_) inputs[position] = weight;
     for (std::size_t k = 0; k < others.size(); ++k) inputs[caller_positions_[k]] = others[k];
     return run_watched(inputs);
@@ -148,10 +148,9 @@ class Model : public torch::CustomClassHolder {
   CompiledModel model_;
   TensorSnapshot weights_;
   TensorSnapshot state_;
-  // What watch() was given: the weights by position, the others' positions, how many in all.
+  // What watch() was given: the weights by position, and the others' positions.
   std::vector<std::pair<int64_t, at::Tensor>> held_weights_;
   std::vector<int64_t> caller_positions_;
-  std::size_t watched_inputs_ = 0;
 };
 
 // A model archive imported once (a dynamic-shape program: a torch.compile graph of symbolic sizes),

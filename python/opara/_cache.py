@@ -231,13 +231,16 @@ class CompileCache:
 
     def __call__(self, program: torch.export.ExportedProgram, inputs: list[torch.Tensor], options: dict[str, str],
                  name: str, folded_inputs: Sequence[int]) -> Lowered | str:
+        options = {**options, "device": str(_compile_device(options, inputs, name))}
+        not_by_default = default_refusal(options["device"], self.asked)
+        if not_by_default:  # before the folder is made or judged: a cache not used has no folder
+            return not_by_default
         refused = _owned_folder(self.folder)
         if refused and self.folder not in _TOLD:
             _TOLD.add(self.folder)
             warnings.warn(f"opara: {refused}; compiles are not cached (a cached library is code that runs): give "
                           "cache_dir (or OPARA_CACHE_DIR) a folder of your own", stacklevel=5)
-        options = {**options, "device": str(_compile_device(options, inputs, name))}
-        why = default_refusal(options["device"], self.asked) or refused or _uncacheable(program)
+        why = refused or _uncacheable(program)
         if why:
             return why
         entry = self.folder / (entry_key(program, inputs, options, folded_inputs) + _ENTRY_SUFFIX)
