@@ -147,13 +147,15 @@ std::string candidates_note(const std::string& mode, const CompiledStats& stats)
     const std::string timing = candidate.over_budget
                                    ? std::string("over budget, not timed")
                                    : fmt::format("{:.3f} ms, {:.2f}x", candidate.median_ms, candidate.speedup);
-    parts.push_back(fmt::format("{}{}: {}, pool {:.1f} MiB (estimated {:.1f}), cuBLAS workspaces {:.0f} MiB",
-                                k == stats.candidate_chosen ? "*" : "", name, timing, mib(candidate.pool_bytes),
-                                mib(candidate.pool_estimate_bytes), mib(candidate.workspace_bytes)));
+    parts.push_back(fmt::format(
+        "{}{}: {}, pool {:.1f} MiB (estimated {:.1f}), cuBLAS workspaces {:.0f} MiB (estimated {:.0f})",
+        k == stats.candidate_chosen ? "*" : "", name, timing, mib(candidate.pool_bytes),
+        mib(candidate.pool_estimate_bytes), mib(candidate.workspace_bytes), mib(candidate.workspace_estimate_bytes)));
   }
-  return fmt::format("{}: {}compile() measured {} candidates in {:.0f} ms (budget {:.1f} MiB of pool; * kept): {}",
-                     mode, capped.empty() ? "" : capped + "; ", stats.candidates.size(), stats.measure_ms,
-                     mib(stats.memory_budget_bytes), fmt::join(parts, "; "));
+  return fmt::format(
+      "{}: {}compile() measured {} candidates in {:.0f} ms (budget {:.1f} MiB of pool and workspaces; * kept): {}",
+      mode, capped.empty() ? "" : capped + "; ", stats.candidates.size(), stats.measure_ms,
+      mib(stats.memory_budget_bytes), fmt::join(parts, "; "));
 }
 
 // One mode, built, warmed up and timed, with the peak memory it allocated (compile and runs).

@@ -75,6 +75,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compile_progress import log_compile_progress  # noqa: E402  beside this file
 from inductor_backends import INDUCTOR_BACKENDS, compile_with_inductor  # noqa: E402  beside this file
 from opara_rows import fallback_note, marked  # noqa: E402  beside this file
 
@@ -452,6 +453,7 @@ def main():
                              "caches for a timed run (give --inductor-cache to both)")
     given = {a.split("=")[0] for a in sys.argv[1:] if a.startswith("--")}
     args = parser.parse_args()
+    log_compile_progress()
     if args.quick:  # flags given explicitly win
         for flag, value in (("--models", "llama"), ("--sizes", "small"), ("--batches", "1"), ("--new-tokens", 4),
                             ("--repeats", 1)):

@@ -84,11 +84,14 @@ struct PlannedModel {
   int streams_unpaying = 0;
   int streams_capped = 0;
   // The CUDA graph pool estimated from the recorded shapes (all zero without example inputs): the
-  // plan's under record-stream and keep-alive, the sequential graph's, the memory budget's bytes
-  // and the cap compile() would put on the plan to fit it (0: none needed).
+  // plan's under record-stream and keep-alive, the sequential graph's, the cuBLAS workspaces of
+  // each (Hopper's size a stream), the memory budget's bytes and the cap compile() would put on the
+  // plan to fit it (0: none needed).
   PoolEstimate pool;
   PoolEstimate pool_keep_alive;
   std::size_t sequential_pool_bytes = 0;
+  std::size_t workspace_bytes = 0;
+  std::size_t sequential_workspace_bytes = 0;
   std::size_t budget_bytes = 0;
   int budget_stream_cap = 0;
 };
@@ -101,10 +104,12 @@ void estimate_memory(PlannedModel& planned, const PlanOptions& plan_options, con
   const Plan& plan = planned.timed.plan;
   planned.pool = estimate_pool(graph, plan, costs.shapes, CaptureHold::kRecordStream);
   planned.pool_keep_alive = estimate_pool(graph, plan, costs.shapes, CaptureHold::kKeepAlive);
+  planned.workspace_bytes = estimate_blas_workspaces(graph, plan, kHopperBlasWorkspaceBytes);
   const BudgetFit fit = fit_to_budget(graph, plan_options, costs.costs, costs.shapes,
                                       options_from_text({{"memory_budget", memory_budget}}).cuda.memory_budget,
-                                      CaptureHold::kRecordStream);
+                                      CaptureHold::kRecordStream, kHopperBlasWorkspaceBytes);
   planned.sequential_pool_bytes = fit.sequential_estimate_bytes;
+  planned.sequential_workspace_bytes = fit.sequential_workspace_estimate_bytes;
   planned.budget_bytes = fit.budget_bytes;
   planned.budget_stream_cap = fit.stream_cap;
 }
@@ -116,7 +121,7 @@ PlannedModel plan_model(const LoadedModel& model, const std::vector<at::Tensor>&
   const ModelCosts costs = model_costs(model.graph, inputs, options.costs);
   if (options.payoff == "gpu") plan_options.payoff = costs.gpu_payoff();  // as compile() on a GPU
   PlannedModel planned{
-      model, costs.source, timed_plan(model.graph, plan_options, costs), 0, 0, {}, 0, 0, 0, {}, {}, 0, 0, 0};
+      model, costs.source, timed_plan(model.graph, plan_options, costs), 0, 0, {}, 0, 0, 0, {}, {}, 0, 0, 0, 0, 0};
   PlanOptions opened = plan_options;
   opened.max_streams = 0;
   opened.regions = false;
@@ -156,7 +161,11 @@ void print_plan_summary(std::FILE* table, const PlannedModel& planned, bool chec
         mib(planned.pool.pool_bytes),
         static_cast<double>(planned.pool.pool_bytes) / static_cast<double>(planned.sequential_pool_bytes),
         mib(planned.sequential_pool_bytes), mib(planned.pool_keep_alive.pool_bytes));
-    fmt::print(table, "memory budget  {:.1f} MiB: {}\n", mib(planned.budget_bytes),
+    fmt::print(table,
+               "cuBLAS         {:.0f} MiB of workspaces estimated (the sequential graph's {:.0f} MiB; {} MiB a stream "
+               "that runs a product, Hopper's)\n",
+               mib(planned.workspace_bytes), mib(planned.sequential_workspace_bytes), kHopperBlasWorkspaceBytes >> 20);
+    fmt::print(table, "memory budget  {:.1f} MiB for the pool and workspaces: {}\n", mib(planned.budget_bytes),
                planned.budget_stream_cap == 0
                    ? std::string("the plan fits")
                    : fmt::format("compile() caps the plan at {} streams to fit", planned.budget_stream_cap));
@@ -199,6 +208,8 @@ nlohmann::json plan_report(const PlannedModel& planned, const PlanCommandOptions
                                {"peak_live_bytes", planned.pool.peak_live_bytes},
                                {"keep_alive_bytes", planned.pool_keep_alive.pool_bytes},
                                {"sequential_bytes", planned.sequential_pool_bytes},
+                               {"workspace_bytes", planned.workspace_bytes},
+                               {"sequential_workspace_bytes", planned.sequential_workspace_bytes},
                                {"budget_bytes", planned.budget_bytes},
                                {"budget_stream_cap", planned.budget_stream_cap}};
   }

@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "python"))
 import export_models  # noqa: E402  the builders, seed and input recipe of the test models
+from compile_progress import log_compile_progress  # noqa: E402  beside this file
 from inductor_backends import INDUCTOR_BACKENDS, compile_with_inductor  # noqa: E402  beside this file
 from opara_rows import Attribution, marked  # noqa: E402  beside this file
 
@@ -195,6 +196,7 @@ def main():
                         help="compile and warm up each backend, no timed rounds (fills the on-disk caches for a "
                              "timed run: give --inductor-cache to both)")
     args = parser.parse_args()
+    log_compile_progress()
     if args.warm_only:
         args.rounds = 0
     device = torch.device(args.device)

@@ -1,5 +1,6 @@
 #include "compile/cuda_capture.h"
 
+#include <ATen/cuda/CUDAContextLight.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <fmt/format.h>
 
@@ -100,14 +101,25 @@ std::size_t pool_estimate(const CaptureRequest& request, const PlanOptions& plan
       .pool_bytes;
 }
 
+// The cuBLAS workspace LibTorch gives each stream that runs a product (CUBLAS_WORKSPACE_CONFIG,
+// else its default for the device: 32 MiB on Hopper).
+std::size_t blas_workspace_bytes() {
+  return at::cuda::getChosenWorkspaceSize();
+}
+
+std::size_t workspace_estimate(const CaptureRequest& request, const PlanOptions& plan) {
+  return estimate_blas_workspaces(request.graph, make_plan(request.graph, plan, request.costs), blas_workspace_bytes());
+}
+
 // The options' plan, streams that cannot pay for their events merged, its streams capped until its pool estimate fits
 // the memory budget when the caller left them free (a plan of one stream, or no shapes, stays as it is).
 PlanOptions plan_within_budget(const CaptureRequest& request, CompiledStats& stats) {
   PlanOptions plan = request.options.plan;
   plan.payoff = request.payoff;
   if (request.shapes.empty()) return plan;
-  const BudgetFit fit = fit_to_budget(request.graph, plan, request.costs, request.shapes,
-                                      request.options.cuda.memory_budget, hold_of(request.options.cuda.memory));
+  const BudgetFit fit =
+      fit_to_budget(request.graph, plan, request.costs, request.shapes, request.options.cuda.memory_budget,
+                    hold_of(request.options.cuda.memory), blas_workspace_bytes());
   stats.sequential_pool_estimate_bytes = fit.sequential_estimate_bytes;
   if (!fit.applies) return plan;
   stats.memory_budget_bytes = fit.budget_bytes;
@@ -192,9 +204,11 @@ CapturedModel capture_measured(CaptureRequest& request, const PlanOptions& base,
     candidate.report.pool_bytes = captured.pool_bytes;
     candidate.report.workspace_bytes = captured.workspace_bytes;
     candidate.report.pool_estimate_bytes = request.shapes.empty() ? 0 : pool_estimate(request, plan);
-    if (candidates.size() == 1) {  // the sequential graph: the budget is of its pool
-      stats.memory_budget_bytes = budget_bytes(options.cuda.memory_budget, candidate.report.pool_bytes);
-    } else if (candidate.report.pool_bytes > stats.memory_budget_bytes) {
+    candidate.report.workspace_estimate_bytes = workspace_estimate(request, plan);
+    if (candidates.size() == 1) {  // the sequential graph: the budget is of what it holds
+      stats.memory_budget_bytes =
+          budget_bytes(options.cuda.memory_budget, candidate.report.pool_bytes + candidate.report.workspace_bytes);
+    } else if (over_budget(candidate.report, stats.memory_budget_bytes)) {
       // Dropped at once: its pool is not held while the others are captured and timed.
       candidate.report.over_budget = true;
       candidate.captured.model.reset();
@@ -244,8 +258,10 @@ CapturedModel capture_cuda_model(CaptureRequest& request, CompiledStats& stats) 
       caps.empty() ? capture_as_asked(request, plan, stats) : capture_measured(request, plan, caps, stats);
   if (!caps.empty()) {
     stats.pool_estimate_bytes = stats.candidates[stats.candidate_chosen].pool_estimate_bytes;
-  } else if (!request.shapes.empty()) {
-    stats.pool_estimate_bytes = pool_estimate(request, plan);
+    stats.workspace_estimate_bytes = stats.candidates[stats.candidate_chosen].workspace_estimate_bytes;
+  } else {
+    if (!request.shapes.empty()) stats.pool_estimate_bytes = pool_estimate(request, plan);
+    stats.workspace_estimate_bytes = workspace_estimate(request, plan);
   }
   return captured;
 }

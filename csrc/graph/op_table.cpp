@@ -107,6 +107,26 @@ constexpr std::array kComputeBound = {
     std::string_view{"aten::rnn_relu"},
 };
 
+// On cuBLAS on a GPU: see OpTraits::uses_blas. A compiled region is counted as one whether or not
+// it multiplies matrices (Inductor's products are extern cuBLAS calls): the estimate it feeds
+// bounds memory, so it errs on the larger side.
+constexpr std::array kUsesBlas = {
+    std::string_view{"aten::linear"},
+    std::string_view{"aten::matmul"},
+    std::string_view{"aten::mm"},
+    std::string_view{"aten::bmm"},
+    std::string_view{"aten::addmm"},
+    std::string_view{"aten::baddbmm"},
+    std::string_view{"aten::addbmm"},
+    std::string_view{"aten::einsum"},
+    std::string_view{"aten::mv"},
+    std::string_view{"aten::addmv"},
+    std::string_view{"aten::_addmm_activation"},
+    std::string_view{"opara::region"},
+    std::string_view{"opara::native_region"},
+    std::string_view{"opara::aoti_region"},
+};
+
 // Allocation and nothing else: see OpTraits::allocates_only.
 constexpr std::array kAllocatesOnly = {
     std::string_view{"aten::empty"},
@@ -148,6 +168,7 @@ OpTraits op_traits(std::string_view kind) {
     traits.plane_dims = split->second;
   }
   traits.checks_on_device = contains(kDeviceChecks, kind);
+  traits.uses_blas = contains(kUsesBlas, kind);
   return traits;
 }
 

@@ -25,6 +25,9 @@ struct OpTraits {
   // Launches a kernel that makes no tensor: a device-side check (aten::_assert_async) that fails
   // the stream when its condition is false, without waiting for it on the host.
   bool checks_on_device = false;
+  // Runs on cuBLAS on a GPU (a matrix product; an Inductor region, whose products are cuBLAS calls),
+  // and LibTorch keeps a cuBLAS workspace for each stream that runs one (32 MiB on Hopper).
+  bool uses_blas = false;
 };
 
 [[nodiscard]] OpTraits op_traits(std::string_view kind);

@@ -31,6 +31,7 @@ nlohmann::json candidates_json(const CompiledStats& stats) {
                           {"over_budget", candidate.over_budget},
                           {"pool_estimate_bytes", candidate.pool_estimate_bytes},
                           {"workspace_bytes", candidate.workspace_bytes},
+                          {"workspace_estimate_bytes", candidate.workspace_estimate_bytes},
                           {"chosen", k == stats.candidate_chosen}});
   }
   return candidates;
@@ -72,6 +73,7 @@ nlohmann::json stats_json(const CompiledStats& stats) {
       {"memory_budget_bytes", stats.memory_budget_bytes},
       {"pool_estimate_bytes", stats.pool_estimate_bytes},
       {"sequential_pool_estimate_bytes", stats.sequential_pool_estimate_bytes},
+      {"workspace_estimate_bytes", stats.workspace_estimate_bytes},
       {"budget_stream_cap", stats.budget_stream_cap},
       {"candidates", candidates_json(stats)},
   };

@@ -1,9 +1,11 @@
 #include "schedule/pool_estimate.h"
 
 #include <algorithm>
+#include <set>
 #include <string_view>
 
 #include "graph/alias_classes.h"
+#include "graph/op_table.h"
 #include "schedule/caching_allocator_model.h"
 #include "schedule/capture_actions.h"
 
@@ -117,16 +119,30 @@ PoolEstimate estimate_pool(const Graph& graph, const Plan& plan, const std::vect
   return estimate;
 }
 
+std::size_t estimate_blas_workspaces(const Graph& graph, const Plan& plan, std::size_t bytes_per_stream) {
+  std::set<int> streams;
+  for (const Node& node : graph.nodes()) {
+    if (node.has(kLaunchesKernel) && op_traits(node.kind).uses_blas) streams.insert(plan.stream_of[node.id]);
+  }
+  return streams.size() * bytes_per_stream;
+}
+
 int stream_cap_within(const Graph& graph, PlanOptions options, const std::vector<NodeCost>& costs,
-                      const std::vector<NodeShapes>& shapes, std::size_t budget_bytes, CaptureHold hold) {
+                      const std::vector<NodeShapes>& shapes, std::size_t budget_bytes, CaptureHold hold,
+                      std::size_t blas_workspace_bytes) {
+  const auto fits = [&](const Plan& plan) {
+    return estimate_pool(graph, plan, shapes, hold).pool_bytes +
+               estimate_blas_workspaces(graph, plan, blas_workspace_bytes) <=
+           budget_bytes;
+  };
   options.max_streams = 0;
   const Plan uncapped = make_plan(graph, options, costs);
-  if (estimate_pool(graph, uncapped, shapes, hold).pool_bytes <= budget_bytes) return 0;
+  if (fits(uncapped)) return 0;
   // Down one stream at a time, in steps of an eighth past 16 (a plan of thousands of streams).
   int cap = uncapped.stream_count - 1;
   while (cap >= 2) {
     options.max_streams = cap;
-    if (estimate_pool(graph, make_plan(graph, options, costs), shapes, hold).pool_bytes <= budget_bytes) return cap;
+    if (fits(make_plan(graph, options, costs))) return cap;
     cap = cap > 16 ? cap - std::max(1, cap / 8) : cap - 1;
   }
   return 1;

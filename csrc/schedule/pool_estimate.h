@@ -35,11 +35,22 @@ struct PoolEstimate {
 PoolEstimate estimate_pool(const Graph& graph, const Plan& plan, const std::vector<NodeShapes>& shapes,
                            CaptureHold hold = CaptureHold::kRecordStream);
 
+// The cuBLAS workspaces a plan's graphs hold beside their pool: `bytes_per_stream` for each stream
+// that runs a node on cuBLAS (OpTraits::uses_blas). LibTorch keeps one per (handle, stream); on the
+// first H200 run they, not the pool, were most of a multi-stream plan's memory (a decode step of
+// 28 streams: 909 MiB at its peak against eager's 108, its pool a few MiB).
+std::size_t estimate_blas_workspaces(const Graph& graph, const Plan& plan, std::size_t bytes_per_stream);
+
+// LibTorch's cuBLAS workspace a stream on Hopper (its default CUBLAS_WORKSPACE_CONFIG there,
+// :4096:8): what `opara-bench plan` assumes without a GPU; compile() asks LibTorch.
+inline constexpr std::size_t kHopperBlasWorkspaceBytes = std::size_t{32} << 20;
+
 // The cap (PlanOptions::max_streams) under which make_plan(graph, options, costs) is estimated to
-// fit `budget_bytes`: 0 when the plan fits as it is, else the most streams that fit (1 when only
-// the sequential graph does, or nothing fits). `options.max_streams` is ignored.
+// fit `budget_bytes` with its pool and its cuBLAS workspaces (`blas_workspace_bytes` a stream): 0
+// when the plan fits as it is, else the most streams that fit (1 when only the sequential graph
+// does, or nothing fits). `options.max_streams` is ignored.
 int stream_cap_within(const Graph& graph, PlanOptions options, const std::vector<NodeCost>& costs,
                       const std::vector<NodeShapes>& shapes, std::size_t budget_bytes,
-                      CaptureHold hold = CaptureHold::kRecordStream);
+                      CaptureHold hold = CaptureHold::kRecordStream, std::size_t blas_workspace_bytes = 0);
 
 }  // namespace opara

@@ -72,21 +72,30 @@ int smaller_cap_within_budget(const std::vector<CudaCandidate>& measured) {
   return tried ? 0 : cap;
 }
 
-std::size_t budget_bytes(const MemoryBudget& budget, std::size_t sequential_pool_bytes) {
+std::size_t budget_bytes(const MemoryBudget& budget, std::size_t sequential_held_bytes) {
   if (budget.bytes > 0) return budget.bytes;
-  const auto scaled = static_cast<std::size_t>(std::ceil(budget.ratio * static_cast<double>(sequential_pool_bytes)));
-  return std::max(scaled, sequential_pool_bytes + budget.headroom_bytes);
+  const auto scaled = static_cast<std::size_t>(std::ceil(budget.ratio * static_cast<double>(sequential_held_bytes)));
+  return std::max(scaled, sequential_held_bytes + budget.headroom_bytes);
+}
+
+bool over_budget(const CudaCandidate& candidate, std::size_t budget) {
+  return candidate.pool_bytes + candidate.workspace_bytes > budget;
 }
 
 BudgetFit fit_to_budget(const Graph& graph, const PlanOptions& plan, const std::vector<NodeCost>& costs,
-                        const std::vector<NodeShapes>& shapes, const MemoryBudget& budget, CaptureHold hold) {
+                        const std::vector<NodeShapes>& shapes, const MemoryBudget& budget, CaptureHold hold,
+                        std::size_t blas_workspace_bytes) {
   PlanOptions sequential = plan;
   sequential.streams = StreamPolicy::kSingle;
+  const Plan one_stream = make_plan(graph, sequential, costs);
   BudgetFit fit;
-  fit.sequential_estimate_bytes = estimate_pool(graph, make_plan(graph, sequential, costs), shapes, hold).pool_bytes;
-  fit.budget_bytes = budget_bytes(budget, fit.sequential_estimate_bytes);
+  fit.sequential_estimate_bytes = estimate_pool(graph, one_stream, shapes, hold).pool_bytes;
+  fit.sequential_workspace_estimate_bytes = estimate_blas_workspaces(graph, one_stream, blas_workspace_bytes);
+  fit.budget_bytes = budget_bytes(budget, fit.sequential_estimate_bytes + fit.sequential_workspace_estimate_bytes);
   fit.applies = plan.max_streams == 0 && plan.streams != StreamPolicy::kSingle;
-  if (fit.applies) fit.stream_cap = stream_cap_within(graph, plan, costs, shapes, fit.budget_bytes, hold);
+  if (fit.applies) {
+    fit.stream_cap = stream_cap_within(graph, plan, costs, shapes, fit.budget_bytes, hold, blas_workspace_bytes);
+  }
   return fit;
 }
 

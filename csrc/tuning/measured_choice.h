@@ -62,21 +62,30 @@ std::vector<int> cuda_stream_caps(int uncapped_streams);
 // of 88, and fewer streams, 1.3x faster on 2, were never tried).
 int smaller_cap_within_budget(const std::vector<CudaCandidate>& measured);
 
-// The pool bytes a plan may take: the budget's bytes when given, else its ratio times the
-// sequential graph's pool, and at least that pool plus the budget's headroom.
-std::size_t budget_bytes(const MemoryBudget& budget, std::size_t sequential_pool_bytes);
+// The bytes a plan's graphs may hold, their pool and their cuBLAS workspaces together: the budget's
+// bytes when given, else its ratio times what the sequential graph holds, and at least that plus
+// the budget's headroom. The workspaces count: on the first H200 run they were most of what a plan
+// of many streams held (32 MiB a stream on Hopper), and a budget of the pool alone let a plan hold
+// many times the sequential graph's memory.
+std::size_t budget_bytes(const MemoryBudget& budget, std::size_t sequential_held_bytes);
 
-// What the memory budget makes of `plan` before anything is captured, from the pool estimates
-// (schedule/pool_estimate.h): the sequential graph's, the budget's bytes of it, and, when the
-// caller left the streams free (`applies`: no max_streams, not one stream), the cap under which
-// the plan's estimate fits (0: none needed). compile() on CUDA and `opara-bench plan` both ask it.
+// Whether a captured candidate holds more than `budget` (budget_bytes): its pool and its workspaces.
+bool over_budget(const CudaCandidate& candidate, std::size_t budget);
+
+// What the memory budget makes of `plan` before anything is captured, from the estimates
+// (schedule/pool_estimate.h) with `blas_workspace_bytes` a stream that runs cuBLAS: the sequential
+// graph's pool and workspaces, the budget's bytes of them, and, when the caller left the streams
+// free (`applies`: no max_streams, not one stream), the cap under which the plan's estimate fits
+// (0: none needed). compile() on CUDA and `opara-bench plan` both ask it.
 struct BudgetFit {
-  std::size_t sequential_estimate_bytes = 0;
+  std::size_t sequential_estimate_bytes = 0;            // its pool
+  std::size_t sequential_workspace_estimate_bytes = 0;  // its cuBLAS workspaces
   std::size_t budget_bytes = 0;
   bool applies = false;
   int stream_cap = 0;
 };
 BudgetFit fit_to_budget(const Graph& graph, const PlanOptions& plan, const std::vector<NodeCost>& costs,
-                        const std::vector<NodeShapes>& shapes, const MemoryBudget& budget, CaptureHold hold);
+                        const std::vector<NodeShapes>& shapes, const MemoryBudget& budget, CaptureHold hold,
+                        std::size_t blas_workspace_bytes);
 
 }  // namespace opara

@@ -177,9 +177,10 @@ struct CudaCandidate {
   double median_ms = 0;                 // of its timed replays
   double speedup = 1;                   // over the sequential graph: the median over rounds of the ratio within a round
   std::size_t pool_bytes = 0;           // its graphs' memory pool
-  bool over_budget = false;             // its pool was over CudaOptions::memory_budget: dropped
+  bool over_budget = false;             // its pool and workspaces were over CudaOptions::memory_budget: dropped
   std::size_t pool_estimate_bytes = 0;  // its pool, estimated from the recorded shapes before capture
   std::size_t workspace_bytes = 0;      // the cuBLAS workspaces its pool holds, outside it (CompiledStats)
+  std::size_t workspace_estimate_bytes = 0;  // those, estimated before capture (estimate_blas_workspaces)
 };
 
 struct CompiledStats {
@@ -210,7 +211,7 @@ struct CompiledStats {
   std::size_t pool_bytes_keep_alive = 0;
   // CUDA: the cuBLAS and cuBLASLt workspaces the graphs' pool holds, outside the pool: one of each
   // per capture stream that ran a matrix product (32 MiB for cuBLAS on Hopper), kept while the
-  // graphs live. Not in the memory budget, which bounds the pool.
+  // graphs live. The memory budget bounds them with the pool.
   std::size_t workspace_bytes = 0;
   // CUDA: most bytes allocated at once while compiling, weights and buffers included. Measuring it
   // resets the device's peak statistics (torch.cuda.reset_peak_memory_stats): a peak measured
@@ -229,21 +230,25 @@ struct CompiledStats {
   std::vector<CudaCandidate> candidates;
   std::size_t candidate_chosen = 0;
   double measure_ms = 0;
-  // CUDA: the memory budget in bytes (CudaOptions::memory_budget), of the measured sequential pool
-  // when candidates were measured, else of its estimate.
+  // CUDA: the memory budget in bytes (CudaOptions::memory_budget) for the graphs' pool and cuBLAS
+  // workspaces together, of what the measured sequential graph holds when candidates were
+  // measured, else of its estimate.
   std::size_t memory_budget_bytes = 0;
   // CUDA: the pool estimated from the recorded shapes under the caching allocator's rules (0: no
-  // shapes), of the plan captured and of the sequential graph, and the cap the estimate put on the
-  // plan's streams to fit the budget (0: none needed, or the caller's max_streams stands).
+  // shapes), of the plan captured and of the sequential graph, the cuBLAS workspaces estimated for
+  // the plan captured, and the cap the estimates put on the plan's streams to fit the budget (0:
+  // none needed, or the caller's max_streams stands).
   std::size_t pool_estimate_bytes = 0;
   std::size_t sequential_pool_estimate_bytes = 0;
+  std::size_t workspace_estimate_bytes = 0;
   int budget_stream_cap = 0;
 };
 
 // `stats` as a JSON object: every member by its name, `memory` as options_from_text spells it,
 // `tuning` as a list of objects (max_streams, intra_op_threads, streams, median_ms, speedup,
 // searched_priorities, replay_speedup, chosen) and `candidates` as one (max_streams, streams,
-// median_ms, speedup, pool_bytes, over_budget, pool_estimate_bytes, chosen). What opara-bench reports and the Python
+// median_ms, speedup, pool_bytes, over_budget, pool_estimate_bytes, workspace_bytes,
+// workspace_estimate_bytes, chosen). What opara-bench reports and the Python
 // package's stats() reads.
 OPARA_API std::string to_json(const CompiledStats& stats);
 

@@ -66,13 +66,14 @@ class CompiledModel(_Runs):
         Inductor compiled; 0 for ATen's kernels) and region_input_copies (the inputs of those
         regions that came in another layout than they were compiled for, a channels_last or
         transposed tensor say, and were copied into it; not counted yet for AOTInductor's regions,
-        a package's or a cache hit's, which report 0); cache (the compile cache: "hit",
+        a package's or a cache hit's, which report 0); region_compile_s (the seconds Inductor, or
+        AOTInductor, took over the regions; 0 for a package's or a cache hit's); cache (the compile cache: "hit",
         "stored", "off" or "bypassed: <why>"); tuning (the CPU: each schedule the tuner timed, the
         first eager's, as dicts of max_streams, intra_op_threads, streams, median_ms, speedup,
         searched_priorities, replay_speedup and chosen; empty when not tuned) and candidates (CUDA:
         each captured candidate compile() timed, the sequential graph first, as dicts of
-        max_streams, streams, median_ms, speedup, pool_bytes, over_budget, pool_estimate_bytes and
-        chosen; empty when not measured), with measure_ms, memory_budget_bytes, pool_estimate_bytes,
+        max_streams, streams, median_ms, speedup, pool_bytes, over_budget, pool_estimate_bytes,
+        workspace_bytes, workspace_estimate_bytes and chosen; empty when not measured), with measure_ms, memory_budget_bytes, pool_estimate_bytes,
         sequential_pool_estimate_bytes and budget_stream_cap (the pool estimated from the recorded
         shapes, and the cap it put on the plan's streams to fit the budget; 0: none)."""
         lists = json.loads(self._handle.stats_json())
@@ -173,11 +174,12 @@ def compile(
         capped at half its streams and the plan, times their replays in interleaved rounds for
         about this long and keeps the fastest unless it is not clearly (3%) faster than one stream
         (default 200; stats()["candidates"]); 0: the plan, captured unmeasured.
-    memory_budget: CUDA: the most the graphs' pool may take: "1.3x" (default: a ratio to the
-        sequential graph's pool, at least 64 MiB more than it), "1.3x+0" or "2x+16MiB" (another
+    memory_budget: CUDA: the most the graphs may hold, their pool and their cuBLAS workspaces (one
+        a stream that runs a matrix product, 32 MiB on Hopper): "1.3x" (default: a ratio to what
+        the sequential graph holds, at least 64 MiB more than it), "1.3x+0" or "2x+16MiB" (another
         headroom), or a size ("512MiB", "2GB", bytes). Without max_streams the plan's streams are
-        capped until its pool estimate fits (stats()["budget_stream_cap"]); a measured candidate
-        over it is dropped (stats()["memory_budget_bytes"]).
+        capped until its estimate fits (stats()["budget_stream_cap"]); a measured candidate over it
+        is dropped (stats()["memory_budget_bytes"]).
     on_uncapturable: CUDA: "split" (default: such a node runs as a host step between graph
         segments) or "error".
     warmup_runs: CUDA: eager warm-up runs on the capture streams before capture (default 2, at least 2).
@@ -264,12 +266,13 @@ class GraphSet(_Runs):
     def stats(self) -> dict[str, Any]:
         """Calls, rows, padded rows, calls split in pieces, runs per bucket, the memory pool and
         each bucket's stats (as CompiledModel.stats()); kernels and aten_because, one per bucket
-        (as CompiledModel.stats()'s); regions and region_input_copies, all buckets'."""
+        (as CompiledModel.stats()'s); regions, region_input_copies and region_compile_s, all buckets'."""
         lowered = [lowering.stats() for lowering in self._lowerings]
         return {**json.loads(self._handle.stats()), "kernels": [one["kernels"] for one in lowered],
                 "aten_because": [one["aten_because"] for one in lowered],
                 "regions": sum(one["regions"] for one in lowered),
-                "region_input_copies": sum(one["region_input_copies"] for one in lowered)}
+                "region_input_copies": sum(one["region_input_copies"] for one in lowered),
+                "region_compile_s": sum(one["region_compile_s"] for one in lowered)}
 
     def __repr__(self) -> str:
         return f"opara.GraphSet({self.source!r}, batch_sizes={self.batch_sizes}, exported_with={self.exported_with!r})"

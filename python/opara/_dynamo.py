@@ -196,6 +196,7 @@ def _described(name: str, handle: Any, lowered: Lowered) -> dict[str, Any]:
             "plan_streams": plan["streams"], "streams": int(stats["streams"]),
             "threads": int(stats["intra_op_threads"]), "host_nodes": int(stats["host_nodes"]),
             "segments": int(stats["segments"]), "compile_ms": stats["compile_ms"], "tuning_ms": stats["tuning_ms"],
+            "region_compile_s": lowering["region_compile_s"],
             "cache": lowering["cache"]}
 
 

@@ -96,7 +96,8 @@ class Lowered:
         regions = self.regions
         return {"kernels": self.kernels.value, "aten_because": self.aten_because.value if self.aten_because else None,
                 "regions": float(len(regions or ())),
-                "region_input_copies": float(regions.input_copies() if regions else 0), "cache": self.cache}
+                "region_input_copies": float(regions.input_copies() if regions else 0),
+                "region_compile_s": regions.compile_seconds if regions else 0.0, "cache": self.cache}
 
 
 def kernels_option(options: dict[str, Any], caller: str) -> str:

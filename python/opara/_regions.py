@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -41,6 +43,10 @@ from ._symbolic_regions import InputLayout, ShapeBinding
 # The compiled regions by key: what the op's kernel runs. A CompiledRegions removes its own.
 _REGIONS: dict[int, Callable[..., list[torch.Tensor]]] = {}
 _KEYS = itertools.count()
+
+# Each region's compile, as it ends (INFO): a compile of many regions that runs long says how far it
+# got and which region took the time (the GPU check's background compiles log it).
+_LOG = logging.getLogger("opara")
 
 _LIBRARY = torch.library.Library("opara", "FRAGMENT")
 _LIBRARY.define("region(int key, Tensor[] inputs) -> Tensor[]")
@@ -68,6 +74,7 @@ class CompiledRegions:
         self.ahead_of_time: list[bytes] = []
         self.native: set[int] = set()  # keys also registered with opara::native_region
         self.skipped: list[str] = []  # why regions Inductor could not take stayed ATen nodes
+        self.compile_seconds = 0.0  # Inductor's (or AOTInductor's) time over every region
         self.folded_inputs: list[int] = []  # the user inputs folded into the regions (read once)
         self.description = ""
         self.constants: list[torch.Tensor] = []
@@ -365,7 +372,10 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
             shape = binding.values(inputs)  # this shape's symbols: no guard is recorded yet
             layouts = {index: [InputLayout(fake) for fake in region_fakes] for index, region_fakes in fakes.items()}
     calls = []
-    for region in candidates:
+    _LOG.info("%s: compiling %d region(s) with %s", name, len(candidates),
+              "AOTInductor" if ahead_of_time else "Inductor")
+    for number, region in enumerate(candidates, 1):
+        started, outcome = time.perf_counter(), "compiled"
         try:
             if ahead_of_time:
                 compiled.ahead_of_time.append(_ahead_of_time(region, values))
@@ -377,7 +387,13 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
                 compiled_region = _compile_region(region, values, device, symbolic_inputs, shaped)
         except Exception as error:  # Inductor refuses some graphs; their nodes stay ATen
             compiled.skipped.append(f"the region of {sorted(region.part)[0]}: {_first_line(error)}")
+            outcome = "refused"
             continue
+        finally:
+            seconds = time.perf_counter() - started
+            compiled.compile_seconds += seconds
+            _LOG.info("%s: region %d of %d (%d nodes) %s in %.1f s, %.1f s in all", name, number, len(candidates),
+                      len(region.part), outcome, seconds, compiled.compile_seconds)
         if ahead_of_time:
             key = len(compiled.ahead_of_time) - 1
             calls.append({**_call(region, key, False, constants, names, compiled.constants, device),

@@ -7,6 +7,7 @@ hint: the call (cold step or stage) that runs a step skipped here, named on the 
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import signal
@@ -627,7 +628,8 @@ class Warmers:
                 continue
             outcome = self.g.runner.wait(proc, LIMITS["warm"])
             if outcome.killed:
-                refused[backend] = f"its compile ran past {outcome.seconds:.0f} s (warm/{outcome.log.name})"
+                refused[backend] = (f"its compile ran past {outcome.seconds:.0f} s (warm/{outcome.log.name})"
+                                    + where_it_stopped(outcome.text()))
             elif not outcome.ok:
                 refused[backend] = f"its compile {ended(outcome.rc)} (warm/{outcome.log.name}): {last_words(outcome)}"
         return refused
@@ -657,6 +659,29 @@ def last_words(outcome):
     lines = [line for line in outcome.text().splitlines() if line.strip()]
     said = [line for line in lines if not TORCH_LOG_LINE.match(line)]
     return (said[-1] if said else lines[0] if lines else "").strip()
+
+
+# opara's region progress (bench/compile_progress.py) and faulthandler's stack, which SIGTERM writes.
+REGION_LINE = re.compile(r"\bregion \d+ of \d+ .*$|\bcompiling \d+ region\(s\).*$")
+STACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
+
+
+def where_it_stopped(log):
+    """What a background compile stopped for time had done, from its log: opara's last region line
+    and the innermost frame of the main thread's stack (faulthandler writes it on SIGTERM, most
+    recent call first), as "; words" ('' where the log has neither)."""
+    lines = log.splitlines()
+    words = []
+    progress = [match.group(0) for match in map(REGION_LINE.search, lines) if match]
+    if progress:
+        words.append(f"last: {progress[-1]}")
+    # The stack of the thread that took the signal (the main one, which compiles), else the first.
+    heads = [index for index, line in enumerate(lines) if "(most recent call first)" in line]
+    head = next((index for index in heads if lines[index].startswith("Current thread")), heads[0] if heads else None)
+    frame = next((m for m in map(STACK_FRAME.match, lines[head + 1:]) if m), None) if head is not None else None
+    if frame:
+        words.append(f"stopped in {frame['function']} ({os.path.basename(frame['file'])}:{frame['line']})")
+    return "".join(f"; {word}" for word in words)
 
 
 def note_not_timed(json_path, job, refused):

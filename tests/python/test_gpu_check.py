@@ -72,6 +72,36 @@ def test_a_step_past_its_limit_is_killed_with_its_group_and_reads_killed_time(tm
     assert "FAILED" not in summary and "not reached" not in summary  # its own limit: more time would not help
 
 
+def test_a_compile_stopped_for_time_says_which_region_it_reached_and_where_it_was(tmp_path, quick_kills):
+    # A benchmark process as the GPU check's background compiles run it: opara's region progress and,
+    # on the runner's SIGTERM, faulthandler's stacks in its log (bench/compile_progress.py).
+    script = tmp_path / "slow_compile.py"
+    script.write_text(textwrap.dedent(f"""
+        import logging, sys, time
+        sys.path.insert(0, {str(ROOT / "bench")!r})
+        from compile_progress import log_compile_progress
+        log_compile_progress()
+        log = logging.getLogger("opara")
+        log.info("%s: compiling %d region(s) with %s", "googlenet", 3, "Inductor")
+        log.info("%s: region %d of %d (%d nodes) %s in %.1f s, %.1f s in all", "googlenet", 1, 3, 40, "compiled", 2.5, 2.5)
+        def compile_the_second_region():
+            time.sleep(60)
+        print("compiling", flush=True)
+        compile_the_second_region()
+    """))
+    r = runner.Runner(tmp_path / "out", tmp_path / "OUT", budget_s=100, hard_s=100)
+    proc = r.start([sys.executable, script], tmp_path / "out/warm.log")
+    assert wait_for(lambda: "compiling\n" in (tmp_path / "out/warm.log").read_text())
+    outcome = r.wait(proc, 1)
+    assert outcome.killed
+    from gpu_check.steps import where_it_stopped
+
+    words = where_it_stopped(outcome.text())
+    assert "last: region 1 of 3 (40 nodes) compiled in 2.5 s" in words
+    assert "stopped in compile_the_second_region (slow_compile.py:" in words
+    assert where_it_stopped("compiling\n") == ""  # a log with neither says nothing more
+
+
 def test_a_step_at_the_calls_deadline_is_killed_and_named_as_not_reached(tmp_path, quick_kills):
     r = runner.Runner(tmp_path / "out", tmp_path / "OUT", budget_s=100, hard_s=1)
     r.hint_order = ["tests", "headline"]

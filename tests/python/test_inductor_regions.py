@@ -5,6 +5,7 @@ Small models only: each region is an Inductor compile (seconds each on two cores
 
 import gc
 import json
+import logging
 import threading
 
 import pytest
@@ -96,16 +97,23 @@ def model_and_input():
     return ThreeBranches().eval(), torch.randn(1, 8, 32, 32)
 
 
-def test_opara_compile_runs_each_region_compiled_by_inductor(library, model_and_input):
+def test_opara_compile_runs_each_region_compiled_by_inductor(library, model_and_input, caplog):
     model, x = model_and_input
     with torch.no_grad():
         expected = model(x)
         inductor = torch.compile(model)(x)
     # The plan's regions, as on a GPU (the CPU's default is one region: the next test).
-    compiled = opara.compile(model, [x], kernels="inductor", region_min_share=0.1, device="cpu", cpu_tuning_ms=0)
+    with caplog.at_level(logging.INFO, logger="opara"):
+        compiled = opara.compile(model, [x], kernels="inductor", region_min_share=0.1, device="cpu", cpu_tuning_ms=0)
     kinds = compiled.plan()["kinds"]
     # On the CPU each region is called from C++ through Inductor's C++ wrapper entry.
-    assert kinds.count("opara::native_region") == compiled.stats()["regions"] > 1, kinds
+    regions = compiled.stats()["regions"]
+    assert kinds.count("opara::native_region") == regions > 1, kinds
+    # Each region's compile is logged as it ends (a long compile says how far it got), and timed.
+    logged = [record.getMessage() for record in caplog.records if record.name == "opara"]
+    assert f"compiling {int(regions)} region(s) with Inductor" in logged[0]
+    assert sum(" compiled in " in line for line in logged) == regions, logged
+    assert compiled.stats()["region_compile_s"] > 0
     assert compiled.stats()["streams"] > 1, "the regions of the three branches run side by side"
     for _ in range(2):
         actual = compiled(x)

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContextLight.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <torch/cuda.h>
 
@@ -68,11 +69,13 @@ TEST(MeasuredChoiceCuda, TheKeptCandidateIsTheSequentialGraphOrClearlyFasterAndW
   EXPECT_GT(stats.measure_ms, 0);
   EXPECT_EQ(stats.budget_stream_cap, 0) << "the plan's estimate fits: uncapped";
   EXPECT_EQ(stats.memory_budget_bytes,
-            static_cast<std::size_t>(std::ceil(100 * static_cast<double>(stats.candidates[0].pool_bytes))));
+            static_cast<std::size_t>(std::ceil(
+                100 * static_cast<double>(stats.candidates[0].pool_bytes + stats.candidates[0].workspace_bytes))));
   for (const CudaCandidate& candidate : stats.candidates) {
     EXPECT_GT(candidate.pool_bytes, 0u);
     EXPECT_GT(candidate.pool_estimate_bytes, 0u);
-    EXPECT_EQ(candidate.over_budget, candidate.pool_bytes > stats.memory_budget_bytes);
+    EXPECT_EQ(candidate.workspace_estimate_bytes, 0u) << "no matrix product";
+    EXPECT_EQ(candidate.over_budget, over_budget(candidate, stats.memory_budget_bytes));
     if (!candidate.over_budget) {
       EXPECT_GT(candidate.median_ms, 0);
     }
@@ -109,7 +112,7 @@ TEST(MeasuredChoiceCuda, OverTheBudgetFewerStreamsAreCapturedUntilSomeFit) {
   for (const CudaCandidate& candidate : stats.candidates) {
     std::cout << "capped at " << candidate.max_streams << ": " << candidate.streams << " streams, pool "
               << candidate.pool_bytes << (candidate.over_budget ? " (over)" : "") << "\n";
-    EXPECT_EQ(candidate.over_budget, candidate.pool_bytes > stats.memory_budget_bytes);
+    EXPECT_EQ(candidate.over_budget, over_budget(candidate, stats.memory_budget_bytes));
     if (candidate.streams < 2) continue;
     if (!candidate.over_budget) several_fit = true;
     if (candidate.over_budget && (fewest_over == 0 || candidate.streams < fewest_over)) fewest_over = candidate.streams;
@@ -118,6 +121,53 @@ TEST(MeasuredChoiceCuda, OverTheBudgetFewerStreamsAreCapturedUntilSomeFit) {
   EXPECT_EQ(smaller_cap_within_budget(stats.candidates), 0) << "a cap left untried";
   EXPECT_FALSE(stats.candidates.at(stats.candidate_chosen).over_budget);
   EXPECT_EQ(stats.memory_budget_bytes, options.cuda.memory_budget.bytes);
+  expect_close(compiled.run(inputs), eager_on_gpu(graph, inputs));
+}
+
+// Branches of matrix products: each stream that runs one holds a cuBLAS workspace (32 MiB on
+// Hopper), which the budget counts with the pool. Under the default budget the kept graphs hold no
+// more than it allows, and each candidate's workspaces are estimated before capture.
+TEST(MeasuredChoiceCuda, TheBudgetCountsTheCublasWorkspacesOfEveryStreamThatRunsAProduct) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA GPU here: the GPU path is not run";
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  std::vector<ValueId> ends;
+  for (int b = 0; b < 8; ++b) {
+    const double scale = 1.0 + b;
+    ends.push_back(
+        graph
+            .node(graph.add_node("aten::mm", {x}, {"Tensor"}, kLaunchesKernel,
+                                 testing::unary([scale](const at::Tensor& t) { return at::mm(t, t * scale); })))
+            .outputs[0]);
+  }
+  const NodeId sum = graph.add_node("aten::stack", ends, {"Tensor"}, kLaunchesKernel,
+                                    testing::op([](const std::vector<c10::IValue>& in) {
+                                      std::vector<at::Tensor> tensors;
+                                      for (const c10::IValue& value : in) tensors.push_back(value.toTensor());
+                                      return std::vector<c10::IValue>{at::stack(tensors)};
+                                    }));
+  graph.add_output(graph.node(sum).outputs[0]);
+  const std::vector<at::Tensor> inputs{at::randn({256, 256}, at::kCUDA)};
+  const CompiledModel compiled = compile(graph, inputs, Options{});
+  const CompiledStats stats = compiled.stats();
+  const std::size_t per_stream = at::cuda::getChosenWorkspaceSize();
+  std::cout << "cuBLAS workspace a stream: " << per_stream << " bytes; budget " << stats.memory_budget_bytes
+            << "; cap before capture " << stats.budget_stream_cap << "\n";
+  for (const CudaCandidate& candidate : stats.candidates) {
+    std::cout << "capped at " << candidate.max_streams << ": " << candidate.streams << " streams, pool "
+              << candidate.pool_bytes << ", workspaces " << candidate.workspace_bytes << " (estimated "
+              << candidate.workspace_estimate_bytes << ")" << (candidate.over_budget ? " (over)" : "") << "\n";
+    EXPECT_EQ(candidate.over_budget, over_budget(candidate, stats.memory_budget_bytes));
+    EXPECT_EQ(candidate.workspace_estimate_bytes % per_stream, 0u);
+    EXPECT_GE(candidate.workspace_estimate_bytes, per_stream) << "every stream of it runs a product";
+    EXPECT_GT(candidate.workspace_bytes, 0u);
+  }
+  if (!stats.candidates.empty()) {
+    const CudaCandidate& kept = stats.candidates.at(stats.candidate_chosen);
+    EXPECT_TRUE(stats.candidate_chosen == 0 || kept.pool_bytes + kept.workspace_bytes <= stats.memory_budget_bytes);
+    EXPECT_EQ(stats.workspace_bytes, kept.workspace_bytes);
+  }
+  EXPECT_GE(stats.workspace_estimate_bytes, per_stream);
   expect_close(compiled.run(inputs), eager_on_gpu(graph, inputs));
 }
 

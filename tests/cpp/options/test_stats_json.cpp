@@ -51,7 +51,7 @@ CompiledStats numbered_stats() {
   stats.tuning_chosen = 1;
   stats.tuning_timings = 2;
   stats.candidates = {CudaCandidate{1, 1, 2.0, 1.0, 1000, false, 900},
-                      CudaCandidate{2, 2, 1.6, 1.25, 1200, false, 1100, 64},
+                      CudaCandidate{2, 2, 1.6, 1.25, 1200, false, 1100, 64, 96},
                       CudaCandidate{0, 6, 1.2, 1.6, 4000, true, 3900}};
   stats.candidate_chosen = 1;
   stats.measure_ms = 24.5;
@@ -60,6 +60,7 @@ CompiledStats numbered_stats() {
   stats.sequential_pool_estimate_bytes = 27;
   stats.budget_stream_cap = 28;
   stats.workspace_bytes = 29;
+  stats.workspace_estimate_bytes = 30;
   return stats;
 }
 
@@ -98,6 +99,7 @@ TEST(StatsJson, EveryMemberIsThereUnderItsName) {
       {"sequential_pool_estimate_bytes", 27},
       {"budget_stream_cap", 28},
       {"workspace_bytes", 29},
+      {"workspace_estimate_bytes", 30},
   };
   for (const auto& [key, value] : expected.items()) EXPECT_EQ(json.at(key), value) << key;
   std::vector<std::string> keys;
@@ -135,6 +137,7 @@ TEST(StatsJson, TheCudaCandidatesNameTheKeptOneAndThoseOverBudget) {
                                            {"over_budget", false},
                                            {"pool_estimate_bytes", 1100},
                                            {"workspace_bytes", 64},
+                                           {"workspace_estimate_bytes", 96},
                                            {"chosen", true}}));
   EXPECT_EQ(candidates[0].at("chosen"), false);
   EXPECT_EQ(candidates[2].at("over_budget"), true);

@@ -135,6 +135,45 @@ TEST(PoolEstimate, StreamsAreCappedUntilTheEstimateFitsTheBudget) {
   EXPECT_EQ(stream_cap_within(graph, options, {}, shapes, 1), 1) << "nothing fits: the sequential graph";
 }
 
+// Branches of the given kinds, each reading the input, and a node of `join` reading them all.
+Graph branches_of(const std::vector<const char*>& kinds, const char* join = "aten::cat") {
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  std::vector<ValueId> ends;
+  for (const char* kind : kinds) ends.push_back(graph.node(graph.add_node(kind, {x}, {"Tensor"})).outputs[0]);
+  graph.add_output(graph.node(graph.add_node(join, ends, {"Tensor"})).outputs[0]);
+  return graph;
+}
+
+TEST(PoolEstimate, EachStreamThatRunsAProductHoldsOneCublasWorkspace) {
+  const Graph graph = branches_of({"aten::mm", "aten::linear", "aten::relu", "opara::region"});
+  const Plan plan = plan_of(graph, StreamPolicy::kOpara);
+  ASSERT_EQ(plan.stream_count, 4);
+  EXPECT_EQ(estimate_blas_workspaces(graph, plan, 32 * kMiB), 3 * 32 * kMiB)
+      << "the product, the linear and the region each on a stream of its own; the relu's stream has none";
+  EXPECT_EQ(estimate_blas_workspaces(graph, plan_of(graph, StreamPolicy::kSingle), 32 * kMiB), 32 * kMiB)
+      << "one stream: one workspace";
+  const Graph no_products = branches_of({"aten::relu", "aten::add"});
+  EXPECT_EQ(estimate_blas_workspaces(no_products, plan_of(no_products, StreamPolicy::kOpara), 32 * kMiB), 0U);
+}
+
+TEST(PoolEstimate, TheCapCountsTheWorkspacesOfItsStreams) {
+  // Four products of 4 KiB results: small pools, and 32 MiB of workspace on each stream.
+  const Graph graph = branches_of({"aten::mm", "aten::mm", "aten::mm", "aten::mm"});
+  const std::vector<NodeShapes> shapes = results_of(graph, 4096);
+  const PlanOptions options;
+  const auto held = [&](int cap) {
+    PlanOptions capped = options;
+    capped.max_streams = cap;
+    const Plan plan = make_plan(graph, capped);
+    return estimate_pool(graph, plan, shapes).pool_bytes + estimate_blas_workspaces(graph, plan, 32 * kMiB);
+  };
+  const std::size_t budget = held(2);
+  ASSERT_LT(budget, held(3));
+  EXPECT_EQ(stream_cap_within(graph, options, {}, shapes, budget), 0) << "the pools alone fit";
+  EXPECT_EQ(stream_cap_within(graph, options, {}, shapes, budget, CaptureHold::kRecordStream, 32 * kMiB), 2);
+}
+
 TEST(PoolEstimate, NoShapesNoEstimate) {
   Graph graph = testing::graph_from_edges(2, {{0, 1}});
   EXPECT_EQ(estimate_pool(graph, plan_of(graph, StreamPolicy::kSingle), {}).pool_bytes, 0U);

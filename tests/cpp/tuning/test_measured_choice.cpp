@@ -131,13 +131,42 @@ TEST(MeasuredChoice, CandidatesOverTheBudgetAreFollowedByFewerStreams) {
   EXPECT_EQ(smaller_cap_within_budget({measured(1, 1, false)}), 0);
 }
 
-TEST(MeasuredChoice, TheBudgetIsBytesOrARatioToTheSequentialPool) {
+TEST(MeasuredChoice, TheBudgetIsBytesOrARatioToWhatTheSequentialGraphHolds) {
   constexpr std::size_t kMiB = std::size_t{1} << 20;
-  EXPECT_EQ(budget_bytes(MemoryBudget{}, 1000 * kMiB), 1300 * kMiB) << "the default: 1.3x the sequential graph's pool";
+  EXPECT_EQ(budget_bytes(MemoryBudget{}, 1000 * kMiB), 1300 * kMiB) << "the default: 1.3x the sequential graph's";
   EXPECT_EQ(budget_bytes(MemoryBudget{}, 24 * kMiB), 88 * kMiB) << "and at least 64 MiB more";
   EXPECT_EQ(budget_bytes(MemoryBudget{1.3, 0, 0}, 1000), 1300u) << "a bare ratio";
   EXPECT_EQ(budget_bytes(MemoryBudget{2.0, 0, 0}, 1000), 2000u);
   EXPECT_EQ(budget_bytes(MemoryBudget{1.3, 4096}, 1000), 4096u) << "bytes, when given, win";
+  CudaCandidate candidate;
+  candidate.pool_bytes = 60 * kMiB;
+  EXPECT_FALSE(over_budget(candidate, 88 * kMiB));
+  candidate.workspace_bytes = 32 * kMiB;
+  EXPECT_TRUE(over_budget(candidate, 88 * kMiB)) << "its cuBLAS workspace counts with its pool";
+}
+
+// Four matrix products side by side with small results (a transformer layer's projections at one
+// token): under the default budget on Hopper (32 MiB of cuBLAS workspace a stream), the sequential
+// graph holds one workspace and its pool, and the plan is capped at the streams whose workspaces
+// fit the 64 MiB of headroom: two. Without workspaces (a pool budget) all four fit.
+TEST(MeasuredChoice, TheDefaultBudgetCapsProductsAtTheStreamsWhoseWorkspacesFit) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  Graph graph;
+  const ValueId x = graph.add_input("x");
+  std::vector<ValueId> ends;
+  for (int k = 0; k < 4; ++k) ends.push_back(graph.node(graph.add_node("aten::mm", {x}, {"Tensor"})).outputs[0]);
+  graph.add_output(graph.node(graph.add_node("aten::cat", ends, {"Tensor"})).outputs[0]);
+  std::vector<NodeShapes> shapes(graph.size());
+  for (NodeShapes& node : shapes) node.outputs.push_back(TensorShape{{1024}, 4});
+  const PlanOptions plan;
+  ASSERT_EQ(make_plan(graph, plan).stream_count, 4);
+  const BudgetFit fit = fit_to_budget(graph, plan, {}, shapes, MemoryBudget{}, CaptureHold::kRecordStream, 32 * kMiB);
+  EXPECT_EQ(fit.sequential_workspace_estimate_bytes, 32 * kMiB);
+  EXPECT_EQ(fit.budget_bytes, fit.sequential_estimate_bytes + 32 * kMiB + 64 * kMiB);
+  EXPECT_TRUE(fit.applies);
+  EXPECT_EQ(fit.stream_cap, 2);
+  const BudgetFit pools_only = fit_to_budget(graph, plan, {}, shapes, MemoryBudget{}, CaptureHold::kRecordStream, 0);
+  EXPECT_EQ(pools_only.stream_cap, 0) << "the pools alone fit";
 }
 
 }  // namespace
