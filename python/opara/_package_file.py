@@ -137,6 +137,7 @@ class PackagedRegions:
     def __init__(self, count: int, folded_inputs: list[int]):
         self.count = count
         self.folded_inputs = folded_inputs
+        self.compile_seconds = 0.0  # compiled when the package was made, not here
 
     def __len__(self) -> int:
         return self.count

@@ -47,7 +47,7 @@ def runs_table(out, goal_models):
     goal_models = set(goal_models)
     lines = [f"{'model':<22}{'batch':>5} {'mode':<16}{'median ms':>10}{'x seq':>7}{'x nimble':>9}{'x eager':>8}"
              f"{'max |diff|':>11}{'peak MiB':>9}{'/seq':>6}{'run MiB':>8}{'/seq':>6}{'compile ms':>11}{'streams':>8}"
-             f"{'pool MiB':>9}{'est MiB':>8}{'ws MiB':>7}{'cap':>4}"]
+             f"{'pool MiB':>9}{'est MiB':>8}{'ws MiB':>7}{'ws est':>7}{'cap':>4}"]
     missed = []
     measured = set()  # the goal models with an opara row at batch 1
     for path in sorted(Path(out).glob("*_b*.json")):
@@ -69,7 +69,7 @@ def runs_table(out, goal_models):
                          f"{_number(m, 'run_peak_vs_sequential', '.2f'):>6}"
                          f"{_number(m, 'compile_ms', '.0f') if 'compile_ms' in m else '':>11}{m.get('streams', 1):>8}"
                          f"{_mib(m, 'pool_bytes'):>9}{_mib(m, 'pool_estimate_bytes'):>8}{_mib(m, 'workspace_bytes'):>7}"
-                         f"{m.get('budget_stream_cap', '') or '':>4}")
+                         f"{_mib(m, 'workspace_estimate_bytes'):>7}{m.get('budget_stream_cap', '') or '':>4}")
             # The goals are the float32 runs at batch 1 (<model>_b1.json, and <model>_profiled_b1.json
             # with measured demands): not overflow_*, _float16, _smaller-pool.
             base = model.removesuffix("_profiled")

@@ -549,12 +549,12 @@ def test_pack_carries_what_the_python_package_reads_beside_the_extension(tmp_pat
 def test_the_runs_table_gives_each_pool_and_its_estimate_and_checks_issue_45s_goals(tmp_path):
     """Every model's opara row at batch 1: never below 0.98x sequential, and the pool estimated
     before capture within 20% of the pool measured; the table shows both pools, the cuBLAS
-    workspaces beside them and the cap."""
+    workspaces measured and estimated beside them, and the cap."""
     def run(model, speedup, pool, estimate, cap=0):
         modes = [{"mode": "sequential", "median_ms": 1.0, "speedup_vs_sequential": 1.0, "streams": 1},
                  {"mode": "opara", "median_ms": 1.0 / speedup, "speedup_vs_sequential": speedup, "streams": 4,
                   "pool_bytes": pool, "pool_estimate_bytes": estimate, "budget_stream_cap": cap,
-                  "workspace_bytes": 64 * 2**20}]
+                  "workspace_bytes": 64 * 2**20, "workspace_estimate_bytes": 96 * 2**20}]
         (tmp_path / f"{model}_b1.json").write_text(json.dumps({"modes": modes}))
 
     mib = 2**20
@@ -563,9 +563,9 @@ def test_the_runs_table_gives_each_pool_and_its_estimate_and_checks_issue_45s_go
     run("detect", 1.0, 20 * mib, 40 * mib, cap=3)
     table, goals = report.runs_table(tmp_path, [])
     rows = {line.split()[0] + " " + line.split()[2]: line for line in table.splitlines()[1:]}
-    assert rows["branchy opara"].split()[-3:] == ["30.0", "28.0", "64.0"]
-    assert rows["detect opara"].split()[-4:] == ["20.0", "40.0", "64.0", "3"]
-    assert rows["chain sequential"].split()[-3:] == ["n/a", "n/a", "n/a"], "no pool: none of them"
+    assert rows["branchy opara"].split()[-4:] == ["30.0", "28.0", "64.0", "96.0"]
+    assert rows["detect opara"].split()[-5:] == ["20.0", "40.0", "64.0", "96.0", "3"]
+    assert rows["chain sequential"].split()[-4:] == ["n/a", "n/a", "n/a", "n/a"], "no pool: none of them"
     assert goals.startswith("goals: MISSED")
     assert "chain opara 0.95x sequential < 0.98" in goals
     assert "detect opara pool estimate 40.0 MiB vs 20.0 MiB measured" in goals
