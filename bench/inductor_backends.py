@@ -31,7 +31,8 @@ def compile_with_inductor(target, backend, device):
     elif device.type == "cuda":
         compiled = torch.compile(target, options=BEST_OPTIONS["cuda"])
     else:
-        return FrozenCalls(torch.compile(target))
+        # The options too: a backend of its own, whose graphs Dynamo caches apart from the default's.
+        return FrozenCalls(torch.compile(target, options=BEST_OPTIONS["cpu"]))
 
     def each_call_a_new_step(*args, **kwargs):
         torch.compiler.cudagraph_mark_step_begin()

@@ -297,6 +297,47 @@ def linear_weights(graph: fx.Graph) -> set[str]:
         user.target is torch.ops.aten.linear.default and user.args[1] is node for user in node.users)}
 
 
+# oneDNN's convolutions on the weights freezing packs pay off from about this many floating-point
+# operations for the program's largest convolution. Below it ATen's calls ran faster: oneDNN's call
+# took 23 us at least on two cores, ATen's 1x1 convolution of the tiny UNet 7 us, and the UNet
+# (largest 4.7 MFLOP) ran 1.46 ms packed against 1.20 unpacked; branchy (largest 13 MFLOP) ran
+# 0.69 ms packed against 0.87, googlenet 9.1 against 11.2. A program's convolutions are packed or
+# not together: mixing the two layouts cost branchy 8% (docs/benchmarks.md, "Inductor at its best
+# on the CPU").
+PACKED_CONVOLUTION_MIN_FLOPS = 8_000_000
+
+
+def small_convolution_weights(graph: fx.Graph) -> set[str]:
+    """The placeholders read only as convolution weights, when every convolution of the program is
+    small (the largest of fewer floating-point operations than PACKED_CONVOLUTION_MIN_FLOPS, all of
+    known sizes); else none. They stay region inputs: folded, Inductor's freezing packs them for
+    oneDNN, whose call costs more than such a convolution."""
+    flops = [_convolution_flops(node, node.args[1]) for node in graph.nodes if _is_convolution(node)]
+    if not flops or any(count is None for count in flops) or max(flops) >= PACKED_CONVOLUTION_MIN_FLOPS:
+        return set()
+    return {node.name for node in graph.nodes if node.op == "placeholder" and node.users and all(
+        _is_convolution(user) and user.args[1] is node for user in node.users)}
+
+
+def _is_convolution(node: fx.Node) -> bool:
+    return node.op == "call_function" and node.target in (
+        torch.ops.aten.convolution.default, torch.ops.aten.conv1d.default, torch.ops.aten.conv2d.default,
+        torch.ops.aten.conv3d.default) and len(node.args) >= 2 and isinstance(node.args[1], fx.Node)
+
+
+def _convolution_flops(node: fx.Node, weight: fx.Node) -> int | None:
+    """The multiply-adds of the convolution `node` on `weight`, counted twice, when it is not
+    transposed and its sizes are known; else None."""
+    if node.target is torch.ops.aten.convolution.default and (len(node.args) < 7 or node.args[6]):
+        return None  # transposed
+    result, kernel = node.meta.get("val"), weight.meta.get("val")
+    if not isinstance(result, torch.Tensor) or not isinstance(kernel, torch.Tensor) or kernel.dim() < 2:
+        return None
+    if symbolic_layout(result) or symbolic_layout(kernel):
+        return None
+    return 2 * result.numel() * (kernel.numel() // kernel.shape[0])
+
+
 class ProgramState:
     """What a functional program writes in place: `written`, (the placeholder of the buffer or
     user input written, the index of its new value among the outputs). Such state is read at each

@@ -37,7 +37,7 @@ import torch
 from ._frontend import _compile_device, _first_line, program_archive
 from ._inductor_compat import compile_region, dynamos_events_kept, entry_inputs_recorded, native_entry
 from ._partition import (Parts, ProgramState, Region, constants_of, devices_placed, library_names, linear_weights,
-                         node_values, placed, set_outputs, symbolic_layout)
+                         node_values, placed, set_outputs, small_convolution_weights, symbolic_layout)
 from ._symbolic_regions import InputLayout, ShapeBinding
 
 # The compiled regions by key: what the op's kernel runs. A CompiledRegions removes its own.
@@ -248,9 +248,11 @@ def _symbolic_inputs(regions: list[Region], values: dict[str, Any],
     return fakes
 
 
-def _ahead_of_time(region: Region, values: dict[str, Any]) -> bytes:
+def _ahead_of_time(region: Region, values: dict[str, Any], small_convolutions: bool) -> bytes:
     """`region` compiled by AOTInductor for its examples, made contiguous (the layout the
-    library's runner hands it, csrc/package/aoti_region_op.h): the package's bytes."""
+    library's runner hands it, csrc/package/aoti_region_op.h): the package's bytes.
+    `small_convolutions`: the program's convolutions are all too small for oneDNN's packed weights
+    (small_convolution_weights)."""
     examples = [_example(values[name]) for name in region.inputs]
     if not all(isinstance(example, torch.Tensor) for example in examples):
         raise ValueError("AOTInductor's regions take tensors only, and this one reads a number")
@@ -260,9 +262,10 @@ def _ahead_of_time(region: Region, values: dict[str, Any]) -> bytes:
         with tempfile.TemporaryDirectory() as folder, dynamos_events_kept():
             # Freezing, as the in-process regions: prepacked convolution weights (googlenet's package
             # ran 1.42x slower without, docs/benchmarks.md "Packages"); not where it would only pack
-            # one-row matrix products (one_row_products).
+            # one-row matrix products (one_row_products) or small convolutions (small_convolutions).
+            unpacked = one_row_products(region) or small_convolutions
             made = torch._inductor.aoti_compile_and_package(program, package_path=os.path.join(folder, "region.pt2"),
-                                                            inductor_configs={"freezing": not one_row_products(region)})
+                                                            inductor_configs={"freezing": not unpacked})
             return Path(made).read_bytes()
 
 
@@ -291,19 +294,24 @@ _PRODUCTS = {torch.ops.aten.linear.default: 0, torch.ops.aten.addmm.default: 1, 
 
 
 def _frozen(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], constants: dict[str, torch.Tensor],
-            state: ProgramState, folded_inputs: Sequence[int],
-            ahead_of_time: bool) -> tuple[dict[str, torch.Tensor], set[str]]:
+            state: ProgramState, folded_inputs: Sequence[int], ahead_of_time: bool,
+            device: torch.device) -> tuple[dict[str, torch.Tensor], set[str]]:
     """What the regions may read: the constants and the user inputs at `folded_inputs`, by
     placeholder, and of those the ones folded in (read once): not state the program writes (read at
     each call), nor, for Inductor's in-process compile, a linear layer's weight (linear_weights: its
-    freezing lays them out anew). AOTInductor's regions hold every weight they read (a package
-    carries them; AOTInductor does not freeze)."""
+    freezing lays them out anew) or on the CPU the weights of a program of small convolutions
+    (small_convolution_weights: freezing would pack them for oneDNN, slower there than ATen's
+    calls). AOTInductor's regions hold every weight they read (a package carries them; where
+    packing would not pay they are compiled without freezing, _ahead_of_time)."""
     user_inputs = list(exported.graph_signature.user_inputs)
     folded = {user_inputs[index]: inputs[index] for index in folded_inputs}
     written = {placeholder for placeholder, _ in state.written}
+    graph = exported.graph_module.graph
     frozen = (set(constants) | set(folded)) - written
-    if not ahead_of_time:
-        frozen -= linear_weights(exported.graph_module.graph)
+    if not ahead_of_time:  # AOTInductor's regions hold what they read (one_row_products, small_convolutions)
+        frozen -= linear_weights(graph)
+        if device.type == "cpu":
+            frozen -= small_convolution_weights(graph)
     return {**constants, **folded}, frozen
 
 
@@ -348,7 +356,8 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     plan = json.loads(torch.ops.opara.region_plan(archive, name, inputs, options))
     state = ProgramState(exported)
     constants = constants_of(exported)
-    readable, frozen = _frozen(exported, inputs, constants, state, folded_inputs, ahead_of_time)
+    readable, frozen = _frozen(exported, inputs, constants, state, folded_inputs, ahead_of_time, device)
+    small_convolutions = device.type == "cpu" and bool(small_convolution_weights(exported.graph_module.graph))
     compiled = CompiledRegions()
     user_inputs = list(exported.graph_signature.user_inputs)
     compiled.folded_inputs = [index for index in folded_inputs if user_inputs[index] in frozen]
@@ -378,7 +387,7 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
         started, outcome = time.perf_counter(), "compiled"
         try:
             if ahead_of_time:
-                compiled.ahead_of_time.append(_ahead_of_time(region, values))
+                compiled.ahead_of_time.append(_ahead_of_time(region, values, small_convolutions))
             else:
                 symbolic_inputs, shaped = None, None
                 if binding is not None:

@@ -309,10 +309,12 @@ def test_the_backend_folds_the_weights_and_compiles_again_when_one_is_written(li
         compiled = torch.compile(model, backend="opara", options=options)
         close_to(compiled(x), model(x))
         assert opara.dynamo_counters["regions"] > 1 and opara.dynamo_counters["compiles"] == 1
-        model.a.weight.mul_(2)  # folded into a region: the graph is compiled again, reading the weights
+        # Folded into a region (its convolutions' weights are not: too small to pack, read at each
+        # call): the graph is compiled again, reading the weights.
+        model.a.bias.add_(1)
         close_to(compiled(x), model(x))
         assert opara.dynamo_counters["compiles"] == 2
-        model.a.weight.mul_(0.5)  # read at each call now: no compile
+        model.a.bias.mul_(0.5)  # read at each call now: no compile
         close_to(compiled(x), model(x))
         model.load_state_dict({**model.state_dict(), "b.bias": model.b.bias * 3})
         close_to(compiled(x), model(x))
@@ -433,3 +435,58 @@ def test_a_graph_set_compiles_the_regions_of_each_bucket(library):
         call = torch.randn(rows, 16)
         with torch.no_grad():
             close_to([graph_set(call)], [model(call)])
+
+
+def convolutions(channels, size, transposed=False):
+    """Two convolutions with a ReLU between them, on `channels` channels of size x size."""
+    torch.manual_seed(0)
+    conv = torch.nn.ConvTranspose2d if transposed else torch.nn.Conv2d
+    model = torch.nn.Sequential(conv(channels, channels, 3, padding=1), torch.nn.ReLU(),
+                                conv(channels, channels, 3, padding=1)).eval()
+    return model, torch.randn(1, channels, size, size)
+
+
+@pytest.mark.parametrize("channels, size, transposed, unfolded", [
+    (32, 8, False, True),    # 1.2 MFLOP each, the tiny UNet's kind: ATen's calls
+    (64, 32, False, False),  # 75 MFLOP each: oneDNN's packed convolutions
+    (32, 8, True, False),    # transposed: not counted, left to freezing
+])
+def test_the_weights_of_a_program_of_small_convolutions_are_not_packed(library, channels, size, transposed,
+                                                                       unfolded):
+    """Folded, a convolution's weight is packed for oneDNN by Inductor's freezing, whose call costs
+    more than a small convolution: a program whose convolutions are all small keeps their weights
+    region inputs (ATen's calls), and its outputs are the module's."""
+    from torch._dynamo.utils import counters
+
+    from opara._partition import small_convolution_weights
+
+    model, x = convolutions(channels, size, transposed)
+    program = torch.export.export(model, (x,)).run_decompositions({})
+    weights = small_convolution_weights(program.graph_module.graph)
+    assert len(weights) == (2 if unfolded else 0), weights
+    packed = counters["inductor"]["mkldnn_conv_weight_pack_matcher_count"]
+    compiled = opara.compile(model, [x], kernels="inductor", device="cpu", cpu_tuning_ms=0)
+    with torch.no_grad():
+        close_to([compiled(x)], [model(x)])
+    regions = compiled._lowerings[0].regions
+    if unfolded:
+        assert len(regions.constants) == 2, "both weights passed to the region, not folded in"
+        assert counters["inductor"]["mkldnn_conv_weight_pack_matcher_count"] == packed
+    elif not transposed and torch.backends.mkldnn.is_available():
+        assert counters["inductor"]["mkldnn_conv_weight_pack_matcher_count"] > packed
+
+
+def test_a_weight_read_by_a_convolution_and_something_else_stays_folded(library):
+    class Shared(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(8, 8, 1)
+
+        def forward(self, x):
+            return self.conv(x) + self.conv.weight.sum()
+
+    from opara._partition import small_convolution_weights
+
+    program = torch.export.export(Shared().eval(), (torch.randn(1, 8, 4, 4),)).run_decompositions({})
+    weights = small_convolution_weights(program.graph_module.graph)
+    assert not any("weight" in name for name in weights), weights
