@@ -76,8 +76,16 @@ constexpr std::array kDeviceChecks = {
     std::string_view{"aten::_assert_async"},
 };
 
-// Operators whose FLOPs grow faster than their bytes: Opara's compute-intensive class. The cost
-// estimate still demotes one to memory-bound when its shapes give it little arithmetic per byte.
+// Matrix products: compute-bound (kComputeBound), and on cuBLAS on a GPU (OpTraits::uses_blas).
+constexpr std::array kMatrixProducts = {
+    std::string_view{"aten::linear"}, std::string_view{"aten::matmul"}, std::string_view{"aten::mm"},
+    std::string_view{"aten::bmm"},    std::string_view{"aten::addmm"},  std::string_view{"aten::baddbmm"},
+    std::string_view{"aten::addbmm"}, std::string_view{"aten::einsum"},
+};
+
+// Besides the matrix products, operators whose FLOPs grow faster than their bytes: Opara's
+// compute-intensive class. The cost estimate still demotes one to memory-bound when its shapes
+// give it little arithmetic per byte.
 constexpr std::array kComputeBound = {
     std::string_view{"aten::conv1d"},
     std::string_view{"aten::conv2d"},
@@ -89,14 +97,6 @@ constexpr std::array kComputeBound = {
     std::string_view{"aten::conv_transpose3d"},
     std::string_view{"aten::mkldnn_convolution"},
     std::string_view{"aten::cudnn_convolution"},
-    std::string_view{"aten::linear"},
-    std::string_view{"aten::matmul"},
-    std::string_view{"aten::mm"},
-    std::string_view{"aten::bmm"},
-    std::string_view{"aten::addmm"},
-    std::string_view{"aten::baddbmm"},
-    std::string_view{"aten::addbmm"},
-    std::string_view{"aten::einsum"},
     std::string_view{"aten::scaled_dot_product_attention"},
     std::string_view{"aten::_scaled_dot_product_flash_attention"},
     std::string_view{"aten::_scaled_dot_product_efficient_attention"},
@@ -107,18 +107,10 @@ constexpr std::array kComputeBound = {
     std::string_view{"aten::rnn_relu"},
 };
 
-// On cuBLAS on a GPU: see OpTraits::uses_blas. A compiled region is counted as one whether or not
-// it multiplies matrices (Inductor's products are extern cuBLAS calls): the estimate it feeds
-// bounds memory, so it errs on the larger side.
-constexpr std::array kUsesBlas = {
-    std::string_view{"aten::linear"},
-    std::string_view{"aten::matmul"},
-    std::string_view{"aten::mm"},
-    std::string_view{"aten::bmm"},
-    std::string_view{"aten::addmm"},
-    std::string_view{"aten::baddbmm"},
-    std::string_view{"aten::addbmm"},
-    std::string_view{"aten::einsum"},
+// Besides the matrix products, on cuBLAS on a GPU: see OpTraits::uses_blas. A compiled region is
+// counted as one whether or not it multiplies matrices (Inductor's products are extern cuBLAS
+// calls): the estimate it feeds bounds memory, so it errs on the larger side.
+constexpr std::array kAlsoUsesBlas = {
     std::string_view{"aten::mv"},
     std::string_view{"aten::addmv"},
     std::string_view{"aten::_addmm_activation"},
@@ -157,7 +149,7 @@ bool contains(const std::array<std::string_view, N>& table, std::string_view kin
 OpTraits op_traits(std::string_view kind) {
   OpTraits traits{!contains(kNoKernel, kind) && !contains(kUnannotatedViews, kind),
                   contains(kNotCapturable, kind),
-                  contains(kComputeBound, kind),
+                  contains(kComputeBound, kind) || contains(kMatrixProducts, kind),
                   contains(kMayCopy, kind),
                   contains(kUnannotatedViews, kind),
                   contains(kAllocatesOnly, kind)};
@@ -168,7 +160,7 @@ OpTraits op_traits(std::string_view kind) {
     traits.plane_dims = split->second;
   }
   traits.checks_on_device = contains(kDeviceChecks, kind);
-  traits.uses_blas = contains(kUsesBlas, kind);
+  traits.uses_blas = contains(kMatrixProducts, kind) || contains(kAlsoUsesBlas, kind);
   return traits;
 }
 
