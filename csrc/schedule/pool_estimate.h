@@ -37,8 +37,9 @@ PoolEstimate estimate_pool(const Graph& graph, const Plan& plan, const std::vect
 
 // The cuBLAS workspaces a plan's graphs hold beside their pool: `bytes_per_stream` for each stream
 // that runs a node on cuBLAS (OpTraits::uses_blas). LibTorch keeps one per (handle, stream); on the
-// first H200 run they, not the pool, were most of a multi-stream plan's memory (a decode step of
-// 28 streams: 909 MiB at its peak against eager's 108, its pool a few MiB).
+// GPU runs they, not the pool, were most of a multi-stream plan's memory (H100: a decode step of
+// 28 streams peaked at 909 MiB against eager's 108, and 28 workspaces are 896 MiB; H200: bert_base's
+// 16 streams at 1455 MiB against the sequential graph's 420, their pool 32 MiB).
 std::size_t estimate_blas_workspaces(const Graph& graph, const Plan& plan, std::size_t bytes_per_stream);
 
 // LibTorch's cuBLAS workspace a stream on Hopper (its default CUBLAS_WORKSPACE_CONFIG there,

@@ -64,7 +64,7 @@ int smaller_cap_within_budget(const std::vector<CudaCandidate>& measured);
 
 // The bytes a plan's graphs may hold, their pool and their cuBLAS workspaces together: the budget's
 // bytes when given, else its ratio times what the sequential graph holds, and at least that plus
-// the budget's headroom. The workspaces count: on the first H200 run they were most of what a plan
+// the budget's headroom. The workspaces count: on the GPU runs they were most of what a plan
 // of many streams held (32 MiB a stream on Hopper), and a budget of the pool alone let a plan hold
 // many times the sequential graph's memory.
 std::size_t budget_bytes(const MemoryBudget& budget, std::size_t sequential_held_bytes);

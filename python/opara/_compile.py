@@ -67,15 +67,16 @@ class CompiledModel(_Runs):
         regions that came in another layout than they were compiled for, a channels_last or
         transposed tensor say, and were copied into it; not counted yet for AOTInductor's regions,
         a package's or a cache hit's, which report 0); region_compile_s (the seconds Inductor, or
-        AOTInductor, took over the regions; 0 for a package's or a cache hit's); cache (the compile cache: "hit",
-        "stored", "off" or "bypassed: <why>"); tuning (the CPU: each schedule the tuner timed, the
+        AOTInductor, took over the regions; 0 for a package's or a cache hit's); cache (the compile
+        cache: "hit", "stored", "off" or "bypassed: <why>"); tuning (the CPU: each schedule the tuner timed, the
         first eager's, as dicts of max_streams, intra_op_threads, streams, median_ms, speedup,
         searched_priorities, replay_speedup and chosen; empty when not tuned) and candidates (CUDA:
         each captured candidate compile() timed, the sequential graph first, as dicts of
         max_streams, streams, median_ms, speedup, pool_bytes, over_budget, pool_estimate_bytes,
-        workspace_bytes, workspace_estimate_bytes and chosen; empty when not measured), with measure_ms, memory_budget_bytes, pool_estimate_bytes,
-        sequential_pool_estimate_bytes and budget_stream_cap (the pool estimated from the recorded
-        shapes, and the cap it put on the plan's streams to fit the budget; 0: none)."""
+        workspace_bytes, workspace_estimate_bytes and chosen; empty when not measured), with
+        measure_ms, memory_budget_bytes, pool_estimate_bytes, sequential_pool_estimate_bytes,
+        workspace_estimate_bytes and budget_stream_cap (the pool and the cuBLAS workspaces estimated
+        before capture, and the cap they put on the plan's streams to fit the budget; 0: none)."""
         lists = json.loads(self._handle.stats_json())
         return {**dict(self._handle.stats()), "tuning": lists["tuning"], "candidates": lists["candidates"],
                 **self._lowerings[0].stats()}

@@ -300,8 +300,8 @@ def linear_weights(graph: fx.Graph) -> set[str]:
 # oneDNN's convolutions on the weights freezing packs pay off from about this many floating-point
 # operations for the program's largest convolution. Below it ATen's calls ran faster: oneDNN's call
 # took 23 us at least on two cores, ATen's 1x1 convolution of the tiny UNet 7 us, and the UNet
-# (largest 4.7 MFLOP) ran 1.46 ms packed against 1.20 unpacked; branchy (largest 13 MFLOP) ran
-# 0.69 ms packed against 0.87, googlenet 9.1 against 11.2. A program's convolutions are packed or
+# (largest 4.7 MFLOP) ran 1.26 ms packed against 0.98 unpacked; branchy (largest 13 MFLOP) ran
+# 0.68 ms packed against 0.87, googlenet 9.1 against 11.2. A program's convolutions are packed or
 # not together: mixing the two layouts cost branchy 8% (docs/benchmarks.md, "Inductor at its best
 # on the CPU").
 PACKED_CONVOLUTION_MIN_FLOPS = 8_000_000
