@@ -95,20 +95,28 @@ CaptureHold hold_of(MemoryProtection memory) {
   return memory == MemoryProtection::kKeepAlive ? CaptureHold::kKeepAlive : CaptureHold::kRecordStream;
 }
 
-std::size_t pool_estimate(const CaptureRequest& request, const PlanOptions& plan) {
-  return estimate_pool(request.graph, make_plan(request.graph, plan, request.costs), request.shapes,
-                       hold_of(request.options.cuda.memory))
-      .pool_bytes;
-}
-
 // The cuBLAS workspace LibTorch gives each stream that runs a product (CUBLAS_WORKSPACE_CONFIG,
 // else its default for the device: 32 MiB on Hopper).
 std::size_t blas_workspace_bytes() {
   return at::cuda::getChosenWorkspaceSize();
 }
 
-std::size_t workspace_estimate(const CaptureRequest& request, const PlanOptions& plan) {
-  return estimate_blas_workspaces(request.graph, make_plan(request.graph, plan, request.costs), blas_workspace_bytes());
+// What the plan of `options` is estimated to hold before capture: its pool (0 without recorded
+// shapes) and its cuBLAS workspaces, from one plan.
+struct HeldEstimate {
+  std::size_t pool_bytes = 0;
+  std::size_t workspace_bytes = 0;
+};
+
+HeldEstimate held_estimate(const CaptureRequest& request, const PlanOptions& options) {
+  const Plan plan = make_plan(request.graph, options, request.costs);
+  HeldEstimate held;
+  if (!request.shapes.empty()) {
+    held.pool_bytes =
+        estimate_pool(request.graph, plan, request.shapes, hold_of(request.options.cuda.memory)).pool_bytes;
+  }
+  held.workspace_bytes = estimate_blas_workspaces(request.graph, plan, blas_workspace_bytes());
+  return held;
 }
 
 // The options' plan, streams that cannot pay for their events merged, its streams capped until its pool estimate fits
@@ -203,8 +211,9 @@ CapturedModel capture_measured(CaptureRequest& request, const PlanOptions& base,
     candidate.report.streams = captured.streams;
     candidate.report.pool_bytes = captured.pool_bytes;
     candidate.report.workspace_bytes = captured.workspace_bytes;
-    candidate.report.pool_estimate_bytes = request.shapes.empty() ? 0 : pool_estimate(request, plan);
-    candidate.report.workspace_estimate_bytes = workspace_estimate(request, plan);
+    const HeldEstimate held = held_estimate(request, plan);
+    candidate.report.pool_estimate_bytes = held.pool_bytes;
+    candidate.report.workspace_estimate_bytes = held.workspace_bytes;
     if (candidates.size() == 1) {  // the sequential graph: the budget is of what it holds
       stats.memory_budget_bytes =
           budget_bytes(options.cuda.memory_budget, candidate.report.pool_bytes + candidate.report.workspace_bytes);
@@ -260,8 +269,9 @@ CapturedModel capture_cuda_model(CaptureRequest& request, CompiledStats& stats) 
     stats.pool_estimate_bytes = stats.candidates[stats.candidate_chosen].pool_estimate_bytes;
     stats.workspace_estimate_bytes = stats.candidates[stats.candidate_chosen].workspace_estimate_bytes;
   } else {
-    if (!request.shapes.empty()) stats.pool_estimate_bytes = pool_estimate(request, plan);
-    stats.workspace_estimate_bytes = workspace_estimate(request, plan);
+    const HeldEstimate held = held_estimate(request, plan);
+    stats.pool_estimate_bytes = held.pool_bytes;
+    stats.workspace_estimate_bytes = held.workspace_bytes;
   }
   return captured;
 }

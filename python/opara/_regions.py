@@ -295,23 +295,20 @@ _PRODUCTS = {torch.ops.aten.linear.default: 0, torch.ops.aten.addmm.default: 1, 
 
 def _frozen(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], constants: dict[str, torch.Tensor],
             state: ProgramState, folded_inputs: Sequence[int], ahead_of_time: bool,
-            device: torch.device) -> tuple[dict[str, torch.Tensor], set[str]]:
+            small_convolutions: set[str]) -> tuple[dict[str, torch.Tensor], set[str]]:
     """What the regions may read: the constants and the user inputs at `folded_inputs`, by
     placeholder, and of those the ones folded in (read once): not state the program writes (read at
     each call), nor, for Inductor's in-process compile, a linear layer's weight (linear_weights: its
-    freezing lays them out anew) or on the CPU the weights of a program of small convolutions
-    (small_convolution_weights: freezing would pack them for oneDNN, slower there than ATen's
-    calls). AOTInductor's regions hold every weight they read (a package carries them; where
+    freezing lays them out anew) or the weights of `small_convolutions` (on the CPU, a program's
+    small convolutions, small_convolution_weights: freezing would pack them for oneDNN, slower
+    there than ATen's calls). AOTInductor's regions hold every weight they read (a package carries them; where
     packing would not pay they are compiled without freezing, _ahead_of_time)."""
     user_inputs = list(exported.graph_signature.user_inputs)
     folded = {user_inputs[index]: inputs[index] for index in folded_inputs}
     written = {placeholder for placeholder, _ in state.written}
-    graph = exported.graph_module.graph
     frozen = (set(constants) | set(folded)) - written
     if not ahead_of_time:  # AOTInductor's regions hold what they read (one_row_products, small_convolutions)
-        frozen -= linear_weights(graph)
-        if device.type == "cpu":
-            frozen -= small_convolution_weights(graph)
+        frozen -= linear_weights(exported.graph_module.graph) | small_convolutions
     return {**constants, **folded}, frozen
 
 
@@ -356,8 +353,8 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
     plan = json.loads(torch.ops.opara.region_plan(archive, name, inputs, options))
     state = ProgramState(exported)
     constants = constants_of(exported)
-    readable, frozen = _frozen(exported, inputs, constants, state, folded_inputs, ahead_of_time, device)
-    small_convolutions = device.type == "cpu" and bool(small_convolution_weights(exported.graph_module.graph))
+    small_convolutions = small_convolution_weights(exported.graph_module.graph) if device.type == "cpu" else set()
+    readable, frozen = _frozen(exported, inputs, constants, state, folded_inputs, ahead_of_time, small_convolutions)
     compiled = CompiledRegions()
     user_inputs = list(exported.graph_signature.user_inputs)
     compiled.folded_inputs = [index for index in folded_inputs if user_inputs[index] in frozen]
@@ -387,7 +384,7 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
         started, outcome = time.perf_counter(), "compiled"
         try:
             if ahead_of_time:
-                compiled.ahead_of_time.append(_ahead_of_time(region, values, small_convolutions))
+                compiled.ahead_of_time.append(_ahead_of_time(region, values, bool(small_convolutions)))
             else:
                 symbolic_inputs, shaped = None, None
                 if binding is not None:
