@@ -358,6 +358,10 @@ CompiledModel compile(const std::string& path, const std::vector<at::Tensor>& ex
   return compile(load(path), example_inputs, options);
 }
 
+int cpu_worker_threads(const Options& options, int streams) {
+  return worker_intra_op_threads(options.cpu.intra_op_threads, streams);
+}
+
 namespace {
 
 // One run of the model, the caller holding its mutex.

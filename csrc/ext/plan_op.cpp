@@ -1,11 +1,13 @@
 // torch.ops.opara.plan and plan_archive: a model's schedule as JSON, without compiling it, from a
 // file or from an archive in memory; region_plan: the plan that cuts Inductor's regions.
 #include <torch/library.h>
+#include <nlohmann/json.hpp>
 
 #include <limits>
 
 #include "ext/archive_bytes.h"
 #include "ext/text_options.h"
+#include "opara/compiled_model.h"
 #include "opara/load.h"
 #include "opara/model_profiler.h"
 #include "opara/options.h"
@@ -48,8 +50,8 @@ std::string plan_archive(const at::Tensor& archive, const std::string& name,
 // state inside it (a compiled region writes the state where it lives): with calls
 // at 1 us the plan's regions ran level with Inductor, and one region faster, since two cores'
 // overlap of small kernels does not beat Inductor's intra-op threads over the same kernels fused
-// across the region edges (docs/benchmarks.md, "Regions compiled by Inductor"). On a GPU the
-// plan's streams and regions.
+// across the region edges (docs/benchmarks.md, "Regions compiled by Inductor"); "region_threads"
+// says the threads that worker runs them with. On a GPU the plan's streams and regions.
 std::string region_plan(const at::Tensor& archive, const std::string& name,
                         const std::vector<at::Tensor>& example_inputs,
                         const std::optional<c10::Dict<std::string, std::string>>& options_dict) {
@@ -60,9 +62,14 @@ std::string region_plan(const at::Tensor& archive, const std::string& name,
   if (model_device(options, example_inputs, graph.source_path).is_cpu() && !share_given) {
     options.plan.streams = StreamPolicy::kSingle;
     options.plan.region_min_share = std::numeric_limits<double>::infinity();
-    return plan_graph(graph, std::nullopt, options);  // every region merged: no costs to measure
+    nlohmann::json plan = nlohmann::json::parse(plan_graph(graph, std::nullopt, options));  // no costs to measure
+    // One stream: every region runs on the one worker, so Inductor compiles its kernels for that
+    // worker's threads (python/opara/_regions.py) and leaves a kernel serial where it has too little
+    // work for them, as for itself; sized at run time, each kernel opened a parallel region.
+    plan["region_threads"] = cpu_worker_threads(options, 1);
+    return plan.dump();
   }
-  return plan_graph(graph, example_inputs, options);
+  return plan_graph(graph, example_inputs, options);  // regions on streams of differing threads
 }
 
 }  // namespace

@@ -81,4 +81,8 @@ OPARA_API CompiledModel compile(const std::string& path, const std::vector<at::T
 OPARA_API CompiledModel compile(const Graph& graph, const std::vector<at::Tensor>& example_inputs,
                                 const Options& options = {});
 
+// The intra-op threads each host worker of a CPU model compiled with `options` runs its nodes with,
+// when its plan has `streams` streams and no tuning chooses (one stream never is tuned).
+OPARA_API int cpu_worker_threads(const Options& options, int streams);
+
 }  // namespace opara

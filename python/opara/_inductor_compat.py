@@ -102,18 +102,24 @@ def _modules_loaded(into: list[Any]) -> Iterator[list[Any]]:
         yield into
 
 
-def compile_region(module: torch.fx.GraphModule, examples: list[Any], native: bool) -> tuple[Any, list[Any]]:
+def compile_region(module: torch.fx.GraphModule, examples: list[Any], native: bool,
+                   threads: int = 0) -> tuple[Any, list[Any]]:
     """`module` compiled by Inductor (compile_fx) for `examples`, its constants frozen in, and the
     wrapper modules the compile loaded. `native`: with Inductor's C++ wrapper, whose entry opara
-    calls from C++ (CPU regions); else the Python wrapper. cpp.dynamic_threads: the C++ kernels take
-    the running thread's OpenMP team size, not the one at compile time, so that a region follows
-    the intra-op threads opara gives each worker (docs/benchmarks.md, "Regions compiled by Inductor")."""
+    calls from C++ (CPU regions); else the Python wrapper. `threads`: the intra-op threads every
+    call of the region runs with, where the plan fixes them (a CPU region plan of one stream), for
+    which Inductor sizes each kernel's parallel loops as it does for itself, a kernel too small to
+    share left serial; 0: cpp.dynamic_threads, the C++ kernels take the running thread's OpenMP team
+    size, so that a region follows the intra-op threads opara gives each worker, but every kernel
+    opens a parallel region (a llama decode step's 15 against Inductor's 2: 160 against 111 us a
+    step; docs/benchmarks.md, "Regions compiled by Inductor")."""
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
 
+    threading = {"cpp.dynamic_threads": False, "cpp.threads": threads} if threads > 0 else {"cpp.dynamic_threads": True}
     modules: list[Any] = []
-    with torch.no_grad(), config.patch({"cpp_wrapper": native, "freezing": True,
-                                        "cpp.dynamic_threads": True}), _modules_loaded(modules):
+    with torch.no_grad(), config.patch({"cpp_wrapper": native, "freezing": True, **threading}), \
+            _modules_loaded(modules):
         compiled = compile_fx(module, examples)
     return compiled, modules
 

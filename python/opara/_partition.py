@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 import torch.fx as fx
@@ -289,12 +289,38 @@ def devices_placed(graph: fx.Graph, device: torch.device) -> Iterator[None]:
 
 
 def linear_weights(graph: fx.Graph) -> set[str]:
-    """The placeholders read only as a linear layer's weight. They stay region inputs: folded,
-    Inductor's freezing lays them out anew, and bert_base's matrix products then ran 0.86x
-    Inductor's against 1.07x on the original layout (CPU, 32 rows); convolution weights, folded
-    and prepacked, made googlenet 1.40x."""
+    """The placeholders read only as a linear layer's weight, which Inductor's in-process compile
+    reads unfolded: folded, its freezing lays them out anew, and bert_base's matrix products then
+    ran 0.86x Inductor's against 1.07x on the original layout (CPU, 32 rows); convolution weights,
+    folded and prepacked, made googlenet 1.40x. None where every matrix product of the program takes
+    one row (a decode step at batch 1, products_of_one_row): folded, freezing packs them for MKL,
+    as inductor-best runs them; unfolded, ATen's mm copied each product's row first (the one-row
+    view Inductor passes has stride 0 along its row), a dozen copies a llama decode step, and the
+    step ran 0.92x to 0.95x inductor-best's against 0.96x to 0.97x folded (docs/benchmarks.md)."""
+    if products_of_one_row(graph.nodes):
+        return set()
     return {node.name for node in graph.nodes if node.op == "placeholder" and node.users and all(
         user.target is torch.ops.aten.linear.default and user.args[1] is node for user in node.users)}
+
+
+# The matrix products freezing packs, by the position of their rows' argument.
+_PRODUCTS = {torch.ops.aten.linear.default: 0, torch.ops.aten.addmm.default: 1, torch.ops.aten.mm.default: 0}
+
+
+def products_of_one_row(nodes: Iterable[fx.Node]) -> bool:
+    """Whether `nodes` have matrix products (linear, addmm, mm), each of one row of known size (a
+    decode step at batch 1), and no convolution."""
+    rows = []
+    for node in nodes:
+        target = getattr(node.target, "__name__", "")
+        if target.startswith(("conv", "_convolution", "mkldnn_convolution")):
+            return False
+        if node.target in _PRODUCTS:
+            value = node.args[_PRODUCTS[node.target]].meta.get("val")
+            if not isinstance(value, torch.Tensor) or symbolic_layout(value):
+                return False
+            rows.append(value.numel() // max(value.shape[-1], 1) if value.dim() else 1)
+    return bool(rows) and all(count == 1 for count in rows)
 
 
 # oneDNN's convolutions on the weights freezing packs pay off from about this many floating-point

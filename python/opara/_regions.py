@@ -37,7 +37,7 @@ import torch
 from ._frontend import _compile_device, _first_line, program_archive
 from ._inductor_compat import compile_region, dynamos_events_kept, entry_inputs_recorded, native_entry
 from ._partition import (Parts, ProgramState, Region, constants_of, devices_placed, library_names, linear_weights,
-                         node_values, placed, set_outputs, small_convolution_weights, symbolic_layout)
+                         node_values, placed, products_of_one_row, set_outputs, small_convolution_weights)
 from ._symbolic_regions import InputLayout, ShapeBinding
 
 # The compiled regions by key: what the op's kernel runs. A CompiledRegions removes its own.
@@ -207,10 +207,11 @@ def _example(value: Any) -> Any:
 
 def _compile_region(region: Region, values: dict[str, Any], device: torch.device,
                     symbolic: list[torch.Tensor] | None = None,
-                    layouts: list[torch.Tensor] | None = None) -> _CompiledRegion:
+                    layouts: list[torch.Tensor] | None = None, threads: int = 0) -> _CompiledRegion:
     """`region` compiled by Inductor for its inputs' `values`, or, `symbolic`, for the program's fake
     inputs of symbolic sizes (its kernels then take any size), run on the values copied into the
-    `layouts` the fakes give this shape where theirs differ."""
+    `layouts` the fakes give this shape where theirs differ; its kernels for `threads` intra-op
+    threads (0: whatever the running worker has, compile_region)."""
     # A call's input in another layout is copied into the example's before the region runs
     # (csrc/ext/region_inputs.h): examples in a layout a copy can take.
     examples = [_example(values[name]) for name in region.inputs]
@@ -224,7 +225,7 @@ def _compile_region(region: Region, values: dict[str, Any], device: torch.device
     # constants the region holds (prepacked convolution weights). The measurements behind both:
     # docs/benchmarks.md, "Regions compiled by Inductor".
     native = device.type == "cpu"
-    compiled, modules = compile_region(region.module(examples), symbolic or examples, native)
+    compiled, modules = compile_region(region.module(examples), symbolic or examples, native, threads)
     written = [index for index, name in enumerate(region.inputs) if name in region.written]
     with torch.no_grad():
         return _CompiledRegion(compiled, examples, modules if native else [], written)
@@ -276,21 +277,7 @@ def one_row_products(region: Region) -> bool:
     one-row product: the gptfast decoder's step ran 1.32x the in-process region's time packed and
     0.82x unpacked; a three-layer MLP packed lost at one row and won from four (docs/benchmarks.md,
     "What is left against inductor-best, attributed")."""
-    rows = []
-    for node in region.members:
-        target = getattr(node.target, "__name__", "")
-        if target.startswith(("conv", "_convolution", "mkldnn_convolution")):
-            return False
-        if node.target in _PRODUCTS:
-            value = node.args[_PRODUCTS[node.target]].meta.get("val")
-            if not isinstance(value, torch.Tensor) or symbolic_layout(value):
-                return False
-            rows.append(value.numel() // max(value.shape[-1], 1) if value.dim() else 1)
-    return bool(rows) and all(count == 1 for count in rows)
-
-
-# The matrix products freezing packs, by the position of their rows' argument.
-_PRODUCTS = {torch.ops.aten.linear.default: 0, torch.ops.aten.addmm.default: 1, torch.ops.aten.mm.default: 0}
+    return products_of_one_row(region.members)
 
 
 def _frozen(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], constants: dict[str, torch.Tensor],
@@ -299,7 +286,7 @@ def _frozen(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], 
     """What the regions may read: the constants and the user inputs at `folded_inputs`, by
     placeholder, and of those the ones folded in (read once): not state the program writes (read at
     each call), nor, for Inductor's in-process compile, a linear layer's weight (linear_weights: its
-    freezing lays them out anew) or the weights of `small_convolutions` (on the CPU, a program's
+    freezing lays them out anew; but in a program of one-row products, packed for MKL) or the weights of `small_convolutions` (on the CPU, a program's
     small convolutions, small_convolution_weights: freezing would pack them for oneDNN, slower
     there than ATen's calls). AOTInductor's regions hold every weight they read (a package carries them; where
     packing would not pay they are compiled without freezing, _ahead_of_time)."""
@@ -351,6 +338,7 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
         exported = exported.run_decompositions({})
     archive = program_archive(exported)
     plan = json.loads(torch.ops.opara.region_plan(archive, name, inputs, options))
+    threads = plan.get("region_threads", 0)  # where the plan fixes each region's intra-op threads
     state = ProgramState(exported)
     constants = constants_of(exported)
     small_convolutions = small_convolution_weights(exported.graph_module.graph) if device.type == "cpu" else set()
@@ -390,7 +378,7 @@ def compile_regions(exported: torch.export.ExportedProgram, inputs: list[torch.T
                 if binding is not None:
                     symbolic_inputs = fakes[region.index]
                     shaped = [layout.for_shape(shape) for layout in layouts[region.index]]
-                compiled_region = _compile_region(region, values, device, symbolic_inputs, shaped)
+                compiled_region = _compile_region(region, values, device, symbolic_inputs, shaped, threads)
         except Exception as error:  # Inductor refuses some graphs; their nodes stay ATen
             compiled.skipped.append(f"the region of {sorted(region.part)[0]}: {_first_line(error)}")
             outcome = "refused"

@@ -161,6 +161,31 @@ def test_the_streams_that_run_are_the_streams_that_cut_the_regions(library, mode
     assert plan["streams"] == cut["streams"] > 1
 
 
+@pytest.mark.parametrize("options", [{}, {"intra_op_threads": 1}, {"region_min_share": 0.1}],
+                         ids=["one-stream", "one-thread-asked", "streams"])
+def test_regions_on_one_stream_are_compiled_for_the_threads_that_run_them(library, model_and_input, options):
+    """On one stream every region runs on the one worker: Inductor compiles its kernels for that
+    worker's threads (as for itself: a kernel too small to share stays serial, where a team sized
+    at run time opened a parallel region in each). Regions on several streams take each worker's
+    team at run time. Either way the outputs are the module's."""
+    from opara._frontend import program_archive
+
+    model, x = model_and_input
+    program = torch.export.export(model, (x,)).run_decompositions({})
+    cut = json.loads(torch.ops.opara.region_plan(program_archive(program), "ThreeBranches", [x],
+                                                 {key: str(value) for key, value in options.items()}))
+    compiled = opara.compile(model, [x], kernels="inductor", device="cpu", cpu_tuning_ms=0, **options)
+    with torch.no_grad():
+        close_to(compiled(x), model(x))
+    if "region_min_share" in options:
+        assert "region_threads" not in cut and compiled.plan()["streams"] > 1
+        return
+    assert compiled.plan()["streams"] == 1
+    assert cut["region_threads"] == compiled.stats()["intra_op_threads"] == options.get("intra_op_threads",
+                                                                                      cut["region_threads"])
+    assert cut["region_threads"] >= 1
+
+
 def test_a_region_whose_entry_is_not_found_keeps_the_python_call(library, model_and_input, monkeypatch):
     from opara import _regions
 
@@ -474,6 +499,47 @@ def test_the_weights_of_a_program_of_small_convolutions_are_not_packed(library, 
         assert counters["inductor"]["mkldnn_conv_weight_pack_matcher_count"] == packed
     elif not transposed and torch.backends.mkldnn.is_available():
         assert counters["inductor"]["mkldnn_conv_weight_pack_matcher_count"] > packed
+
+
+class TwoProducts(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        return self.b(torch.nn.functional.gelu(self.a(x)))
+
+
+@pytest.mark.parametrize("shape, packed", [
+    ((1, 16), True),      # a decode step's products at batch 1: packed for MKL, as inductor-best runs them
+    ((1, 1, 16), True),   # with a sequence dimension of one
+    ((4, 16), False),     # four rows: the weights stay region inputs, in their own layout
+])
+@pytest.mark.parametrize("route", ["opara.compile", "backend"])
+def test_a_program_whose_products_take_one_row_folds_its_linear_weights(library, fresh_dynamo, shape, packed,
+                                                                        route):
+    """Unfolded, a one-row product's row is copied by ATen's mm first (Inductor passes it with stride
+    0 along the row); folded, freezing packs the weights for MKL. A program of more rows keeps
+    them unfolded (freezing's layout ran bert_base's products slower). Outputs are the module's."""
+    from torch._dynamo.utils import counters
+
+    from opara._partition import linear_weights
+
+    torch.manual_seed(0)
+    model, x = TwoProducts().eval(), torch.randn(shape)
+    program = torch.export.export(model, (x,)).run_decompositions({})
+    assert len(linear_weights(program.graph_module.graph)) == (0 if packed else 2)
+    before = counters["inductor"]["mkldnn_linear_weight_pack_matcher_count"]
+    options = {"kernels": "inductor", "device": "cpu", "cpu_tuning_ms": 0}
+    compiled = (opara.compile(model, [x], **options) if route == "opara.compile"
+                else torch.compile(model, backend="opara", options={**options, "fallback": "error"}))
+    with torch.no_grad():
+        close_to([compiled(x)], [model(x)])
+    packs = counters["inductor"]["mkldnn_linear_weight_pack_matcher_count"] - before
+    if not packed:
+        assert packs == 0, "the weights of products of four rows were folded and packed"
+    elif torch.backends.mkldnn.is_available():
+        assert packs == 2, f"{packs} of the two one-row products' weights packed"
 
 
 def test_a_weight_read_by_a_convolution_and_something_else_stays_folded(library):

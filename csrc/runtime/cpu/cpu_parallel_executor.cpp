@@ -111,7 +111,7 @@ WorkerShape checked_worker_shape(const Graph& graph, const Plan& plan, const Cpu
   }
   const int streams = std::max(plan.stream_count, 1);
   shape.workers = options.workers > 0 ? options.workers : std::min(streams, shape.cores);
-  shape.intra_op_threads = threads > 0 ? threads : std::max(1, shape.cores / streams);
+  shape.intra_op_threads = worker_intra_op_threads(threads, streams);
   return shape;
 }
 
@@ -125,6 +125,10 @@ std::unique_ptr<std::atomic<double>[]> zero_times(std::size_t count) {
 
 int usable_cores() {
   return std::max(1, static_cast<int>(allowed_cpus().size()));
+}
+
+int worker_intra_op_threads(int requested, int streams) {
+  return requested > 0 ? requested : std::max(1, usable_cores() / std::max(streams, 1));
 }
 
 struct CpuParallelExecutor::State {

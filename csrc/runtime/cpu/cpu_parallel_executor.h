@@ -51,6 +51,10 @@ struct CpuExecutorOptions {
 // its workers and intra-op threads by it; at least 1.
 int usable_cores();
 
+// The intra-op threads each worker of a plan of `streams` streams runs with: `requested` where more
+// than 0, else usable_cores() / streams, at least 1.
+int worker_intra_op_threads(int requested, int streams);
+
 // Priorities for CpuExecutorOptions::priorities: each node's longest remaining path to the end, in
 // host time measured on three eager runs of `arguments` (the fastest of each node's), so that the
 // ready stream on the critical path runs first.

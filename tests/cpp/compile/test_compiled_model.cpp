@@ -177,6 +177,11 @@ TEST(CompiledModelCpu, WithoutACapOrThreadCountTheScheduleIsTuned) {
   EXPECT_THAT(untuned.stats().tuning, IsEmpty());
   EXPECT_EQ(untuned.stats().streams, make_plan(untuned.graph(), {}).stream_count);
   EXPECT_EQ(untuned.stats().intra_op_threads, std::max(1, usable_cores() / untuned.stats().streams));
+  // What region_plan compiles Inductor's kernels for on one stream (csrc/ext/plan_op.cpp).
+  EXPECT_EQ(cpu_worker_threads(options, untuned.stats().streams), untuned.stats().intra_op_threads);
+  options.cpu.intra_op_threads = 1;
+  EXPECT_EQ(cpu_worker_threads(options, 1), 1);
+  EXPECT_EQ(compile(loaded.path, loaded.inputs, options).stats().intra_op_threads, 1);
 }
 
 TEST(CompiledModelCpu, BadInputsAreNamedWithWhatWasExpected) {
