@@ -286,9 +286,10 @@ def _frozen(exported: torch.export.ExportedProgram, inputs: list[torch.Tensor], 
     """What the regions may read: the constants and the user inputs at `folded_inputs`, by
     placeholder, and of those the ones folded in (read once): not state the program writes (read at
     each call), nor, for Inductor's in-process compile, a linear layer's weight (linear_weights: its
-    freezing lays them out anew; but in a program of one-row products, packed for MKL) or the weights of `small_convolutions` (on the CPU, a program's
-    small convolutions, small_convolution_weights: freezing would pack them for oneDNN, slower
-    there than ATen's calls). AOTInductor's regions hold every weight they read (a package carries them; where
+    freezing lays them out anew; but a program of one-row products folds them, packed for MKL) or
+    the weights of `small_convolutions` (on the CPU, a program's small convolutions,
+    small_convolution_weights: freezing would pack them for oneDNN, slower there than ATen's
+    calls). AOTInductor's regions hold every weight they read (a package carries them; where
     packing would not pay they are compiled without freezing, _ahead_of_time)."""
     user_inputs = list(exported.graph_signature.user_inputs)
     folded = {user_inputs[index]: inputs[index] for index in folded_inputs}
