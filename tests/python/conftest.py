@@ -22,6 +22,18 @@ if _SESSION_CACHE:
     os.environ["OPARA_CACHE_DIR"] = _SESSION_CACHE
 
 
+class Products(torch.nn.Module):
+    """Two linear layers with a GELU between: the matrix products whose rows decide how their
+    weights are packed (python/opara/_partition.py, products_of_one_row)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        return self.b(torch.nn.functional.gelu(self.a(x)))
+
+
 def pytest_sessionfinish(session, exitstatus):
     if _SESSION_CACHE:
         shutil.rmtree(_SESSION_CACHE, ignore_errors=True)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import opara
-from conftest import model_file
+from conftest import Products, model_file
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -501,15 +501,6 @@ def test_the_weights_of_a_program_of_small_convolutions_are_not_packed(library, 
         assert counters["inductor"]["mkldnn_conv_weight_pack_matcher_count"] > packed
 
 
-class TwoProducts(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a, self.b = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
-
-    def forward(self, x):
-        return self.b(torch.nn.functional.gelu(self.a(x)))
-
-
 @pytest.mark.parametrize("shape, packed", [
     ((1, 16), True),      # a decode step's products at batch 1: packed for MKL, as inductor-best runs them
     ((1, 1, 16), True),   # with a sequence dimension of one
@@ -526,7 +517,7 @@ def test_a_program_whose_products_take_one_row_folds_its_linear_weights(library,
     from opara._partition import linear_weights
 
     torch.manual_seed(0)
-    model, x = TwoProducts().eval(), torch.randn(shape)
+    model, x = Products().eval(), torch.randn(shape)
     program = torch.export.export(model, (x,)).run_decompositions({})
     assert len(linear_weights(program.graph_module.graph)) == (0 if packed else 2)
     before = counters["inductor"]["mkldnn_linear_weight_pack_matcher_count"]

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import opara
+from conftest import Products
 from opara._package_file import keep_choice, read_info
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -272,15 +273,6 @@ class DecodeStep(torch.nn.Module):
     def forward(self, x, position):
         self.cache.index_copy_(0, position, torch.relu(self.key(x)))
         return self.out(x) + (self.cache * x).sum(0, keepdim=True)
-
-
-class Products(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a, self.b = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
-
-    def forward(self, x):
-        return self.b(torch.nn.functional.gelu(self.a(x)))
 
 
 def _region_of(module, inputs):
