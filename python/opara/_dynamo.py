@@ -133,6 +133,32 @@ class _Specialized(torch.nn.Module):
         return pytree.tree_unflatten(leaves, self.traced.out_spec)
 
 
+def _attributes_lifted(graph: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, tuple[torch.Tensor, ...]]:
+    """`graph` (itself where it reads no tensor attribute) with each tensor it reads as an attribute
+    taken as an input after its own, and those tensors. A copy: Dynamo reads its graph's
+    placeholders after the backend returns."""
+    attributes = [node for node in graph.graph.nodes
+                  if node.op == "get_attr" and isinstance(operator.attrgetter(node.target)(graph), torch.Tensor)]
+    if not attributes:
+        return graph, ()
+    copied = torch.fx.Graph()
+    nodes: dict[torch.fx.Node, torch.fx.Node] = {}
+    copied.output(copied.graph_copy(graph.graph, nodes))
+    placeholders = [node for node in copied.nodes if node.op == "placeholder"]
+    last = placeholders[-1] if placeholders else None
+    for node in attributes:
+        attribute = nodes[node]
+        with copied.inserting_after(last) if last is not None else copied.inserting_before():
+            placeholder = copied.placeholder(attribute.name)
+        placeholder.meta.update(attribute.meta)
+        attribute.replace_all_uses_with(placeholder)
+        copied.erase_node(attribute)
+        last = placeholder
+    lifted = torch.fx.GraphModule(graph, copied)
+    lifted.meta.update(graph.meta)
+    return lifted, tuple(operator.attrgetter(node.target)(graph) for node in attributes)
+
+
 def _foldable(weight: torch.Tensor) -> bool:
     """Whether a static input may be folded into Inductor's regions: its in-place writes must move
     its version counter, which an inference tensor has none of, and which a CUDA graph's replay
@@ -304,12 +330,19 @@ class OparaGraph:
     def __init__(self, graph: torch.fx.GraphModule, example_inputs: list[Any], options: dict[str, str],
                  fallback: str, kernels: str = "auto", fold_weights: bool = True,
                  cache: CacheSettings = CacheSettings(None)):
+        # A frozen trace (torch._inductor.config.freezing set for the process, as PyTorch's CPU
+        # inference guide sets it) passes no weights: Dynamo made them attributes of the graph. They
+        # become inputs again, given by this object at each call, so that they are folded, watched
+        # and read where they live like the weights Dynamo passes.
+        graph, self.attributes = _attributes_lifted(graph)
+        example_inputs = list(example_inputs) + list(self.attributes)
         self.graph_module = graph
         self.options = options
         self.fallback = fallback
         self.kernels = kernels
         self.name = f"torch.compile graph {graph.meta.get('dynamo_compile_id', '')}".rstrip()
-        self.static = [i for i, value in enumerate(example_inputs) if is_dynamo_static(value)]
+        lifted = range(len(example_inputs) - len(self.attributes), len(example_inputs))
+        self.static = [i for i, value in enumerate(example_inputs) if is_dynamo_static(value) or i in lifted]
         # Dynamo guards its inputs' types: a graph of tensors alone is given tensors alone (no
         # filter over hundreds of weights at each call).
         self.tensors_only = all(isinstance(value, torch.Tensor) for value in example_inputs)
@@ -459,8 +492,9 @@ class OparaGraph:
                 warnings.warn(f"opara: {self.name} runs eagerly while gradients are wanted: {reason}", stacklevel=2)
                 counters["fallbacks"] += 1
                 self.told_gradients = True
-            return self.graph_module(*args)
+            return self.graph_module(*args, *self.attributes)
         key = self._key(args)
+        args += self.attributes
         compiled = self.by_shape.get(key)
         tensors = list(args) if self.tensors_only else [a for a in args if isinstance(a, torch.Tensor)]
         if isinstance(compiled, _Compiled):

@@ -436,6 +436,60 @@ def test_the_backend_writes_a_models_buffer_through_regions(library, fresh_dynam
     torch.testing.assert_close(model.cache, reference.cache, rtol=1e-4, atol=1e-5)
 
 
+def frozen_trace_backend(options, weights_passed):
+    """opara's backend for torch.compile(model, backend=...), noting how many tensors Dynamo passed
+    beside the model's inputs: none of its weights under a frozen trace."""
+    from opara._dynamo import opara_backend
+
+    def backend(graph, example_inputs):
+        weights_passed.append(sum(isinstance(value, torch.nn.Parameter) for value in example_inputs))
+        return opara_backend(graph, example_inputs, options=options)
+
+    return backend
+
+
+@pytest.mark.parametrize("kernels", ["aten", "inductor"])
+def test_under_a_frozen_trace_the_weights_are_folded_and_a_write_is_seen(library, fresh_dynamo, kernels):
+    # torch._inductor.config.freezing set for the process, as PyTorch's CPU inference guide sets
+    # it: Dynamo passes no weight, it makes them attributes of its graph. They were then constants
+    # of opara's program, folded in for good: a weight written in place was not seen (branchy's
+    # outputs 0.14 off after its first convolution's weight doubled).
+    from torch._inductor import config
+
+    torch.manual_seed(0)
+    model, x = ThreeBranches().eval(), torch.randn(1, 8, 32, 32)
+    weights_passed = []
+    options = {"kernels": kernels, "device": "cpu", "cpu_tuning_ms": 0, "fallback": "error"}
+    with torch.no_grad(), config.patch(freezing=True):
+        compiled = torch.compile(model, backend=frozen_trace_backend(options, weights_passed))
+        close_to(compiled(x), model(x))
+        assert weights_passed == [0]  # the trace this test is about
+        model.a.weight.mul_(2)  # a convolution's weight, folded into the region with Inductor's kernels
+        close_to(compiled(x), model(x))
+        model.load_state_dict({**model.state_dict(), "c.bias": model.c.bias * 3})
+        close_to(compiled(x), model(x))
+        model.b.weight.data = model.b.weight.data * 0.5  # another memory under the same parameter
+        close_to(compiled(x), model(x))
+    assert weights_passed == [0] and opara.dynamo_counters["fallbacks"] == 0
+
+
+def test_under_a_frozen_trace_the_backend_writes_a_models_buffer(library, fresh_dynamo):
+    from torch._inductor import config
+
+    torch.manual_seed(0)
+    model, reference = CacheStep().eval(), CacheStep().eval()
+    reference.load_state_dict(model.state_dict())
+    weights_passed = []
+    options = {"kernels": "inductor", "device": "cpu", "cpu_tuning_ms": 0, "fallback": "error"}
+    with torch.no_grad(), config.patch(freezing=True):
+        compiled = torch.compile(model, backend=frozen_trace_backend(options, weights_passed))
+        for step in range(3):
+            x = torch.randn(1, 8)
+            close_to([compiled(x, torch.tensor([step]))], [reference(x, torch.tensor([step]))])
+    assert weights_passed == [0] and opara.dynamo_counters["fallbacks"] == 0
+    torch.testing.assert_close(model.cache, reference.cache, rtol=1e-4, atol=1e-5)
+
+
 def test_a_torchscript_file_is_compiled_with_atens_kernels_and_says_so(library):
     path = model_file("branchy", "pt")
     with pytest.warns(UserWarning, match="kernels='inductor' needs a torch.export program"):
