@@ -212,6 +212,10 @@ def _picker(positions: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
 
 _SAME, _MOVED, _WRITTEN = 0, 1, 2  # Model.run_watched's answers (csrc/ext/model_class.cpp)
 
+# The compiles of this many other modules' weights are kept per Dynamo graph (each holds its
+# weights folded in): an ensemble of a few members of one class alternates without compiling again.
+_WEIGHT_SETS_KEPT_APART = 4
+
 
 def _described(name: str, handle: Any, lowered: Lowered) -> dict[str, Any]:
     """One compile as opara.dynamo_compiles lists it."""
@@ -349,6 +353,12 @@ class OparaGraph:
         self.fold_weights = fold_weights  # kernels="inductor": until a folded weight is written in place
         self.cache = cache_hook(cache)
         self.by_shape: dict[tuple, _Compiled | _EagerGraph] = {}
+        # Another module of the same class (an ensemble's member) shares this graph: Dynamo guards
+        # its parameters' properties, not which they are. The compiled shapes and the program above
+        # hold one module's weights folded in (`weights`, their identities); another's are kept
+        # apart while it runs (the most recent few).
+        self.weights: tuple[int, ...] | None = None
+        self.apart: collections.OrderedDict[tuple[int, ...], tuple[dict, Any]] = collections.OrderedDict()
         counters["graphs"] += 1
         symbols = [str(value) for value in example_inputs if isinstance(value, torch.SymInt)]
         symbolic = symbols or any(
@@ -362,6 +372,7 @@ class OparaGraph:
         traced = _traced_values(graph, list(example_inputs)) if symbolic else []
         self.size_sources = _size_sources(traced) if symbolic else None
         self.dynamic_shapes = _dynamic_shapes(traced) if symbolic else None
+        self._weights_taken(list(example_inputs))
         if not symbolic and not self._inference_only(list(example_inputs)):
             self._compile(list(example_inputs))  # else at the first call without gradients
         self.told_gradients = False
@@ -494,6 +505,7 @@ class OparaGraph:
                 self.told_gradients = True
             return self.graph_module(*args, *self.attributes)
         key = self._key(args)
+        callers = args
         args += self.attributes
         compiled = self.by_shape.get(key)
         tensors = list(args) if self.tensors_only else [a for a in args if isinstance(a, torch.Tensor)]
@@ -501,6 +513,8 @@ class OparaGraph:
             found, outputs = self._run(compiled, tensors, key, args)
             if found == _SAME:
                 return outputs
+            if self._weights_taken(args):  # another module's weights: its own compiles, looked up again
+                return self(*callers)
             if found == _WRITTEN:
                 self.fold_weights = False  # written once, maybe again: from now on read at each call
                 self.program = None  # a symbolic graph's regions are compiled again, reading the weights
@@ -508,6 +522,8 @@ class OparaGraph:
                 self.program = None  # a weight was replaced or moved: its regions hold the old one
             compiled = None
         if compiled is None:
+            if self._weights_taken(args):  # a new shape of another module's: not from this one's program
+                return self(*callers)
             compiled = self._compile(list(args))
         if isinstance(compiled, _EagerGraph):
             return self.graph_module(*args)
@@ -515,6 +531,23 @@ class OparaGraph:
         if found != _SAME:  # compiled for these very tensors a moment ago: not reached
             return self._eager_from_now_on(key, args, RuntimeError("its inputs changed while it compiled"), 3)
         return outputs
+
+    def _weights_taken(self, args: tuple[Any, ...] | list[Any]) -> bool:
+        """Whether `args` hold other weights than the compiled shapes and program were made for
+        (other tensors, not the same ones in other memory); if so, those become the ones compiled
+        for these weights (none yet: compiled at their first call), the others kept apart."""
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        given = tuple(id(tensors[position]) for position in self._static_positions(args))
+        if self.weights is None or given == self.weights:
+            self.weights = given
+            return False
+        self.apart[self.weights] = (self.by_shape, self.program)
+        self.apart.move_to_end(self.weights)
+        self.by_shape, self.program = self.apart.pop(given, ({}, None))
+        self.weights = given
+        while len(self.apart) > _WEIGHT_SETS_KEPT_APART:
+            self.apart.popitem(last=False)
+        return True
 
     def _run(self, compiled: _Compiled, tensors: list[torch.Tensor], key: tuple, args: tuple[Any, ...]) -> tuple[int, Any]:
         """(_SAME, the graph's results), or why the compiled graph cannot run these tensors (then it

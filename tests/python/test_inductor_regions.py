@@ -436,6 +436,33 @@ def test_the_backend_writes_a_models_buffer_through_regions(library, fresh_dynam
     torch.testing.assert_close(model.cache, reference.cache, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("kernels,dynamic", [("aten", False), ("inductor", False), ("inductor", True)])
+def test_members_of_one_class_share_dynamos_graph_and_keep_their_own_compiles(library, fresh_dynamo, kernels,
+                                                                               dynamic):
+    # Dynamo guards the parameters' properties, not which they are: an ensemble's members share its
+    # graph. Each call of the other member found the weights moved and compiled it again (two
+    # compiles a pair of calls, up to a second each here).
+    torch.manual_seed(0)
+    members = [ThreeBranches().eval() for _ in range(3)]
+    options = {"kernels": kernels, "device": "cpu", "cpu_tuning_ms": 0, "fallback": "error"}
+    compiled = [torch.compile(member, backend="opara", options=options, dynamic=dynamic) for member in members]
+    sizes = [32, 24] if dynamic else [32]
+    with torch.no_grad():
+        for _ in range(3):
+            for size in sizes:
+                x = torch.randn(1, 8, size, size)
+                for member, call in zip(members, compiled):
+                    close_to(call(x), member(x))
+        assert opara.dynamo_counters["graphs"] == 1
+        compiles = opara.dynamo_counters["compiles"]
+        assert compiles == len(members) * len(sizes)
+        members[1].a.bias.add_(1)  # folded with Inductor's kernels: that member alone compiled again
+        for member, call in zip(members, compiled):
+            close_to(call(x), member(x))
+    assert opara.dynamo_counters["compiles"] == compiles + (kernels == "inductor")
+    assert opara.dynamo_counters["fallbacks"] == 0
+
+
 def frozen_trace_backend(options, weights_passed):
     """opara's backend for torch.compile(model, backend=...), noting how many tensors Dynamo passed
     beside the model's inputs: none of its weights under a frozen trace."""
