@@ -213,7 +213,11 @@ void CpuParallelExecutor::State::start_workers() {
   if (options.cpu.pin_workers && shape.intra_op_threads == 1 && shape.workers == shape.cores)
     worker_cpus = shape.cpus;  // one each
   pool = std::make_unique<WorkerPool>(
-      shape.workers, [this](int worker) { set_up_worker(worker); }, [this] { work(); });
+      shape.workers, [this](int worker) { set_up_worker(worker); },
+      [this] {
+        const at::ThreadLocalStateGuard callers_mode(caller_state);
+        work();
+      });
   if (caller_threads != shape.intra_op_threads) at::set_num_threads(caller_threads);
 }
 
@@ -228,7 +232,6 @@ void CpuParallelExecutor::State::set_up_worker(int worker) {
 }
 
 void CpuParallelExecutor::State::work() {
-  const at::ThreadLocalStateGuard callers_mode(caller_state);
   ThreadJitter jitter(options.jitter_seed);
   std::unique_lock<std::mutex> lock(mutex);
   while (const std::optional<StreamScheduler::Turn> turn = next_turn(lock, jitter)) {
@@ -308,11 +311,11 @@ std::vector<c10::IValue> CpuParallelExecutor::State::run(const std::vector<c10::
   failure.reset();
   streams.start_run();
   c10::AutoGradMode no_grad(false);
-  caller_state = at::ThreadLocalState();  // published to the workers with the round
   if (pool) {
+    caller_state = at::ThreadLocalState();  // published to the workers with the round
     pool->run_round();
   } else {
-    work();
+    work();  // on the caller's thread, already in its mode (capturing and setting it again: a microsecond)
   }
   // The no-stream nodes no stream needed: graph outputs made by views, and unused ones.
   for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {

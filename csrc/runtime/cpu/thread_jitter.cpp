@@ -6,12 +6,13 @@
 
 namespace opara {
 
-ThreadJitter::ThreadJitter(std::uint64_t seed)
-    : seed_(seed), random_(seed ^ std::hash<std::thread::id>{}(std::this_thread::get_id())) {}
+ThreadJitter::ThreadJitter(std::uint64_t seed) {
+  if (seed != 0) random_.emplace(seed ^ std::hash<std::thread::id>{}(std::this_thread::get_id()));
+}
 
 void ThreadJitter::pause() {
-  if (seed_ == 0) return;
-  const auto pause = std::uniform_int_distribution<int>(-10, 50)(random_);
+  if (!random_) return;
+  const auto pause = std::uniform_int_distribution<int>(-10, 50)(*random_);
   if (pause <= 0) {
     std::this_thread::yield();
   } else {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 
 namespace opara {
@@ -17,8 +18,8 @@ class ThreadJitter {
   void pause();
 
  private:
-  std::uint64_t seed_;
-  std::mt19937_64 random_;
+  // Seeded only with a seed: a run of the model makes one, and seeding costs a microsecond.
+  std::optional<std::mt19937_64> random_;
 };
 
 }  // namespace opara
