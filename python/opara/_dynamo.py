@@ -580,7 +580,9 @@ def opara_backend(graph: torch.fx.GraphModule, example_inputs: list[Any], option
     weights at each call from then on. A write through `.data` moves no version counter and is not
     seen: write weights under torch.no_grad(), or give fold_weights=False. "cache" and "cache_dir"
     are opara.compile's: a graph compiled with Inductor's kernels is kept on disk, and the same
-    graph in another process loads it (opara.dynamo_counters["cache_hits"]).
+    graph in another process loads it (opara.dynamo_counters["cache_hits"]). Under a frozen trace
+    (torch._inductor.config.freezing set) the weights Dynamo makes graph attributes are folded and
+    watched alike; modules of one class, which share Dynamo's graph, each keep their own compiles.
     """
     if unexpected:
         names = ", ".join(sorted(unexpected))
