@@ -137,8 +137,8 @@ def _attributes_lifted(graph: torch.fx.GraphModule) -> tuple[torch.fx.GraphModul
     """`graph` (itself where it reads no tensor attribute) with each tensor it reads as an attribute
     taken as an input after its own, and those tensors. A copy: Dynamo reads its graph's
     placeholders after the backend returns."""
-    attributes = [node for node in graph.graph.nodes
-                  if node.op == "get_attr" and isinstance(operator.attrgetter(node.target)(graph), torch.Tensor)]
+    read = [(node, operator.attrgetter(node.target)(graph)) for node in graph.graph.nodes if node.op == "get_attr"]
+    attributes = {node: value for node, value in read if isinstance(value, torch.Tensor)}
     if not attributes:
         return graph, ()
     copied = torch.fx.Graph()
@@ -156,7 +156,7 @@ def _attributes_lifted(graph: torch.fx.GraphModule) -> tuple[torch.fx.GraphModul
         last = placeholder
     lifted = torch.fx.GraphModule(graph, copied)
     lifted.meta.update(graph.meta)
-    return lifted, tuple(operator.attrgetter(node.target)(graph) for node in attributes)
+    return lifted, tuple(attributes.values())
 
 
 def _foldable(weight: torch.Tensor) -> bool:
@@ -541,8 +541,7 @@ class OparaGraph:
         if self.weights is None or given == self.weights:
             self.weights = given
             return False
-        self.apart[self.weights] = (self.by_shape, self.program)
-        self.apart.move_to_end(self.weights)
+        self.apart[self.weights] = (self.by_shape, self.program)  # the newest, last (it was taken out)
         self.by_shape, self.program = self.apart.pop(given, ({}, None))
         self.weights = given
         while len(self.apart) > _WEIGHT_SETS_KEPT_APART:
